@@ -1,0 +1,107 @@
+//! Server replies, as encoded after the `ReplyHeader`.
+
+use crate::error::ErrorCode;
+use crate::records::{Acl, ClientInfo, Stat, WatcherEvent};
+
+/// The answer to the connect handshake (`ConnectResponse`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectResponse {
+    pub protocol_version: i32,
+    pub timeout_ms: i32,
+    pub session_id: i64,
+    pub passwd: Vec<u8>,
+    pub read_only: bool,
+}
+
+/// `ReplyHeader`. `err` is 0 for success, else an [`ErrorCode`] value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyHeader {
+    pub xid: i32,
+    pub zxid: i64,
+    pub err: i32,
+}
+
+/// The result of one op of a `multi`, as it is encoded in a `MultiResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultiResult {
+    /// Answer to a `create` op: only the path.
+    Create {
+        path: String,
+    },
+    /// Answer to `create2`, `createContainer` and `createTTL` ops: path and stat.
+    Create2 {
+        path: String,
+        stat: Stat,
+    },
+    Delete,
+    SetData {
+        stat: Stat,
+    },
+    Check,
+    /// `ErrorResponse`: in a failed multi, `Ok` (0) for ops before the failure, the failure's
+    /// code, then `RuntimeInconsistency` for the rest.
+    Error {
+        err: i32,
+    },
+}
+
+/// The result of one op of a `multiRead`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultiReadResult {
+    GetChildren { children: Vec<String> },
+    GetData { data: Vec<u8>, stat: Stat },
+    Error { err: ErrorCode },
+}
+
+/// A successful reply body. Errors are sent as a `ReplyHeader` with `err` set and no body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// No body: delete, check, ping, closeSession, auth, setWatches, addWatch,
+    /// checkWatches, removeWatches.
+    Empty,
+    Create {
+        path: String,
+    },
+    Create2 {
+        path: String,
+        stat: Stat,
+    },
+    /// exists, setData and setACL answer with a lone `Stat`.
+    Stat(Stat),
+    GetData {
+        data: Vec<u8>,
+        stat: Stat,
+    },
+    GetAcl {
+        acl: Vec<Acl>,
+        stat: Stat,
+    },
+    GetChildren {
+        children: Vec<String>,
+    },
+    GetChildren2 {
+        children: Vec<String>,
+        stat: Stat,
+    },
+    Sync {
+        path: String,
+    },
+    Multi(Vec<MultiResult>),
+    MultiRead(Vec<MultiReadResult>),
+    GetEphemerals {
+        ephemerals: Vec<String>,
+    },
+    GetAllChildrenNumber {
+        total: i32,
+    },
+    WhoAmI {
+        client_info: Vec<ClientInfo>,
+    },
+}
+
+/// A notification frame: `ReplyHeader{xid: -1, zxid, err: 0}` followed by the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    pub zxid: i64,
+    pub event: WatcherEvent,
+}

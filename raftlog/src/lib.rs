@@ -1,0 +1,1 @@
+//! Durable raft-rs `Storage`: a segmented write-ahead log and snapshot files.

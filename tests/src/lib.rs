@@ -1,0 +1,1 @@
+//! Shared harness for end-to-end tests: start real `baton-ensemble` processes on loopback.
