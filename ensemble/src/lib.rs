@@ -1,1 +1,158 @@
-//! `baton-ensemble`: the runtime around `baton-machine` — client listener, Raft driver, disks, admin API.
+//! `baton-ensemble`: the runtime around `baton-machine` — the client port, the Raft driver,
+//! the disks and the admin API. The ZooKeeper semantics themselves live in `baton-machine`
+//! (sans-IO); this crate only moves bytes and time to and from it.
+
+pub mod admin;
+pub mod config;
+pub mod core;
+pub mod metrics;
+mod raft_logging;
+pub mod server;
+pub mod status;
+
+use std::sync::Arc;
+
+use baton_raftlog::{LogOptions, RaftLog};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use config::Config;
+use core::{Core, CoreConfig, CoreMsg};
+
+/// Why the server could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("cannot use data dir {dir}: {source}")]
+    DataDir { dir: String, source: std::io::Error },
+    #[error("cannot open the Raft log: {0}")]
+    Log(#[from] baton_raftlog::LogError),
+    #[error("cannot listen on the {what} address {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Core(#[from] core::CoreError),
+    #[error("the core thread panicked")]
+    CorePanicked,
+}
+
+async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, RunError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| RunError::Bind { what, addr, source })
+}
+
+/// Runs a member until `shutdown` becomes true or the core fails.
+pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(), RunError> {
+    cfg.validate().map_err(RunError::Config)?;
+    std::fs::create_dir_all(&cfg.data_dir).map_err(|source| RunError::DataDir {
+        dir: cfg.data_dir.display().to_string(),
+        source,
+    })?;
+    if cfg.unsafe_no_fsync {
+        tracing::warn!(
+            "--unsafe-no-fsync: acknowledged writes can be lost on a crash; never use this in production"
+        );
+    }
+    let log = RaftLog::open(
+        &cfg.data_dir,
+        cfg.id,
+        None,
+        LogOptions {
+            sync: !cfg.unsafe_no_fsync,
+            ..LogOptions::default()
+        },
+    )?;
+    let client_listener = bind("client", cfg.client_addr).await?;
+    let admin_listener = bind("admin", cfg.admin_addr).await?;
+
+    let members = cfg.initial_members();
+    let member_ids: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
+    let metrics = Arc::new(metrics::Metrics::new());
+    let (status_tx, status_rx) = watch::channel(status::Status::default());
+    let core_cfg = CoreConfig {
+        id: cfg.id,
+        min_session_timeout_ms: cfg.min_session_timeout.as_millis() as i32,
+        max_session_timeout_ms: cfg.max_session_timeout.as_millis() as i32,
+        snapshot_entries: cfg.snapshot_entries,
+        tick: cfg.tick,
+        reap_interval: cfg.housekeeping_interval,
+    };
+    let core = Core::new(core_cfg, log, &member_ids, metrics.clone(), status_tx)?;
+
+    let (core_tx, core_rx) = mpsc::channel::<CoreMsg>(64 * 1024);
+    let (core_done_tx, mut core_done) = oneshot::channel();
+    let core_thread = std::thread::Builder::new()
+        .name("baton-core".into())
+        .spawn(move || {
+            let result = core.run(core_rx);
+            let _ = core_done_tx.send(());
+            result
+        })
+        .map_err(|source| RunError::DataDir {
+            dir: "core thread".into(),
+            source,
+        })?;
+
+    let ticker = {
+        let core_tx = core_tx.clone();
+        let tick = cfg.tick;
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                if core_tx.send(CoreMsg::Tick).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+
+    let ctx = server::ClientContext {
+        core: core_tx.clone(),
+        status: status_rx.clone(),
+        max_frame_bytes: cfg.max_frame_bytes,
+    };
+    tokio::spawn(server::serve_clients(
+        client_listener,
+        ctx,
+        cfg.max_client_connections,
+        shutdown.clone(),
+    ));
+    let admin_ctx = admin::AdminContext {
+        status: status_rx,
+        metrics,
+        peers: Arc::new(members),
+    };
+    tokio::spawn(admin::serve_admin(
+        admin_listener,
+        admin_ctx,
+        shutdown.clone(),
+    ));
+    tracing::info!(
+        id = cfg.id, client = %cfg.client_addr, admin = %cfg.admin_addr, data_dir = %cfg.data_dir.display(),
+        "baton-ensemble serving"
+    );
+
+    tokio::select! {
+        _ = shutdown.changed() => {
+            tracing::info!("shutting down");
+            let _ = core_tx.send(CoreMsg::Shutdown).await;
+        }
+        _ = &mut core_done => {}
+    }
+    ticker.abort();
+    drop(core_tx);
+    let result = tokio::task::spawn_blocking(move || core_thread.join())
+        .await
+        .map_err(|_| RunError::CorePanicked)?;
+    match result {
+        Ok(r) => r.map_err(RunError::from),
+        Err(_) => Err(RunError::CorePanicked),
+    }
+}

@@ -5,6 +5,19 @@
 //! `StateMachine::read` for local reads, `WatchManager` for a member's watches,
 //! `SessionTracker` for the leader's session deadlines.
 
+pub mod acl;
 pub mod command;
+pub mod path;
+mod read;
+pub mod session_tracker;
+pub mod snapshot;
+pub mod state;
+pub mod tree;
+mod txn;
+pub mod watch;
 
 pub use command::{Command, CommandKind};
+pub use session_tracker::SessionTracker;
+pub use snapshot::SnapshotError;
+pub use state::{Applied, SessionInfo, StateMachine};
+pub use watch::{WatchKind, WatchManager};

@@ -77,27 +77,28 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0] != 0)
     }
 
-    /// A length prefix: -1 (null) reads as 0; any other negative value, or one larger than
-    /// the bytes left, is an error (so a hostile length never drives an allocation).
-    fn read_len(&mut self, min_elem_size: usize) -> Result<usize, DecodeError> {
+    /// A string or buffer length: -1 (null) reads as 0; any other negative value is an error,
+    /// as in jute's `checkLength`, and so is one larger than the bytes left (so a hostile
+    /// length never drives an allocation).
+    fn read_len(&mut self) -> Result<usize, DecodeError> {
         let offset = self.pos;
         let len = self.read_i32()?;
         if len == -1 {
             return Ok(0);
         }
-        if len < 0 || (len as usize).saturating_mul(min_elem_size) > self.remaining() {
-            return Err(DecodeError::BadLength { offset, len });
+        match usize::try_from(len) {
+            Ok(n) if n <= self.remaining() => Ok(n),
+            _ => Err(DecodeError::BadLength { offset, len }),
         }
-        Ok(len as usize)
     }
 
     pub fn read_buffer(&mut self) -> Result<Vec<u8>, DecodeError> {
-        let len = self.read_len(1)?;
+        let len = self.read_len()?;
         Ok(self.take(len)?.to_vec())
     }
 
     pub fn read_string(&mut self) -> Result<String, DecodeError> {
-        let len = self.read_len(1)?;
+        let len = self.read_len()?;
         let offset = self.pos;
         let bytes = self.take(len)?;
         std::str::from_utf8(bytes)
@@ -106,12 +107,23 @@ impl<'a> Reader<'a> {
     }
 
     /// A vector whose elements are each at least `min_elem_size` bytes on the wire.
+    ///
+    /// Any negative count reads as empty: jute's `BinaryIndex` loops while `nelems > 0`, so
+    /// ZooKeeper accepts such vectors too. A count larger than the bytes left is an error before
+    /// anything is allocated.
     pub fn read_vec<T>(
         &mut self,
         min_elem_size: usize,
         mut elem: impl FnMut(&mut Self) -> Result<T, DecodeError>,
     ) -> Result<Vec<T>, DecodeError> {
-        let n = self.read_len(min_elem_size.max(1))?;
+        let offset = self.pos;
+        let count = self.read_i32()?;
+        let Ok(n) = usize::try_from(count) else {
+            return Ok(Vec::new());
+        };
+        if n.saturating_mul(min_elem_size.max(1)) > self.remaining() {
+            return Err(DecodeError::BadLength { offset, len: count });
+        }
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             out.push(elem(self)?);

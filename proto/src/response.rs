@@ -56,9 +56,12 @@ pub enum MultiReadResult {
 /// A successful reply body. Errors are sent as a `ReplyHeader` with `err` set and no body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    /// No body: delete, check, ping, closeSession, auth, setWatches, addWatch,
-    /// checkWatches, removeWatches.
+    /// No body: delete, check, ping, closeSession, auth, setWatches, checkWatches,
+    /// removeWatches.
     Empty,
+    /// The answer to a successful `addWatch`: ZooKeeper sends an `ErrorResponse{err: 0}` (four
+    /// zero bytes) and its Java client fails the connection if they are missing.
+    AddWatch,
     Create {
         path: String,
     },

@@ -1,1 +1,31 @@
 //! Durable raft-rs `Storage`: a segmented write-ahead log and snapshot files.
+//!
+//! Layout of a data directory:
+//! - `identity`: member id and cluster id, so a stale volume never rejoins as someone else;
+//! - `LOCK`: held while a process has the log open;
+//! - `log-<seq>.wal`: append-only segments of checksummed records, one record per `persist` call
+//!   (group commit: one fdatasync per batch however many entries it holds);
+//! - `snap-<term>-<index>.snap`: the newest two snapshots of the state machine.
+//!
+//! All entries since the compaction point are kept in memory and `Storage` is served from there;
+//! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.
+
+mod batch;
+mod error;
+mod fsutil;
+mod identity;
+mod log;
+mod memlog;
+mod options;
+mod record;
+mod segment;
+mod snapfile;
+mod storage;
+mod wal;
+
+#[cfg(test)]
+mod write_failure_tests;
+
+pub use error::LogError;
+pub use log::RaftLog;
+pub use options::{LogOptions, LogStats};

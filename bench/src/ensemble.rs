@@ -1,0 +1,92 @@
+//! The servers under test, and sessions spread round-robin across them.
+
+use std::time::Duration;
+
+use zookeeper_client::Client;
+
+use crate::error::BenchError;
+
+/// How long a session may go without hearing from its server before it expires.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `--servers` list; worker `i` always talks to server `i mod len`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ensemble {
+    servers: Vec<String>,
+}
+
+impl Ensemble {
+    /// Parses `HOST:PORT[,HOST:PORT..]`; every entry needs a host and a numeric port.
+    pub fn parse(list: &str) -> Result<Self, BenchError> {
+        let servers: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let well_formed = |s: &String| {
+            s.rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        };
+        if servers.is_empty() || !servers.iter().all(well_formed) {
+            return Err(BenchError::InvalidServers(list.to_owned()));
+        }
+        Ok(Ensemble { servers })
+    }
+
+    /// The server that worker `worker` connects to.
+    pub fn server_for(&self, worker: usize) -> &str {
+        &self.servers[worker % self.servers.len()]
+    }
+
+    /// Opens a new session for `worker` on its server only, so the spread stays as assigned.
+    pub async fn connect(&self, worker: usize) -> Result<Client, BenchError> {
+        let server = self.server_for(worker);
+        Client::connector()
+            .with_session_timeout(SESSION_TIMEOUT)
+            .with_connection_timeout(CONNECT_TIMEOUT)
+            .connect(server)
+            .await
+            .map_err(|source| BenchError::Connect {
+                worker,
+                server: server.to_owned(),
+                source,
+            })
+    }
+
+    /// Opens one session per worker `0..count`, concurrently, before any measurement starts.
+    pub async fn connect_all(&self, count: usize) -> Result<Vec<Client>, BenchError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for worker in 0..count {
+            let ensemble = self.clone();
+            tasks.spawn(async move { (worker, ensemble.connect(worker).await) });
+        }
+        let mut clients: Vec<Option<Client>> = (0..count).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            let (worker, client) = joined?;
+            clients[worker] = Some(client?);
+        }
+        Ok(clients.into_iter().flatten().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_are_spread_round_robin() {
+        let ensemble = Ensemble::parse("a:1, b:2,c:3").expect("valid list");
+        let assigned: Vec<&str> = (0..5).map(|w| ensemble.server_for(w)).collect();
+        assert_eq!(assigned, ["a:1", "b:2", "c:3", "a:1", "b:2"]);
+    }
+
+    #[test]
+    fn malformed_lists_are_rejected() {
+        for bad in ["", ",", "host", "host:", ":2181", "host:port", "a:1,b"] {
+            assert!(Ensemble::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

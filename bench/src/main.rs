@@ -1,0 +1,119 @@
+//! `baton-bench`: runs one workload against ZooKeeper-compatible servers and prints one line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use baton_bench::budget::{Limit, parse_duration};
+use baton_bench::ensemble::Ensemble;
+use baton_bench::workload::{self, RunConfig, Workload};
+use clap::Parser;
+
+/// Runs one benchmark workload against ZooKeeper-compatible servers (Baton, Apache ZooKeeper)
+/// and prints ops/s and p50/p99/p999/max latency.
+#[derive(Debug, Parser)]
+#[command(name = "baton-bench", version)]
+struct Cli {
+    /// Servers to benchmark; worker i's session goes to server i mod N.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT..]")]
+    servers: Option<String>,
+
+    /// What to run.
+    #[arg(long, value_enum)]
+    workload: Workload,
+
+    /// Sessions (workers, lock contenders, election candidates or watchers); each workload has
+    /// its own default.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+
+    /// Stop after this long (e.g. 10s, 500ms, 2m). Default 10s, except election-failover,
+    /// populate and fsync, which default to --ops 20, 100000 and 1000.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
+    duration: Option<Duration>,
+
+    /// Stop after this many operations (hand-overs for election-failover, notifications for
+    /// watch-fanout, nodes for populate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    ops: Option<u64>,
+
+    /// Bytes of data per node written.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    data_size: usize,
+
+    /// Name of the system under test, printed in the report.
+    #[arg(long, default_value = "bench")]
+    label: String,
+
+    /// Print the report as one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+
+    /// Directory for the fsync workload's temp file (use the disk the servers write to).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    fsync_dir: PathBuf,
+}
+
+impl Cli {
+    fn into_config(self) -> anyhow::Result<(Workload, RunConfig, bool)> {
+        let workload = self.workload;
+        let ensemble = match &self.servers {
+            Some(list) => Some(Ensemble::parse(list)?),
+            None if workload.needs_servers() => {
+                anyhow::bail!("--servers is required for --workload {}", workload.name())
+            }
+            None => None,
+        };
+        let workers = self.workers.unwrap_or(workload.default_workers());
+        anyhow::ensure!(workers >= 1, "--workers must be at least 1");
+        let limit = match (self.duration, self.ops) {
+            (Some(d), _) => Limit::Duration(d),
+            (None, Some(n)) => Limit::Ops(n),
+            (None, None) => workload.default_limit(),
+        };
+        let config = RunConfig {
+            ensemble,
+            workers,
+            limit,
+            data_size: self.data_size,
+            label: self.label,
+            fsync_dir: self.fsync_dir,
+        };
+        Ok((workload, config, self.json))
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            // The client warns on every reconnect attempt, including the benign race of a
+            // session the election workload closes on purpose; our own errors say enough.
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error")
+            }),
+        )
+        .init();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("baton-bench: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let (workload, config, json) = cli.into_config()?;
+    let report = workload::run(workload, &config)
+        .await
+        .with_context(|| format!("workload {} ({})", workload.name(), config.label))?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}

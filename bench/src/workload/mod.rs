@@ -1,0 +1,201 @@
+//! The workloads, the knobs they share, and the closed-loop harness most of them run in.
+
+mod crud;
+mod election;
+mod fanout;
+mod fsync;
+mod lock;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+use zookeeper_client::{Acls, Client, CreateMode};
+
+use crate::budget::{Budget, Limit};
+use crate::ensemble::Ensemble;
+use crate::error::BenchError;
+use crate::latency::LatencyRecorder;
+use crate::report::RunReport;
+
+/// Where every workload keeps its nodes; each run gets a fresh directory below it.
+const ROOT: &str = "/baton-bench";
+
+/// One benchmark workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Each worker creates a node with --data-size bytes and deletes it (the ZooKeeper paper's
+    /// workload); the create and the delete are each one operation.
+    CreateDelete,
+    /// getData on a set of 100 nodes of --data-size bytes.
+    GetData,
+    /// 90% getData, 10% setData on a set of 100 nodes.
+    #[value(name = "mixed-90-10")]
+    Mixed90_10,
+    /// 50% getData, 50% setData on a set of 100 nodes.
+    #[value(name = "mixed-50-50")]
+    Mixed50_50,
+    /// All workers take and release one fair lock; latency is the wait for each grant.
+    LockContended,
+    /// Each worker takes and releases its own fair lock.
+    LockUncontended,
+    /// --workers candidates; the leader's session closes; latency is until the next one leads.
+    ElectionFailover,
+    /// One writer, --workers watchers of one node; latency is from write to each notification.
+    WatchFanout,
+    /// Creates --ops nodes of --data-size bytes and leaves them (for memory measurements).
+    Populate,
+    /// No server: appends 1 KiB and fdatasyncs in a temp file under --fsync-dir.
+    Fsync,
+}
+
+impl Workload {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::CreateDelete => "create-delete",
+            Workload::GetData => "get-data",
+            Workload::Mixed90_10 => "mixed-90-10",
+            Workload::Mixed50_50 => "mixed-50-50",
+            Workload::LockContended => "lock-contended",
+            Workload::LockUncontended => "lock-uncontended",
+            Workload::ElectionFailover => "election-failover",
+            Workload::WatchFanout => "watch-fanout",
+            Workload::Populate => "populate",
+            Workload::Fsync => "fsync",
+        }
+    }
+
+    /// Workers (sessions, candidates or watchers) when --workers is not given.
+    pub fn default_workers(self) -> usize {
+        match self {
+            Workload::CreateDelete | Workload::LockUncontended | Workload::Fsync => 1,
+            Workload::GetData
+            | Workload::Mixed90_10
+            | Workload::Mixed50_50
+            | Workload::LockContended => 10,
+            Workload::ElectionFailover => 5,
+            Workload::WatchFanout => 100,
+            Workload::Populate => 32,
+        }
+    }
+
+    /// The bound when neither --duration nor --ops is given.
+    pub fn default_limit(self) -> Limit {
+        match self {
+            Workload::ElectionFailover => Limit::Ops(20),
+            Workload::Populate => Limit::Ops(100_000),
+            Workload::Fsync => Limit::Ops(1_000),
+            _ => Limit::Duration(Duration::from_secs(10)),
+        }
+    }
+
+    /// Whether the workload talks to servers at all.
+    pub fn needs_servers(self) -> bool {
+        self != Workload::Fsync
+    }
+}
+
+/// Everything a run needs besides the workload itself.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub ensemble: Option<Ensemble>,
+    pub workers: usize,
+    pub limit: Limit,
+    pub data_size: usize,
+    pub label: String,
+    pub fsync_dir: PathBuf,
+}
+
+/// Runs `workload` once and reports what it measured.
+pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, BenchError> {
+    let servers = || {
+        config.ensemble.as_ref().ok_or_else(|| {
+            BenchError::InvalidOption(format!("--servers is required for {}", workload.name()))
+        })
+    };
+    let dir = run_dir(workload);
+    let (latencies, elapsed) = match workload {
+        Workload::Fsync => fsync::run(config).await?,
+        Workload::CreateDelete => crud::create_delete(servers()?, config, &dir).await?,
+        Workload::GetData => crud::mixed(servers()?, config, &dir, 100).await?,
+        Workload::Mixed90_10 => crud::mixed(servers()?, config, &dir, 90).await?,
+        Workload::Mixed50_50 => crud::mixed(servers()?, config, &dir, 50).await?,
+        Workload::Populate => crud::populate(servers()?, config, &dir).await?,
+        Workload::LockContended => lock::contended(servers()?, config, &dir).await?,
+        Workload::LockUncontended => lock::uncontended(servers()?, config, &dir).await?,
+        Workload::ElectionFailover => election::failover(servers()?, config, &dir).await?,
+        Workload::WatchFanout => fanout::run(servers()?, config, &dir).await?,
+    };
+    Ok(RunReport::new(
+        &config.label,
+        workload.name(),
+        config.workers,
+        &latencies,
+        elapsed,
+    ))
+}
+
+/// A directory no earlier run used, so leftovers of an interrupted run never collide.
+fn run_dir(workload: Workload) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{ROOT}/{}/{}-{nanos:x}",
+        workload.name(),
+        std::process::id()
+    )
+}
+
+/// Creates `dir` and its missing ancestors as persistent nodes.
+async fn make_dir(client: &Client, dir: &str) -> Result<(), BenchError> {
+    let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    client
+        .mkdir(dir, &options)
+        .await
+        .map_err(BenchError::op("mkdir", dir))
+}
+
+/// Deletes `dir` and its children, best effort: a leftover never fails a finished run.
+async fn remove_dir(client: &Client, dir: &str) {
+    if let Ok(children) = client.list_children(dir).await {
+        for child in children {
+            let _ = client.delete(&format!("{dir}/{child}"), None).await;
+        }
+    }
+    let _ = client.delete(dir, None).await;
+}
+
+/// Runs one task per client until `limit` is spent and merges their latencies.
+///
+/// The clock starts once every session is connected, so connection set-up is never measured;
+/// the first failing worker fails the run (and the others are aborted with it).
+async fn closed_loop<F, Fut>(
+    clients: Vec<Client>,
+    limit: Limit,
+    worker: F,
+) -> Result<(LatencyRecorder, Duration), BenchError>
+where
+    F: Fn(usize, Client, Arc<Budget>) -> Fut,
+    Fut: Future<Output = Result<LatencyRecorder, BenchError>> + Send + 'static,
+{
+    let budget = Arc::new(Budget::start(limit));
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for (index, client) in clients.into_iter().enumerate() {
+        tasks.spawn(worker(index, client, Arc::clone(&budget)));
+    }
+    let mut total = LatencyRecorder::new()?;
+    while let Some(joined) = tasks.join_next().await {
+        total.merge(&joined??)?;
+    }
+    Ok((total, started.elapsed()))
+}
+
+/// The payload written by every workload: `size` bytes of a fixed pattern.
+fn payload(size: usize) -> Vec<u8> {
+    (0..size).map(|i| b'a' + (i % 26) as u8).collect()
+}

@@ -1,0 +1,188 @@
+//! Command-line flags: the contract in DESIGN.md §1, plus tuning knobs with safe defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// A ZooKeeper-compatible coordination server whose writes are replicated with Raft.
+///
+/// Clients (Apache ZooKeeper's Java client, Curator, kazoo, zkCli.sh, the zookeeper-client crate)
+/// connect to --client-addr. Every write is durable on a quorum's disks before it is acknowledged.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "baton-ensemble", version, about, long_about)]
+pub struct Config {
+    /// This member's Raft id (a positive integer, unique in the ensemble, recorded in the data dir).
+    #[arg(long, env = "BATON_ID", value_parser = clap::value_parser!(u64).range(1..))]
+    pub id: u64,
+
+    /// Where the Raft log, snapshots and the member identity live. Created if missing.
+    #[arg(long, env = "BATON_DATA_DIR")]
+    pub data_dir: PathBuf,
+
+    /// Address for ZooKeeper clients and four-letter words.
+    #[arg(long, env = "BATON_CLIENT_ADDR", default_value = "127.0.0.1:2181")]
+    pub client_addr: SocketAddr,
+
+    /// Address for Raft traffic from other members (never decoded on the client port).
+    #[arg(long, env = "BATON_PEER_ADDR", default_value = "127.0.0.1:2888")]
+    pub peer_addr: SocketAddr,
+
+    /// Address of the admin HTTP API: /healthz, /readyz, /metrics, /v1/status.
+    #[arg(long, env = "BATON_ADMIN_ADDR", default_value = "127.0.0.1:8080")]
+    pub admin_addr: SocketAddr,
+
+    /// Initial members as ID=HOST:PORT of their peer address, comma-separated.
+    /// Absent: a one-member ensemble of this member alone.
+    #[arg(long, env = "BATON_MEMBERS", value_delimiter = ',', value_parser = parse_member)]
+    pub members: Vec<(u64, String)>,
+
+    /// Smallest session timeout granted to clients.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    pub min_session_timeout: Duration,
+
+    /// Largest session timeout granted to clients.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub max_session_timeout: Duration,
+
+    /// Largest frame a client may send, in bytes (ZooKeeper's jute.maxbuffer, 1 MiB - 1 by
+    /// default); a larger one closes the connection. This bounds znode data size too.
+    #[arg(long, default_value_t = baton_proto::frame::DEFAULT_MAX_FRAME)]
+    pub max_frame_bytes: usize,
+
+    /// Most concurrent client connections; more are refused at accept.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_client_connections: usize,
+
+    /// Take a snapshot of the tree (and compact the log) after this many applied entries.
+    #[arg(long, default_value_t = 100_000)]
+    pub snapshot_entries: u64,
+
+    /// Raft tick; elections time out after 10 ticks, heartbeats every 2.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub tick: Duration,
+
+    /// How often the leader deletes empty containers and expired TTL nodes (ZooKeeper: 60s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub housekeeping_interval: Duration,
+
+    /// Skip fsync. Acknowledged writes can be lost on power failure: for throwaway tests only.
+    #[arg(long, hide = true)]
+    pub unsafe_no_fsync: bool,
+}
+
+impl Config {
+    /// The full member list: `--members`, or this member alone.
+    pub fn initial_members(&self) -> Vec<(u64, String)> {
+        if self.members.is_empty() {
+            vec![(self.id, self.peer_addr.to_string())]
+        } else {
+            self.members.clone()
+        }
+    }
+
+    /// Checks what clap cannot: cross-flag consistency.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.members.is_empty() && !self.members.iter().any(|(id, _)| *id == self.id) {
+            return Err(format!(
+                "--members does not include this member's --id {}",
+                self.id
+            ));
+        }
+        let mut ids: Vec<u64> = self.members.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err("--members names the same id twice".into());
+        }
+        if self.min_session_timeout > self.max_session_timeout {
+            return Err("--min-session-timeout is larger than --max-session-timeout".into());
+        }
+        if self.max_frame_bytes < 1024 {
+            return Err("--max-frame-bytes must be at least 1024".into());
+        }
+        if self.tick.is_zero() {
+            return Err("--tick must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn parse_member(s: &str) -> Result<(u64, String), String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("member {s:?} is not ID=HOST:PORT"))?;
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("member id {id:?} is not a positive integer"))?;
+    if id == 0 {
+        return Err("member id 0 is reserved".into());
+    }
+    let addr = addr.trim();
+    if addr
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .is_none()
+    {
+        return Err(format!("member address {addr:?} is not HOST:PORT"));
+    }
+    Ok((id, addr.to_string()))
+}
+
+/// Parses durations like `250ms`, `10s`, `2m`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 250ms, 10s or 2m"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => return Err(format!("{s:?} has unknown unit {unit:?}: use ms, s or m")),
+    };
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5h").is_err());
+    }
+
+    #[test]
+    fn members() {
+        assert_eq!(
+            parse_member("2=10.0.0.2:2888"),
+            Ok((2, "10.0.0.2:2888".into()))
+        );
+        assert!(parse_member("0=a:1").is_err());
+        assert!(parse_member("x=a:1").is_err());
+        assert!(parse_member("1=a").is_err());
+    }
+
+    #[test]
+    fn members_must_include_self() {
+        let c = Config::try_parse_from([
+            "baton-ensemble",
+            "--id",
+            "4",
+            "--data-dir",
+            "/tmp/x",
+            "--members",
+            "1=a:1,2=b:2",
+        ])
+        .unwrap();
+        assert!(c.validate().unwrap_err().contains("--id 4"));
+    }
+}

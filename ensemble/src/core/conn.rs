@@ -1,0 +1,62 @@
+//! A client connection as the core sees it: its session, identities and in-order pipeline.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use baton_proto::{Id, Request};
+use bytes::Bytes;
+
+use super::messages::{Outbound, OutboundTx};
+
+/// A request waiting for its turn so that replies leave in the order requests arrived
+/// (ZooKeeper's per-session FIFO guarantee): a read never overtakes an earlier write.
+#[derive(Debug)]
+pub enum Pending {
+    /// A write proposed to Raft, answered when its entry applies.
+    Write { xid: i32, since: Instant },
+    /// A local request queued behind a write; executed right after that write applies.
+    Deferred { xid: i32, request: Request },
+    /// A request the decoder refused, answered with `err` in its turn.
+    Refused {
+        xid: i32,
+        err: baton_proto::ErrorCode,
+    },
+}
+
+/// One client connection attached to the core.
+#[derive(Debug)]
+pub struct LocalConn {
+    pub peer: SocketAddr,
+    pub out: OutboundTx,
+    pub session_id: Option<i64>,
+    /// Identities for ACL checks: `ip:<addr>` always, plus what `auth` packets added.
+    pub auth: Vec<Id>,
+    pub pipeline: VecDeque<Pending>,
+    pub received: u64,
+    pub sent: u64,
+}
+
+impl LocalConn {
+    pub fn new(peer: SocketAddr, out: OutboundTx) -> Self {
+        LocalConn {
+            peer,
+            out,
+            session_id: None,
+            auth: vec![Id::new("ip", peer.ip().to_string())],
+            pipeline: VecDeque::new(),
+            received: 0,
+            sent: 0,
+        }
+    }
+
+    /// Queues a frame; a writer that has gone away is noticed through `Disconnected`.
+    pub fn send(&mut self, frame: Bytes) {
+        self.sent += 1;
+        let _ = self.out.send(Outbound::Frame(frame));
+    }
+
+    pub fn close(&self) {
+        let _ = self.out.send(Outbound::Close);
+    }
+}

@@ -1,0 +1,321 @@
+//! The core: one thread that owns the Raft node, the state machine, this member's watches and
+//! the session deadlines. Connection tasks send it decoded requests; it proposes writes,
+//! answers reads in per-session order, applies committed entries and routes their replies.
+//!
+//! Everything that changes replicated state happens here, in log order, so a read executed on
+//! this thread always sees a prefix of the log that includes its session's earlier writes.
+
+mod auth;
+mod conn;
+pub mod messages;
+mod replicate;
+mod requests;
+mod sessions;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use baton_machine::{SessionTracker, StateMachine, WatchManager};
+use baton_raftlog::RaftLog;
+use raft::RawNode;
+use raft::eraftpb::ConfState;
+use tokio::sync::{mpsc, watch};
+
+use crate::metrics::Metrics;
+use crate::status::Status;
+use conn::LocalConn;
+pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx};
+use sessions::AwaitingSession;
+
+/// Settings the core needs from the command line.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub id: u64,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub snapshot_entries: u64,
+    pub tick: Duration,
+    /// How often the leader looks for empty containers and expired TTL nodes.
+    pub reap_interval: Duration,
+}
+
+/// Why the core stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// The Raft log could not be made durable: nothing more may be acknowledged.
+    #[error(
+        "the Raft log could not be written; stopping so that no write is acknowledged without being durable: {0}"
+    )]
+    Storage(#[from] baton_raftlog::LogError),
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("cannot restore the tree: {0}")]
+    Snapshot(String),
+    #[error("the log holds an entry that does not decode at index {index}: {source}")]
+    CorruptEntry {
+        index: u64,
+        source: baton_proto::DecodeError,
+    },
+}
+
+/// The core thread's state.
+pub struct Core {
+    cfg: CoreConfig,
+    node: RawNode<RaftLog>,
+    log: RaftLog,
+    sm: StateMachine,
+    watches: WatchManager,
+    tracker: SessionTracker,
+    conns: HashMap<ConnId, LocalConn>,
+    session_conns: HashMap<i64, ConnId>,
+    awaiting_sessions: HashMap<i64, AwaitingSession>,
+    next_session_id: i64,
+    conf_state: ConfState,
+    last_snapshot_index: u64,
+    last_reap: Instant,
+    started: Instant,
+    last_leader: u64,
+    latency: LatencyStats,
+    metrics: Arc<Metrics>,
+    status: watch::Sender<Status>,
+}
+
+/// Min/avg/max request latency, as `srvr` reports it.
+#[derive(Debug, Default)]
+struct LatencyStats {
+    count: u64,
+    total: Duration,
+    min: Option<Duration>,
+    max: Duration,
+}
+
+impl LatencyStats {
+    fn record(&mut self, d: Duration) {
+        self.count += 1;
+        self.total += d;
+        self.min = Some(self.min.map_or(d, |m| m.min(d)));
+        self.max = self.max.max(d);
+    }
+}
+
+/// Milliseconds since the Unix epoch: the proposer's timestamp carried in every entry.
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Core {
+    /// Opens the node over `log`, restoring the tree from the latest snapshot.
+    pub fn new(
+        cfg: CoreConfig,
+        log: RaftLog,
+        members: &[u64],
+        metrics: Arc<Metrics>,
+        status: watch::Sender<Status>,
+    ) -> Result<Core, CoreError> {
+        let (node, sm, conf_state, last_snapshot_index) =
+            replicate::open_node(&cfg, log.clone(), members)?;
+        let started = Instant::now();
+        let tick_ms = cfg.tick.as_millis().max(1) as u64;
+        let mut tracker = SessionTracker::new(tick_ms);
+        for s in sm.sessions() {
+            tracker.add(s.id, s.timeout_ms as u32, 0);
+        }
+        let mut core = Core {
+            next_session_id: sessions::initial_session_id(cfg.id, wall_ms()),
+            cfg,
+            node,
+            log,
+            sm,
+            watches: WatchManager::default(),
+            tracker,
+            conns: HashMap::new(),
+            session_conns: HashMap::new(),
+            awaiting_sessions: HashMap::new(),
+            conf_state,
+            last_snapshot_index,
+            last_reap: started,
+            started,
+            last_leader: 0,
+            latency: LatencyStats::default(),
+            metrics,
+            status,
+        };
+        core.publish_status();
+        Ok(core)
+    }
+
+    /// Monotonic milliseconds since the core started: the session tracker's clock.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn is_leader(&self) -> bool {
+        self.node.raft.state == raft::StateRole::Leader
+    }
+
+    /// Runs until `Shutdown` or until every sender is gone; an error means a storage failure.
+    pub fn run(mut self, mut rx: mpsc::Receiver<CoreMsg>) -> Result<(), CoreError> {
+        // Batching: take everything already queued before handling Ready, so one fsync covers
+        // every write that arrived while the previous one was in progress (group commit).
+        const MAX_BATCH: usize = 4096;
+        while let Some(msg) = rx.blocking_recv() {
+            if !self.handle(msg) {
+                break;
+            }
+            for _ in 0..MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(msg) => {
+                        if !self.handle(msg) {
+                            return self.finish();
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.on_ready()?;
+            self.observe_leader();
+        }
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), CoreError> {
+        self.on_ready()?;
+        for conn in self.conns.values() {
+            conn.close();
+        }
+        Ok(())
+    }
+
+    /// Handles one message; `false` asks the loop to stop.
+    fn handle(&mut self, msg: CoreMsg) -> bool {
+        match msg {
+            CoreMsg::Connect {
+                conn,
+                peer,
+                out,
+                req,
+                done,
+            } => self.on_connect(conn, peer, out, req, done),
+            CoreMsg::Request { conn, xid, request } => self.on_request(conn, xid, request),
+            CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
+            CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
+            CoreMsg::Tick => self.on_tick(),
+            CoreMsg::Shutdown => return false,
+        }
+        true
+    }
+
+    fn on_tick(&mut self) {
+        self.node.tick();
+        self.publish_status();
+        if !self.is_leader() {
+            return;
+        }
+        let now = self.now_ms();
+        for session_id in self.tracker.expired(now) {
+            tracing::info!(session = %format_args!("0x{session_id:x}"), "session expired");
+            self.propose_close(session_id, true);
+        }
+        if self.last_reap.elapsed() >= self.cfg.reap_interval {
+            self.last_reap = Instant::now();
+            self.propose_housekeeping();
+        }
+    }
+
+    /// Notices leader changes after every batch (cheap), so a new leader resets session
+    /// deadlines before it could expire anyone.
+    fn observe_leader(&mut self) {
+        let leader = self.node.raft.leader_id;
+        if leader == self.last_leader {
+            return;
+        }
+        if leader != 0 {
+            self.metrics.leader_changes.inc();
+            tracing::info!(leader, term = self.node.raft.term, "leader known");
+        }
+        if leader == self.cfg.id {
+            // A new leader gives every session a fresh timeout (DESIGN §1 Sessions).
+            let now = self.now_ms();
+            self.tracker.reset_all(now);
+        }
+        self.last_leader = leader;
+        self.publish_status();
+    }
+
+    /// Publishes the full status (walks every connection: done on ticks, not per batch).
+    fn publish_status(&mut self) {
+        let raft = &self.node.raft;
+        let leader = raft.leader_id;
+        let role = match raft.state {
+            raft::StateRole::Leader => crate::status::Role::Leader,
+            raft::StateRole::Candidate | raft::StateRole::PreCandidate => {
+                crate::status::Role::Candidate
+            }
+            raft::StateRole::Follower if raft.promotable() => crate::status::Role::Follower,
+            raft::StateRole::Follower => crate::status::Role::Learner,
+        };
+        let commit = raft.raft_log.committed;
+        let applied = raft.raft_log.applied;
+        let m = &self.metrics;
+        m.term.set(raft.term as i64);
+        m.commit_index.set(commit as i64);
+        m.applied_index.set(applied as i64);
+        m.is_leader
+            .set((role == crate::status::Role::Leader) as i64);
+        m.sessions.set(self.sm.sessions().count() as i64);
+        m.znodes.set(self.sm.node_count() as i64);
+        m.watches.set(self.watches.count() as i64);
+        m.connections.set(self.conns.len() as i64);
+        let mut members: Vec<u64> = self.conf_state.voters.clone();
+        members.extend(self.conf_state.learners.iter().copied());
+        members.sort_unstable();
+        let l = &self.latency;
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let detail = crate::status::Detail {
+            connections: self.conns.len(),
+            outstanding: self.conns.values().map(|c| c.pipeline.len()).sum(),
+            watches: self.watches.count(),
+            watched_paths: self.watches.paths(),
+            ephemerals: self.sm.ephemeral_count(),
+            approximate_data_size: self.sm.approximate_data_size(),
+            packets_received: self.conns.values().map(|c| c.received).sum(),
+            packets_sent: self.conns.values().map(|c| c.sent).sum(),
+            latency_min_ms: l.min.map_or(0.0, ms),
+            latency_avg_ms: if l.count == 0 {
+                0.0
+            } else {
+                ms(l.total) / l.count as f64
+            },
+            latency_max_ms: ms(l.max),
+            clients: self
+                .conns
+                .values()
+                .map(|c| crate::status::ClientLine {
+                    peer: c.peer.to_string(),
+                    session_id: c.session_id.unwrap_or(0),
+                    queued: c.pipeline.len(),
+                    received: c.received,
+                    sent: c.sent,
+                })
+                .collect(),
+        };
+        let status = Status {
+            id: self.cfg.id,
+            role,
+            leader_id: leader,
+            term: raft.term,
+            commit_index: commit,
+            applied_index: applied,
+            members,
+            sessions: self.sm.sessions().count(),
+            znodes: self.sm.node_count(),
+            detail,
+        };
+        self.status.send_replace(status);
+    }
+}

@@ -1,0 +1,274 @@
+//! Client requests after the handshake: writes go to Raft, everything else is answered here in
+//! per-session order.
+
+use std::time::Instant;
+
+use baton_machine::{Command, CommandKind, WatchKind};
+use baton_proto::{
+    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, Request, Response, WatcherType, xid,
+};
+
+use super::conn::Pending;
+use super::messages::ConnId;
+use super::{Core, wall_ms, wire};
+
+impl Core {
+    pub(super) fn on_request(&mut self, conn_id: ConnId, xid: i32, request: Request) {
+        let now = self.now_ms();
+        let is_leader = self.is_leader();
+        let zxid = self.sm.last_applied();
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        let Some(session_id) = conn.session_id else {
+            return;
+        };
+        conn.received += 1;
+        self.metrics.requests.inc();
+        if !self.tracker.touch(session_id, now) && is_leader {
+            // The session expired (or is being closed) under us: tell the client the truth.
+            conn.send(wire::reply(
+                xid,
+                zxid,
+                ErrorCode::SessionExpired.code(),
+                None,
+            ));
+            conn.close();
+            return;
+        }
+
+        if request.is_write() {
+            let kind = match request {
+                Request::CloseSession => CommandKind::CloseSession { expired: false },
+                request => CommandKind::Write {
+                    auth: conn.auth.clone(),
+                    request,
+                },
+            };
+            let cmd = Command {
+                session_id,
+                xid,
+                time_ms: wall_ms(),
+                kind,
+            };
+            match self.node.propose(vec![], cmd.encode()) {
+                Ok(()) => {
+                    self.metrics.writes.inc();
+                    conn.pipeline.push_back(Pending::Write {
+                        xid,
+                        since: Instant::now(),
+                    });
+                }
+                Err(e) => {
+                    // No leader to order the write: drop the connection so the client sees
+                    // ConnectionLoss and retries elsewhere, as with ZooKeeper.
+                    tracing::warn!(peer = %conn.peer, error = %e, "cannot propose a write; closing the connection");
+                    conn.close();
+                }
+            }
+        } else if conn.pipeline.is_empty() {
+            self.answer_local(conn_id, session_id, xid, request);
+        } else {
+            conn.pipeline.push_back(Pending::Deferred { xid, request });
+        }
+    }
+
+    /// A request the decoder refused: answered with `err` in its place in the order, after which
+    /// the connection is closed (ZooKeeper 3.8 does the same for an unknown opcode).
+    pub(super) fn on_bad_request(&mut self, conn_id: ConnId, xid: i32, err: ErrorCode) {
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        conn.received += 1;
+        if conn.pipeline.is_empty() {
+            conn.send(wire::reply(xid, -1, err.code(), None));
+            conn.close();
+        } else {
+            conn.pipeline.push_back(Pending::Refused { xid, err });
+        }
+    }
+
+    /// Routes the reply of an applied write to its connection, then runs the reads that were
+    /// waiting behind it.
+    pub(super) fn deliver_write_reply(
+        &mut self,
+        session_id: i64,
+        xid: i32,
+        zxid: i64,
+        err: i32,
+        body: Option<&Response>,
+    ) {
+        let Some(&conn_id) = self.session_conns.get(&session_id) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        match conn.pipeline.front() {
+            Some(Pending::Write { xid: front, since }) if *front == xid => {
+                let elapsed = since.elapsed();
+                self.metrics.proposal_seconds.observe(elapsed.as_secs_f64());
+                self.latency.record(elapsed);
+                conn.pipeline.pop_front();
+                conn.send(wire::reply(xid, zxid, err, body));
+            }
+            // A write sent on an earlier connection of this session: nobody waits for it here.
+            _ => return,
+        }
+        self.drain_deferred(conn_id, session_id);
+    }
+
+    /// Answers queued local requests until the next write in the pipeline.
+    pub(super) fn drain_deferred(&mut self, conn_id: ConnId, session_id: i64) {
+        loop {
+            let Some(conn) = self.conns.get_mut(&conn_id) else {
+                return;
+            };
+            match conn.pipeline.front() {
+                Some(Pending::Deferred { .. } | Pending::Refused { .. }) => {
+                    match conn.pipeline.pop_front() {
+                        Some(Pending::Deferred { xid, request }) => {
+                            self.answer_local(conn_id, session_id, xid, request)
+                        }
+                        Some(Pending::Refused { xid, err }) => {
+                            conn.send(wire::reply(xid, -1, err.code(), None));
+                            conn.close();
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Executes a request that does not go through the log, against this member's tree.
+    fn answer_local(&mut self, conn_id: ConnId, session_id: i64, xid: i32, request: Request) {
+        let zxid = self.sm.last_applied();
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        let result: Result<Option<Response>, ErrorCode> = match &request {
+            Request::Ping => {
+                conn.send(wire::reply(xid::PING, zxid, 0, None));
+                return;
+            }
+            Request::Sync { path } => Ok(Some(Response::Sync { path: path.clone() })),
+            Request::Auth(packet) => {
+                match super::auth::authenticate(packet) {
+                    Ok(id) => {
+                        if !conn.auth.contains(&id) {
+                            conn.auth.push(id);
+                        }
+                        conn.send(wire::reply(xid::AUTH, 0, 0, None));
+                    }
+                    Err(reason) => {
+                        // ZooKeeper answers AuthFailed and closes the connection.
+                        tracing::info!(peer = %conn.peer, scheme = %packet.scheme, reason, "authentication failed");
+                        conn.send(wire::reply(
+                            xid::AUTH,
+                            0,
+                            ErrorCode::AuthFailed.code(),
+                            None,
+                        ));
+                        conn.close();
+                    }
+                }
+                return;
+            }
+            Request::WhoAmI => Ok(Some(Response::WhoAmI {
+                client_info: conn
+                    .auth
+                    .iter()
+                    .map(|id| ClientInfo {
+                        auth_scheme: id.scheme.clone(),
+                        user: id.id.clone(),
+                    })
+                    .collect(),
+            })),
+            Request::SetWatches { req, .. } => {
+                let sm = &self.sm;
+                let events = self.watches.set_watches(session_id, req, |p| sm.stat(p));
+                for event in events {
+                    conn.send(wire::notification(event));
+                }
+                conn.send(wire::reply(xid::SET_WATCHES, zxid, 0, None));
+                return;
+            }
+            Request::AddWatch(req) => match AddWatchMode::from_mode(req.mode) {
+                Some(mode) => {
+                    self.watches
+                        .add(session_id, &req.path, WatchKind::from(mode));
+                    Ok(Some(Response::AddWatch))
+                }
+                None => Err(ErrorCode::BadArguments),
+            },
+            Request::CheckWatches(req) | Request::RemoveWatches(req) => {
+                match WatcherType::from_code(req.watcher_type) {
+                    None => Err(ErrorCode::BadArguments),
+                    Some(t) if !self.watches.has(session_id, &req.path, t) => {
+                        Err(ErrorCode::NoWatcher)
+                    }
+                    // ZooKeeper sends no event for a removal: the client raises *WatchRemoved itself.
+                    Some(t) if matches!(request, Request::RemoveWatches(_)) => self
+                        .watches
+                        .remove(session_id, &req.path, t)
+                        .map(|()| Some(Response::Empty))
+                        .map_err(|e| e.code()),
+                    Some(_) => Ok(Some(Response::Empty)),
+                }
+            }
+            read => {
+                let result = self.sm.read(session_id, &conn.auth, read);
+                register_read_watches(&mut self.watches, session_id, read, &result);
+                result.map(Some)
+            }
+        };
+        match result {
+            Ok(Some(Response::Empty)) | Ok(None) => conn.send(wire::reply(xid, zxid, 0, None)),
+            Ok(Some(body)) => conn.send(wire::reply(xid, zxid, 0, Some(&body))),
+            Err(err) => conn.send(wire::reply(xid, zxid, err.code(), None)),
+        }
+    }
+}
+
+/// Registers the watches a read asked for, as ZooKeeper does: `exists` watches a missing node
+/// for its creation; `getData`/`getChildren` only watch nodes that exist.
+fn register_read_watches(
+    watches: &mut baton_machine::WatchManager,
+    session_id: i64,
+    request: &Request,
+    result: &Result<Response, ErrorCode>,
+) {
+    match request {
+        Request::Exists(r) if r.watch => match result {
+            Ok(_) => _ = watches.add(session_id, &r.path, WatchKind::Data),
+            Err(ErrorCode::NoNode) => _ = watches.add(session_id, &r.path, WatchKind::Exist),
+            Err(_) => {}
+        },
+        Request::GetData(r) if r.watch && result.is_ok() => {
+            _ = watches.add(session_id, &r.path, WatchKind::Data)
+        }
+        Request::GetChildren(r) | Request::GetChildren2(r) if r.watch && result.is_ok() => {
+            _ = watches.add(session_id, &r.path, WatchKind::Child)
+        }
+        Request::MultiRead(ops) => {
+            if let Ok(Response::MultiRead(results)) = result {
+                for (op, res) in ops.iter().zip(results) {
+                    let ok = !matches!(res, baton_proto::MultiReadResult::Error { .. });
+                    match op {
+                        MultiReadOp::GetData(r) if r.watch && ok => {
+                            _ = watches.add(session_id, &r.path, WatchKind::Data)
+                        }
+                        MultiReadOp::GetChildren(r) if r.watch && ok => {
+                            _ = watches.add(session_id, &r.path, WatchKind::Child)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}

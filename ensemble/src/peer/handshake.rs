@@ -1,0 +1,275 @@
+//! The handshake that opens every peer connection, before any Raft message is decoded.
+//!
+//! The connecting member sends a hello (all integers big-endian):
+//! `"BTNP"`, version u16, lane u8, sender id u64, receiver id u64, cluster id (u16 length +
+//! UTF-8). Magic and version come first and never move, so a future version can change the
+//! rest. The accepting member answers `"BTNP"`, version u16, then 0 (accepted) or 1
+//! (refused) followed by a refusal code u8 and a reason (u16 length + UTF-8) meant for the
+//! other side's logs. A refusal is how a stale volume, a member of another ensemble or a
+//! misrouted address is kept out: the id and cluster id on disk must match what peers expect.
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// First bytes of every hello and reply: "Baton peer".
+pub(crate) const MAGIC: [u8; 4] = *b"BTNP";
+/// The only protocol version this build speaks.
+pub(crate) const VERSION: u16 = 1;
+/// Longest cluster id a hello may carry.
+pub const MAX_CLUSTER_ID_BYTES: usize = 255;
+/// Longest refusal reason a reply may carry.
+const MAX_REASON_BYTES: usize = 1024;
+/// On the snapshot lane, sent back once a message has been handed to the Raft core.
+pub(crate) const SNAPSHOT_ACK: u8 = 0x06;
+
+/// Which of a peer's two connections this is. Snapshots travel apart so a transfer of
+/// hundreds of megabytes never sits in front of heartbeats and appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Every message but snapshots; small frames, batched writes.
+    Raft,
+    /// `MsgSnapshot` only: large frames, one at a time, each acknowledged by the receiver.
+    Snapshot,
+}
+
+impl Lane {
+    fn code(self) -> u8 {
+        match self {
+            Lane::Raft => 0,
+            Lane::Snapshot => 1,
+        }
+    }
+
+    /// A short name for logs and spans.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Raft => "raft",
+            Lane::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// What a connecting member says about itself and whom it expects to reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub lane: Lane,
+    pub from: u64,
+    pub to: u64,
+    pub cluster_id: String,
+}
+
+/// Why a receiver turned a connection away; sent on the wire as one byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalCode {
+    /// The hello named another ensemble.
+    WrongCluster,
+    /// The hello expected another member at this address (or claimed to be the receiver).
+    WrongMember,
+    /// The hello's protocol version is not one the receiver speaks.
+    UnsupportedVersion,
+    /// The hello named a lane the receiver does not know.
+    UnknownLane,
+    /// A code from a newer version.
+    Other(u8),
+}
+
+impl RefusalCode {
+    fn to_byte(self) -> u8 {
+        match self {
+            RefusalCode::WrongCluster => 1,
+            RefusalCode::WrongMember => 2,
+            RefusalCode::UnsupportedVersion => 3,
+            RefusalCode::UnknownLane => 4,
+            RefusalCode::Other(b) => b,
+        }
+    }
+
+    fn from_byte(b: u8) -> Self {
+        match b {
+            1 => RefusalCode::WrongCluster,
+            2 => RefusalCode::WrongMember,
+            3 => RefusalCode::UnsupportedVersion,
+            4 => RefusalCode::UnknownLane,
+            b => RefusalCode::Other(b),
+        }
+    }
+}
+
+/// A receiver's decision on a hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reply {
+    Accepted,
+    Refused { code: RefusalCode, reason: String },
+}
+
+/// Why a handshake did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("not a Baton peer (bad magic {0:02x?})")]
+    BadMagic([u8; 4]),
+    #[error("peer speaks protocol version {0}, this member speaks {VERSION}")]
+    UnsupportedVersion(u16),
+    #[error("unknown lane {0}")]
+    UnknownLane(u8),
+    #[error("{what} of {len} bytes exceeds {max}")]
+    TooLong { what: &'static str, len: usize, max: usize },
+    #[error("{what} is not UTF-8")]
+    NotUtf8 { what: &'static str },
+    #[error("bad reply status {0}")]
+    BadStatus(u8),
+    #[error("i/o error during the handshake: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Writes a hello; the caller has checked the cluster id's length when it was configured.
+pub(crate) async fn write_hello<W: AsyncWrite + Unpin>(wr: &mut W, hello: &Hello) -> Result<(), HandshakeError> {
+    let id = hello.cluster_id.as_bytes();
+    if id.len() > MAX_CLUSTER_ID_BYTES {
+        return Err(HandshakeError::TooLong { what: "cluster id", len: id.len(), max: MAX_CLUSTER_ID_BYTES });
+    }
+    let mut buf = Vec::with_capacity(27 + id.len());
+    buf.extend_from_slice(&MAGIC);
+    buf.extend_from_slice(&VERSION.to_be_bytes());
+    buf.push(hello.lane.code());
+    buf.extend_from_slice(&hello.from.to_be_bytes());
+    buf.extend_from_slice(&hello.to.to_be_bytes());
+    buf.extend_from_slice(&(id.len() as u16).to_be_bytes());
+    buf.extend_from_slice(id);
+    wr.write_all(&buf).await?;
+    wr.flush().await?;
+    Ok(())
+}
+
+/// Reads a hello. Magic and version are checked before anything else is read, so a stray
+/// client is dropped after 6 bytes and a newer member learns which version we speak.
+pub(crate) async fn read_hello<R: AsyncRead + Unpin>(rd: &mut R) -> Result<Hello, HandshakeError> {
+    read_preamble(rd).await?;
+    let lane = match rd.read_u8().await? {
+        0 => Lane::Raft,
+        1 => Lane::Snapshot,
+        other => return Err(HandshakeError::UnknownLane(other)),
+    };
+    let from = rd.read_u64().await?;
+    let to = rd.read_u64().await?;
+    let cluster_id = read_string(rd, "cluster id", MAX_CLUSTER_ID_BYTES).await?;
+    Ok(Hello { lane, from, to, cluster_id })
+}
+
+/// Writes the receiver's decision.
+pub(crate) async fn write_reply<W: AsyncWrite + Unpin>(wr: &mut W, reply: &Reply) -> Result<(), HandshakeError> {
+    let mut buf = Vec::with_capacity(16);
+    buf.extend_from_slice(&MAGIC);
+    buf.extend_from_slice(&VERSION.to_be_bytes());
+    match reply {
+        Reply::Accepted => buf.push(0),
+        Reply::Refused { code, reason } => {
+            buf.push(1);
+            buf.push(code.to_byte());
+            let reason = truncate_utf8(reason, MAX_REASON_BYTES);
+            buf.extend_from_slice(&(reason.len() as u16).to_be_bytes());
+            buf.extend_from_slice(reason.as_bytes());
+        }
+    }
+    wr.write_all(&buf).await?;
+    wr.flush().await?;
+    Ok(())
+}
+
+/// Reads the receiver's decision.
+pub(crate) async fn read_reply<R: AsyncRead + Unpin>(rd: &mut R) -> Result<Reply, HandshakeError> {
+    read_preamble(rd).await?;
+    match rd.read_u8().await? {
+        0 => Ok(Reply::Accepted),
+        1 => {
+            let code = RefusalCode::from_byte(rd.read_u8().await?);
+            let reason = read_string(rd, "refusal reason", MAX_REASON_BYTES).await?;
+            Ok(Reply::Refused { code, reason })
+        }
+        other => Err(HandshakeError::BadStatus(other)),
+    }
+}
+
+async fn read_preamble<R: AsyncRead + Unpin>(rd: &mut R) -> Result<(), HandshakeError> {
+    let mut magic = [0u8; 4];
+    rd.read_exact(&mut magic).await?;
+    if magic != MAGIC {
+        return Err(HandshakeError::BadMagic(magic));
+    }
+    match rd.read_u16().await? {
+        VERSION => Ok(()),
+        other => Err(HandshakeError::UnsupportedVersion(other)),
+    }
+}
+
+async fn read_string<R: AsyncRead + Unpin>(rd: &mut R, what: &'static str, max: usize) -> Result<String, HandshakeError> {
+    let len = rd.read_u16().await? as usize;
+    if len > max {
+        return Err(HandshakeError::TooLong { what, len, max });
+    }
+    let mut bytes = vec![0u8; len];
+    rd.read_exact(&mut bytes).await?;
+    String::from_utf8(bytes).map_err(|_| HandshakeError::NotUtf8 { what })
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn peer_hello_and_replies_round_trip() {
+        let hello = Hello { lane: Lane::Snapshot, from: 3, to: u64::MAX, cluster_id: "prod-é".into() };
+        let mut buf = Vec::new();
+        write_hello(&mut buf, &hello).await.unwrap();
+        assert_eq!(read_hello(&mut &buf[..]).await.unwrap(), hello);
+
+        for reply in [
+            Reply::Accepted,
+            Reply::Refused { code: RefusalCode::WrongCluster, reason: "not ours".into() },
+            Reply::Refused { code: RefusalCode::Other(200), reason: String::new() },
+        ] {
+            let mut buf = Vec::new();
+            write_reply(&mut buf, &reply).await.unwrap();
+            assert_eq!(read_reply(&mut &buf[..]).await.unwrap(), reply);
+        }
+    }
+
+    #[tokio::test]
+    async fn peer_hello_rejects_strangers_and_other_versions_early() {
+        // A ZooKeeper connect request landing on the peer port.
+        let zk = [0u8, 0, 0, 44, 0, 0, 0, 0, 0, 0];
+        assert!(matches!(read_hello(&mut &zk[..]).await, Err(HandshakeError::BadMagic(_))));
+
+        let mut v2 = MAGIC.to_vec();
+        v2.extend_from_slice(&2u16.to_be_bytes());
+        assert!(matches!(read_hello(&mut &v2[..]).await, Err(HandshakeError::UnsupportedVersion(2))));
+
+        let mut long = MAGIC.to_vec();
+        long.extend_from_slice(&VERSION.to_be_bytes());
+        long.push(0);
+        long.extend_from_slice(&[0u8; 16]);
+        long.extend_from_slice(&u16::MAX.to_be_bytes());
+        assert!(matches!(read_hello(&mut &long[..]).await, Err(HandshakeError::TooLong { .. })));
+
+        let mut lane = MAGIC.to_vec();
+        lane.extend_from_slice(&VERSION.to_be_bytes());
+        lane.push(9);
+        assert!(matches!(read_hello(&mut &lane[..]).await, Err(HandshakeError::UnknownLane(9))));
+    }
+
+    #[test]
+    fn peer_refusal_reasons_are_cut_on_char_boundaries() {
+        let s = "é".repeat(MAX_REASON_BYTES);
+        let t = truncate_utf8(&s, MAX_REASON_BYTES - 1);
+        assert!(t.len() <= MAX_REASON_BYTES - 1 && t.chars().all(|c| c == 'é'));
+    }
+}

@@ -1,0 +1,267 @@
+//! The peer port: accept connections, check the handshake, then decode frames into Raft
+//! messages for the core. Nothing is decoded as Raft protobuf before a good handshake; any
+//! malformed input closes that one connection and is never a panic.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use raft::eraftpb::Message;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::timeout;
+use tracing::Instrument;
+
+use super::backoff::WarnThrottle;
+use super::frame::{self, FrameError, LEN_BYTES};
+use super::handshake::{self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK, VERSION};
+use super::stats::PeerCounters;
+use super::{Listener, PeerStream, Shared};
+
+/// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Read buffer for small Raft frames: many heartbeats and appends per read syscall.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+/// Distinct senders whose warnings are throttled separately before the table is reset.
+const THROTTLE_KEYS: usize = 1024;
+
+/// What every inbound connection needs.
+pub(crate) struct InboundCtx {
+    pub shared: Arc<Shared>,
+    pub tx: mpsc::Sender<Message>,
+    pub max_message_bytes: usize,
+    pub max_snapshot_bytes: usize,
+    pub handshake_timeout: Duration,
+    pub max_connections: usize,
+    pub throttle: InboundThrottle,
+}
+
+/// Warn throttles per claimed sender id (0 for connections that never said who they are),
+/// so a misconfigured member retrying every second is one WARN per window, not a flood.
+pub(crate) struct InboundThrottle {
+    min_gap: Duration,
+    by_sender: Mutex<HashMap<u64, WarnThrottle>>,
+}
+
+impl InboundThrottle {
+    pub(crate) fn new(min_gap: Duration) -> Self {
+        Self { min_gap, by_sender: Mutex::new(HashMap::new()) }
+    }
+
+    fn should_warn(&self, sender: u64, kind: &'static str) -> Option<u64> {
+        let mut map = self.by_sender.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= THROTTLE_KEYS && !map.contains_key(&sender) {
+            map.clear();
+        }
+        map.entry(sender).or_insert_with(|| WarnThrottle::new(self.min_gap)).should_warn(kind)
+    }
+}
+
+/// Serves the peer port until `stop` turns true, then closes every inbound connection.
+pub(crate) async fn serve<L: Listener>(mut listener: L, ctx: Arc<InboundCtx>, mut stop: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((pending, remote)) => {
+                    PeerCounters::add(&ctx.shared.inbound.accepted, 1);
+                    if conns.len() >= ctx.max_connections {
+                        if let Some(n) = ctx.throttle.should_warn(0, "too many") {
+                            tracing::warn!(me = ctx.shared.me, %remote, limit = ctx.max_connections, earlier = n, "too many inbound peer connections; refusing");
+                        }
+                        continue;
+                    }
+                    let span = tracing::info_span!(
+                        "peer_conn", me = ctx.shared.me, %remote,
+                        from = tracing::field::Empty, lane = tracing::field::Empty
+                    );
+                    conns.spawn(serve_connection::<L>(pending, remote, ctx.clone()).instrument(span));
+                }
+                Err(error) => {
+                    if let Some(n) = ctx.throttle.should_warn(0, "accept") {
+                        tracing::warn!(me = ctx.shared.me, %error, earlier = n, "cannot accept peer connections");
+                    }
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                }
+            },
+        }
+    }
+    conns.shutdown().await;
+}
+
+/// Why an inbound connection ended early; only used for logging.
+#[derive(Debug, thiserror::Error)]
+enum InboundError {
+    #[error("connection setup failed: {0}")]
+    Setup(#[source] std::io::Error),
+    #[error("handshake failed: {0}")]
+    Handshake(#[from] HandshakeError),
+    #[error("no handshake within {0:?}")]
+    Timeout(Duration),
+}
+
+async fn serve_connection<L: Listener>(pending: L::Pending, remote: SocketAddr, ctx: Arc<InboundCtx>) {
+    let opened = timeout(ctx.handshake_timeout, async {
+        let mut stream = pending.await.map_err(InboundError::Setup)?;
+        let hello = handshake::read_hello(&mut stream).await;
+        Ok::<_, InboundError>((stream, hello))
+    })
+    .await
+    .unwrap_or(Err(InboundError::Timeout(ctx.handshake_timeout)));
+    let (mut stream, hello) = match opened {
+        Ok(pair) => pair,
+        Err(error) => return handshake_failed(&ctx, remote, &error),
+    };
+    let hello = match hello {
+        Ok(hello) => hello,
+        // A newer member deserves to learn why; it will log our answer.
+        Err(HandshakeError::UnsupportedVersion(v)) => {
+            let reason = format!("member {} speaks peer protocol version {VERSION}, not {v}", ctx.shared.me);
+            return refuse(&ctx, &mut stream, remote, None, RefusalCode::UnsupportedVersion, reason).await;
+        }
+        Err(HandshakeError::UnknownLane(l)) => {
+            let reason = format!("member {} has no lane {l}", ctx.shared.me);
+            return refuse(&ctx, &mut stream, remote, None, RefusalCode::UnknownLane, reason).await;
+        }
+        Err(error) => return handshake_failed(&ctx, remote, &error.into()),
+    };
+    let span = tracing::Span::current();
+    span.record("from", hello.from);
+    span.record("lane", hello.lane.as_str());
+    if let Some((code, reason)) = verdict(&ctx.shared, &hello) {
+        return refuse(&ctx, &mut stream, remote, Some(&hello), code, reason).await;
+    }
+    let accepted = timeout(ctx.handshake_timeout, handshake::write_reply(&mut stream, &Reply::Accepted)).await;
+    if !matches!(accepted, Ok(Ok(()))) {
+        tracing::debug!("peer went away during the handshake");
+        return;
+    }
+    tracing::debug!("peer connection accepted");
+    deliver(&ctx, stream, &hello).await;
+}
+
+/// Decides whether a hello may proceed: `None` to accept, else the refusal to send.
+fn verdict(shared: &Shared, hello: &Hello) -> Option<(RefusalCode, String)> {
+    let me = shared.me;
+    if hello.cluster_id != shared.cluster_id {
+        let reason = format!(
+            "member {me} belongs to cluster {:?}, not {:?}: a member of another ensemble, or a stale data dir",
+            shared.cluster_id, hello.cluster_id
+        );
+        return Some((RefusalCode::WrongCluster, reason));
+    }
+    if hello.to != me {
+        let reason = format!("this address is member {me}, not member {}: check --members", hello.to);
+        return Some((RefusalCode::WrongMember, reason));
+    }
+    if hello.from == me || hello.from == 0 {
+        let reason = format!("sender id {} is invalid here: two members configured with id {me}?", hello.from);
+        return Some((RefusalCode::WrongMember, reason));
+    }
+    None
+}
+
+fn handshake_failed(ctx: &InboundCtx, remote: SocketAddr, error: &InboundError) {
+    PeerCounters::add(&ctx.shared.inbound.failed_handshakes, 1);
+    match ctx.throttle.should_warn(0, "handshake") {
+        Some(n) => tracing::warn!(%error, earlier = n, "closing a peer-port connection that did not handshake"),
+        None => tracing::debug!(%remote, %error, "closing a peer-port connection that did not handshake"),
+    }
+}
+
+async fn refuse<S: PeerStream>(
+    ctx: &InboundCtx,
+    stream: &mut S,
+    remote: SocketAddr,
+    hello: Option<&Hello>,
+    code: RefusalCode,
+    reason: String,
+) {
+    PeerCounters::add(&ctx.shared.inbound.refused, 1);
+    let (from, to, cluster) = hello.map_or((0, 0, ""), |h| (h.from, h.to, h.cluster_id.as_str()));
+    match ctx.throttle.should_warn(from, "refused") {
+        Some(n) => tracing::warn!(
+            me = ctx.shared.me, our_cluster = %ctx.shared.cluster_id, from, expected = to,
+            their_cluster = %cluster, %remote, ?code, %reason, earlier = n, "refusing a peer connection"
+        ),
+        None => tracing::debug!(from, %remote, ?code, "refusing a peer connection"),
+    }
+    let reply = Reply::Refused { code, reason };
+    let _ = timeout(ctx.handshake_timeout, handshake::write_reply(stream, &reply)).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Reads frames until the peer closes or misbehaves, handing messages to the Raft core.
+async fn deliver<S: PeerStream>(ctx: &InboundCtx, stream: S, hello: &Hello) {
+    let max = match hello.lane {
+        Lane::Raft => ctx.max_message_bytes,
+        Lane::Snapshot => ctx.max_snapshot_bytes,
+    };
+    let counters = ctx.shared.counters_for(hello.from);
+    let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let mut wrong_sender = 0u64;
+    loop {
+        let payload = match frame::read_frame(&mut stream, max).await {
+            Ok(Some(payload)) => payload,
+            Ok(None) => {
+                tracing::debug!("peer closed the connection");
+                return;
+            }
+            Err(FrameError::Io(error)) => {
+                tracing::debug!(%error, "peer connection broke");
+                return;
+            }
+            Err(error) => return bad_frame(ctx, hello, &error),
+        };
+        let msg = match frame::decode(&payload) {
+            Ok(msg) => msg,
+            Err(error) => return bad_frame(ctx, hello, &error),
+        };
+        if msg.from != hello.from || msg.to != ctx.shared.me {
+            PeerCounters::add(&ctx.shared.inbound.wrong_sender, 1);
+            wrong_sender += 1;
+            // Once per connection: the sender is buggy or lying, either way it is persistent.
+            if wrong_sender == 1 {
+                tracing::warn!(
+                    msg_from = msg.from, msg_to = msg.to, kind = ?msg.get_msg_type(),
+                    "dropping a Raft message whose sender or receiver contradicts the handshake"
+                );
+            }
+            continue;
+        }
+        let bytes = (payload.len() + LEN_BYTES) as u64;
+        match &counters {
+            Some(c) => {
+                PeerCounters::add(&c.received, 1);
+                PeerCounters::add(&c.received_bytes, bytes);
+            }
+            None => PeerCounters::add(&ctx.shared.inbound.received_from_unknown, 1),
+        }
+        if ctx.tx.send(msg).await.is_err() {
+            tracing::debug!("the Raft core is gone; closing the peer connection");
+            return;
+        }
+        if hello.lane == Lane::Snapshot {
+            let acked = async {
+                stream.write_all(&[SNAPSHOT_ACK]).await?;
+                stream.flush().await
+            };
+            if let Err(error) = acked.await {
+                tracing::debug!(%error, "cannot acknowledge a snapshot; closing");
+                return;
+            }
+        }
+    }
+}
+
+fn bad_frame(ctx: &InboundCtx, hello: &Hello, error: &FrameError) {
+    PeerCounters::add(&ctx.shared.inbound.bad_frames, 1);
+    match ctx.throttle.should_warn(hello.from, "bad frame") {
+        Some(n) => tracing::warn!(%error, earlier = n, "bad frame from a peer; closing its connection"),
+        None => tracing::debug!(%error, "bad frame from a peer; closing its connection"),
+    }
+}

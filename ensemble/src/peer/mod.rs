@@ -1,0 +1,421 @@
+//! Member-to-member transport for Raft messages.
+//!
+//! Every member listens on its peer port and keeps, per peer, two outbound connections opened
+//! lazily: the Raft lane (heartbeats, votes, appends; writes batched) and the snapshot lane
+//! (`MsgSnapshot` only, much larger frame limit, one acknowledged transfer at a time), so a
+//! snapshot of hundreds of megabytes never delays a heartbeat. Each connection opens with a
+//! handshake naming the cluster and both member ids (see `handshake`); a member refuses peers
+//! of another cluster or connections meant for another member. Inbound connections only
+//! deliver; replies travel on the receiver's own outbound connection.
+//!
+//! The Raft core runs on its own thread and must never wait on the network: `send` only
+//! queues (bounded, per peer and lane) and drops when full, since Raft retransmits. What the
+//! core must learn back (unreachable peers, snapshot outcomes) arrives as `PeerEvent`s.
+//! The network sits behind `seam::{Connector, Listener}` so TLS or a simulation can replace TCP.
+
+mod backoff;
+mod frame;
+mod handshake;
+mod inbound;
+mod outbound;
+mod seam;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use raft::SnapshotStatus;
+use raft::eraftpb::{Message, MessageType};
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use frame::FrameError;
+pub use handshake::{HandshakeError, Lane, MAX_CLUSTER_ID_BYTES, RefusalCode};
+pub use outbound::LinkError;
+pub use seam::{Connector, Listener, PeerStream, TcpConnector};
+pub use stats::{PeerStats, TransportStats};
+
+use backoff::WarnThrottle;
+use stats::{InboundCounters, PeerCounters};
+
+/// Default largest Raft message on the Raft lane, in encoded bytes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Everything the transport needs to start. `L` is the peer-port listener (TCP by default).
+pub struct PeerConfig<L = TcpListener> {
+    /// This member's Raft id (never 0).
+    pub member_id: u64,
+    /// The ensemble's id, as recorded in the data dir; peers must present the same one.
+    pub cluster_id: String,
+    /// The bound peer port.
+    pub listener: L,
+    /// Other members' peer addresses (HOST:PORT) by id; this member's own entry is ignored.
+    pub peers: HashMap<u64, String>,
+    /// Largest encoded message accepted or sent on the Raft lane.
+    pub max_message_bytes: usize,
+    /// Limits, timeouts and pacing; the defaults suit a LAN.
+    pub tuning: PeerTuning,
+}
+
+impl<L> PeerConfig<L> {
+    /// A configuration with default limits and tuning.
+    pub fn new(member_id: u64, cluster_id: impl Into<String>, listener: L, peers: HashMap<u64, String>) -> Self {
+        Self {
+            member_id,
+            cluster_id: cluster_id.into(),
+            listener,
+            peers,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            tuning: PeerTuning::default(),
+        }
+    }
+}
+
+/// Limits, timeouts and pacing of the transport.
+#[derive(Debug, Clone)]
+pub struct PeerTuning {
+    /// Largest encoded `MsgSnapshot` accepted or sent on the snapshot lane (at most 4 GiB - 1).
+    pub max_snapshot_bytes: usize,
+    /// Messages queued per peer on the Raft lane before `send` starts dropping.
+    pub queue_capacity: usize,
+    /// Snapshots queued per peer before `send` starts dropping (and reporting failure).
+    pub snapshot_queue_capacity: usize,
+    /// Bound on opening a connection (name resolution and TCP connect included).
+    pub connect_timeout: Duration,
+    /// Bound on a handshake, on either side.
+    pub handshake_timeout: Duration,
+    /// Bound on one batched write on the Raft lane: a peer that stops reading (or vanished
+    /// without a reset) is declared unreachable after this, not after TCP's retransmissions.
+    pub write_timeout: Duration,
+    /// Bound on sending one snapshot and receiving its acknowledgement.
+    pub snapshot_timeout: Duration,
+    /// First reconnect delay after a failure (jittered).
+    pub backoff_initial: Duration,
+    /// Largest reconnect delay (jittered).
+    pub backoff_max: Duration,
+    /// Most inbound connections open at once, handshaking ones included.
+    pub max_inbound_connections: usize,
+}
+
+impl Default for PeerTuning {
+    fn default() -> Self {
+        Self {
+            max_snapshot_bytes: 1 << 30,
+            queue_capacity: 1024,
+            snapshot_queue_capacity: 2,
+            connect_timeout: Duration::from_secs(3),
+            handshake_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
+            snapshot_timeout: Duration::from_secs(600),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+            max_inbound_connections: 256,
+        }
+    }
+}
+
+/// What the Raft core must hear back from the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// Connecting to the peer failed or its connection broke: call
+    /// `RawNode::report_unreachable(peer)`. At most one per reconnect attempt.
+    Unreachable { peer: u64 },
+    /// A snapshot was acknowledged by the peer (`Finish`) or could not be delivered
+    /// (`Failure`): call `RawNode::report_snapshot(peer, status)`. Exactly one per
+    /// `MsgSnapshot` given to `send`.
+    Snapshot { peer: u64, status: SnapshotStatus },
+}
+
+/// Why the transport refused to start.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerConfigError {
+    #[error("member id 0 is reserved by Raft")]
+    ZeroMemberId,
+    #[error("peer {addr} has the reserved member id 0")]
+    ZeroPeerId { addr: String },
+    #[error("cluster id must be 1 to {MAX_CLUSTER_ID_BYTES} bytes, got {0}")]
+    ClusterId(usize),
+    #[error("{what} must be between {min} and {max}, got {got}")]
+    OutOfRange { what: &'static str, got: usize, min: usize, max: usize },
+    #[error("the peer transport must be started inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// A running transport. Dropping it stops every task and closes every connection.
+pub struct PeerTransport {
+    shared: Arc<Shared>,
+    spawn_link: Box<dyn Fn(u64, String, Arc<PeerCounters>) -> Link + Send + Sync>,
+    stop: watch::Sender<bool>,
+    accept_task: Option<JoinHandle<()>>,
+    events: Option<mpsc::UnboundedReceiver<PeerEvent>>,
+}
+
+/// State shared by the handle, the lane tasks and the inbound connections.
+pub(crate) struct Shared {
+    me: u64,
+    cluster_id: String,
+    links: RwLock<HashMap<u64, Link>>,
+    dropped_unknown: AtomicU64,
+    unknown_throttle: Mutex<WarnThrottle>,
+    inbound: InboundCounters,
+    events: mpsc::UnboundedSender<PeerEvent>,
+}
+
+/// One configured peer: its queues and the two tasks draining them.
+struct Link {
+    addr: String,
+    raft_tx: mpsc::Sender<Message>,
+    snapshot_tx: mpsc::Sender<Message>,
+    counters: Arc<PeerCounters>,
+    throttle: Arc<Mutex<WarnThrottle>>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Shared {
+    /// Counters of a configured peer, for inbound traffic that handshook as `id`.
+    fn counters_for(&self, id: u64) -> Option<Arc<PeerCounters>> {
+        self.links.read().unwrap_or_else(PoisonError::into_inner).get(&id).map(|l| l.counters.clone())
+    }
+
+    /// Counts a message that will not be sent; a snapshot's failure is reported to Raft.
+    fn dropped(&self, counters: Option<&PeerCounters>, msg: &Message) {
+        match counters {
+            Some(c) => PeerCounters::add(&c.dropped, 1),
+            None => PeerCounters::add(&self.dropped_unknown, 1),
+        }
+        if msg.get_msg_type() == MessageType::MsgSnapshot {
+            if let Some(c) = counters {
+                PeerCounters::add(&c.snapshots_failed, 1);
+            }
+            let _ = self.events.send(PeerEvent::Snapshot { peer: msg.to, status: SnapshotStatus::Failure });
+        }
+    }
+}
+
+impl PeerTransport {
+    /// Starts a transport over plain TCP: serves the listener and connects to peers lazily.
+    /// Must be called inside a tokio runtime; later calls may come from any thread.
+    pub fn start(config: PeerConfig, inbound: mpsc::Sender<Message>) -> Result<Self, PeerConfigError> {
+        Self::start_with(config, TcpConnector, inbound)
+    }
+
+    /// Starts a transport over any listener and connector (TLS, simulation).
+    pub fn start_with<L: Listener, C: Connector>(
+        config: PeerConfig<L>,
+        connector: C,
+        inbound: mpsc::Sender<Message>,
+    ) -> Result<Self, PeerConfigError> {
+        validate(&config)?;
+        let runtime = Handle::try_current().map_err(|_| PeerConfigError::NoRuntime)?;
+        let tuning = Arc::new(config.tuning);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            me: config.member_id,
+            cluster_id: config.cluster_id,
+            links: RwLock::new(HashMap::new()),
+            dropped_unknown: AtomicU64::new(0),
+            unknown_throttle: Mutex::new(WarnThrottle::new(tuning.backoff_max)),
+            inbound: InboundCounters::default(),
+            events: events_tx,
+        });
+
+        let connector = Arc::new(connector);
+        let spawn_link = {
+            let shared = shared.clone();
+            let tuning = tuning.clone();
+            let runtime = runtime.clone();
+            let max_message_bytes = config.max_message_bytes;
+            move |peer: u64, addr: String, counters: Arc<PeerCounters>| {
+                let throttle = Arc::new(Mutex::new(WarnThrottle::new(tuning.backoff_max)));
+                let lane = |lane: Lane, max_frame: usize| outbound::LaneCtx {
+                    connector: connector.clone(),
+                    shared: shared.clone(),
+                    peer,
+                    addr: addr.clone(),
+                    lane,
+                    max_frame,
+                    tuning: tuning.clone(),
+                    counters: counters.clone(),
+                    throttle: throttle.clone(),
+                };
+                let (raft_tx, raft_rx) = mpsc::channel(tuning.queue_capacity);
+                let (snapshot_tx, snapshot_rx) = mpsc::channel(tuning.snapshot_queue_capacity);
+                let raft_lane = lane(Lane::Raft, max_message_bytes);
+                let snapshot_lane = lane(Lane::Snapshot, tuning.max_snapshot_bytes);
+                let tasks = [
+                    runtime.spawn(outbound::run_lane(raft_lane, raft_rx)),
+                    runtime.spawn(outbound::run_lane(snapshot_lane, snapshot_rx)),
+                ];
+                Link { addr: addr.clone(), raft_tx, snapshot_tx, counters: counters.clone(), throttle, tasks }
+            }
+        };
+
+        let (stop, stop_rx) = watch::channel(false);
+        let inbound_ctx = Arc::new(inbound::InboundCtx {
+            shared: shared.clone(),
+            tx: inbound,
+            max_message_bytes: config.max_message_bytes,
+            max_snapshot_bytes: tuning.max_snapshot_bytes,
+            handshake_timeout: tuning.handshake_timeout,
+            max_connections: tuning.max_inbound_connections,
+            throttle: inbound::InboundThrottle::new(tuning.backoff_max),
+        });
+        let accept_task = runtime.spawn(inbound::serve(config.listener, inbound_ctx, stop_rx));
+
+        let transport = Self {
+            shared,
+            spawn_link: Box::new(spawn_link),
+            stop,
+            accept_task: Some(accept_task),
+            events: Some(events_rx),
+        };
+        for (id, addr) in config.peers {
+            transport.add_peer(id, addr);
+        }
+        tracing::info!(me = transport.shared.me, cluster = %transport.shared.cluster_id, "peer transport started");
+        Ok(transport)
+    }
+
+    /// Queues `msg` for `msg.to` without waiting. If the peer is unknown or its queue is
+    /// full the message is dropped and counted (a dropped snapshot is reported as failed).
+    pub fn send(&self, msg: Message) {
+        let links = self.shared.links.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(link) = links.get(&msg.to) else {
+            drop(links);
+            let suppressed = self.shared.unknown_throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("unknown");
+            match suppressed {
+                Some(n) => tracing::warn!(me = self.shared.me, to = msg.to, earlier_drops = n, "dropping a Raft message to a member that is not a configured peer"),
+                None => tracing::debug!(me = self.shared.me, to = msg.to, "dropping a Raft message to an unknown peer"),
+            }
+            self.shared.dropped(None, &msg);
+            return;
+        };
+        let queue = if msg.get_msg_type() == MessageType::MsgSnapshot { &link.snapshot_tx } else { &link.raft_tx };
+        match queue.try_send(msg) {
+            Ok(()) => {}
+            Err(TrySendError::Full(msg) | TrySendError::Closed(msg)) => {
+                let suppressed = link.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("queue full");
+                match suppressed {
+                    Some(n) => tracing::warn!(me = self.shared.me, peer = msg.to, addr = %link.addr, earlier = n, "peer queue full: dropping Raft messages (peer slow or unreachable)"),
+                    None => tracing::debug!(me = self.shared.me, peer = msg.to, "peer queue full: message dropped"),
+                }
+                self.shared.dropped(Some(&link.counters), &msg);
+            }
+        }
+    }
+
+    /// Adds a peer or moves it to a new address; a no-op if it is already at `addr`, and for
+    /// this member's own id.
+    pub fn add_peer(&self, id: u64, addr: String) {
+        if id == self.shared.me {
+            return;
+        }
+        let mut links = self.shared.links.write().unwrap_or_else(PoisonError::into_inner);
+        if links.get(&id).is_some_and(|l| l.addr == addr) {
+            return;
+        }
+        let counters = links.get(&id).map(|l| l.counters.clone()).unwrap_or_default();
+        let link = (self.spawn_link)(id, addr.clone(), counters);
+        if let Some(old) = links.insert(id, link) {
+            old.abort();
+            tracing::info!(me = self.shared.me, peer = id, from = %old.addr, to = %addr, "peer address changed");
+        } else {
+            tracing::info!(me = self.shared.me, peer = id, %addr, "peer added");
+        }
+    }
+
+    /// Forgets a peer: its queued messages are dropped and its connections closed.
+    pub fn remove_peer(&self, id: u64) {
+        let removed = self.shared.links.write().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        if let Some(link) = removed {
+            link.abort();
+            tracing::info!(me = self.shared.me, peer = id, addr = %link.addr, "peer removed");
+        }
+    }
+
+    /// Hands over the event stream (once; later calls return `None`). Events are produced at a
+    /// bounded rate but kept until read, so the Raft core should drain them every loop.
+    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<PeerEvent>> {
+        self.events.take()
+    }
+
+    /// A snapshot of every counter, for metrics and the admin API.
+    pub fn stats(&self) -> TransportStats {
+        let mut stats = TransportStats::default();
+        for (id, link) in self.shared.links.read().unwrap_or_else(PoisonError::into_inner).iter() {
+            stats.peers.insert(*id, link.counters.snapshot(&link.addr));
+        }
+        stats.dropped_unknown_peer = self.shared.dropped_unknown.load(Relaxed);
+        self.shared.inbound.fill(&mut stats);
+        stats
+    }
+
+    /// Stops accepting, closes every connection and waits until the listener is closed.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        let links: Vec<Link> = {
+            let mut map = self.shared.links.write().unwrap_or_else(PoisonError::into_inner);
+            map.drain().map(|(_, link)| link).collect()
+        };
+        for link in links {
+            link.abort();
+            for task in link.tasks {
+                let _ = task.await;
+            }
+        }
+        if let Some(task) = self.accept_task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for PeerTransport {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.accept_task.take() {
+            task.abort();
+        }
+        for link in self.shared.links.write().unwrap_or_else(PoisonError::into_inner).values() {
+            link.abort();
+        }
+    }
+}
+
+impl Link {
+    fn abort(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn validate<L>(config: &PeerConfig<L>) -> Result<(), PeerConfigError> {
+    if config.member_id == 0 {
+        return Err(PeerConfigError::ZeroMemberId);
+    }
+    if let Some(addr) = config.peers.get(&0) {
+        return Err(PeerConfigError::ZeroPeerId { addr: addr.clone() });
+    }
+    let id_len = config.cluster_id.len();
+    if id_len == 0 || id_len > MAX_CLUSTER_ID_BYTES {
+        return Err(PeerConfigError::ClusterId(id_len));
+    }
+    let range = |what, got, min, max| {
+        if (min..=max).contains(&got) { Ok(()) } else { Err(PeerConfigError::OutOfRange { what, got, min, max }) }
+    };
+    let frame_max = u32::MAX as usize;
+    let t = &config.tuning;
+    range("max_message_bytes", config.max_message_bytes, 1024, frame_max)?;
+    range("max_snapshot_bytes", t.max_snapshot_bytes, config.max_message_bytes, frame_max)?;
+    range("queue_capacity", t.queue_capacity, 1, 1 << 20)?;
+    range("snapshot_queue_capacity", t.snapshot_queue_capacity, 1, 1024)?;
+    range("max_inbound_connections", t.max_inbound_connections, 1, 1 << 16)?;
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! One outbound lane to one peer: a task that waits for queued messages, connects lazily,
+//! handshakes, writes, and on any failure drops what is queued (Raft retransmits fresher
+//! versions), tells the core the peer is unreachable and backs off before the next attempt.
+
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use raft::SnapshotStatus;
+use raft::eraftpb::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout};
+use tracing::Instrument;
+
+use super::backoff::{Backoff, WarnThrottle};
+use super::frame::{FrameError, encode_into};
+use super::handshake::{self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK};
+use super::stats::PeerCounters;
+use super::{Connector, PeerEvent, PeerTuning, Shared};
+
+/// A batch stops growing past this many bytes: one write, bounded memory.
+const BATCH_BYTES: usize = 1 << 20;
+/// The write buffer is released after a batch that made it grow beyond this.
+const KEEP_BUFFER_BYTES: usize = 256 << 10;
+
+/// Why an outbound connection could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect { addr: String, source: io::Error },
+    #[error("connecting to {addr} timed out after {after:?}")]
+    ConnectTimeout { addr: String, after: Duration },
+    #[error("handshake with {addr} failed: {source}")]
+    Handshake { addr: String, source: HandshakeError },
+    #[error("handshake with {addr} timed out after {after:?}")]
+    HandshakeTimeout { addr: String, after: Duration },
+    #[error("the member at {addr} refused us ({code:?}): {reason}")]
+    Refused { addr: String, code: RefusalCode, reason: String },
+    #[error("connection to {addr} broke: {source}")]
+    Io { addr: String, source: io::Error },
+    #[error("{addr} closed the connection")]
+    Closed { addr: String },
+    #[error("{addr} sent bytes the protocol does not allow on the {lane} lane")]
+    Unexpected { addr: String, lane: &'static str },
+    #[error("{addr} took longer than {after:?} to take a write or acknowledge a snapshot")]
+    Stalled { addr: String, after: Duration },
+}
+
+impl LinkError {
+    /// A stable label, so a change in the kind of failure is logged even while throttled.
+    fn kind(&self) -> &'static str {
+        match self {
+            LinkError::Connect { .. } | LinkError::ConnectTimeout { .. } => "connect",
+            LinkError::Handshake { .. } | LinkError::HandshakeTimeout { .. } => "handshake",
+            LinkError::Refused { .. } => "refused",
+            LinkError::Io { .. } | LinkError::Closed { .. } | LinkError::Unexpected { .. } => "broken",
+            LinkError::Stalled { .. } => "stalled",
+        }
+    }
+
+    /// Whether the connection never became usable (as opposed to breaking later).
+    fn before_use(&self) -> bool {
+        matches!(self.kind(), "connect" | "handshake" | "refused")
+    }
+}
+
+/// What one lane task owns.
+pub(crate) struct LaneCtx<C> {
+    pub connector: Arc<C>,
+    pub shared: Arc<Shared>,
+    pub peer: u64,
+    pub addr: String,
+    pub lane: Lane,
+    pub max_frame: usize,
+    pub tuning: Arc<PeerTuning>,
+    pub counters: Arc<PeerCounters>,
+    pub throttle: Arc<Mutex<WarnThrottle>>,
+}
+
+/// Runs one lane until its queue is closed or the task is aborted (peer removed).
+pub(crate) async fn run_lane<C: Connector>(ctx: LaneCtx<C>, mut rx: mpsc::Receiver<Message>) {
+    let span = tracing::info_span!(
+        "peer_link", me = ctx.shared.me, peer = ctx.peer, addr = %ctx.addr, lane = ctx.lane.as_str()
+    );
+    async move {
+        let mut backoff = Backoff::new(ctx.tuning.backoff_initial, ctx.tuning.backoff_max);
+        while let Some(first) = rx.recv().await {
+            let failure = match connect(&ctx).await {
+                Ok(stream) => {
+                    let up_since = Instant::now();
+                    let _connected = ctx.on_connected();
+                    let result = match ctx.lane {
+                        Lane::Raft => pump_raft(&ctx, stream, first, &mut rx).await,
+                        Lane::Snapshot => pump_snapshots(&ctx, stream, first, &mut rx).await,
+                    };
+                    if up_since.elapsed() >= backoff.max() {
+                        backoff.reset();
+                    }
+                    match result {
+                        Ok(()) => continue,
+                        Err(e) => e,
+                    }
+                }
+                Err(e) => {
+                    ctx.shared.dropped(Some(&ctx.counters), &first);
+                    e
+                }
+            };
+            while let Ok(stale) = rx.try_recv() {
+                ctx.shared.dropped(Some(&ctx.counters), &stale);
+            }
+            ctx.on_failure(&failure);
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Clears the peer's "connected" flag however the connection ends, abort included.
+struct ConnectedFlag(Option<Arc<PeerCounters>>);
+
+impl Drop for ConnectedFlag {
+    fn drop(&mut self) {
+        if let Some(c) = &self.0 {
+            c.connected.store(false, Relaxed);
+        }
+    }
+}
+
+impl<C: Connector> LaneCtx<C> {
+    fn on_connected(&self) -> ConnectedFlag {
+        PeerCounters::add(&self.counters.connects, 1);
+        let was_down = self.throttle.lock().unwrap_or_else(PoisonError::into_inner).recovered();
+        if was_down {
+            tracing::info!("connected to peer again");
+        } else {
+            tracing::debug!("connected to peer");
+        }
+        if self.lane == Lane::Raft {
+            self.counters.connected.store(true, Relaxed);
+            ConnectedFlag(Some(self.counters.clone()))
+        } else {
+            ConnectedFlag(None)
+        }
+    }
+
+    fn on_failure(&self, error: &LinkError) {
+        if error.before_use() {
+            PeerCounters::add(&self.counters.connect_failures, 1);
+        }
+        if matches!(error, LinkError::Refused { .. }) {
+            PeerCounters::add(&self.counters.refusals, 1);
+        }
+        self.counters.set_last_error(error.to_string());
+        if self.lane == Lane::Raft {
+            let _ = self.shared.events.send(PeerEvent::Unreachable { peer: self.peer });
+        }
+        let suppressed = self.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn(error.kind());
+        match (suppressed, error) {
+            (Some(n), LinkError::Refused { .. }) => tracing::warn!(
+                %error, earlier_failures = n,
+                "peer refused the handshake: check --id, --members and the data dir's cluster id; retrying with backoff"
+            ),
+            (Some(n), _) => tracing::warn!(%error, earlier_failures = n, "peer unreachable; retrying with backoff"),
+            (None, _) => tracing::debug!(%error, "peer still unreachable"),
+        }
+    }
+}
+
+/// Connects and handshakes; a refusal carries the peer's reason.
+async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError> {
+    let addr = || ctx.addr.clone();
+    let after = ctx.tuning.connect_timeout;
+    let mut stream = match timeout(after, ctx.connector.connect(&ctx.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(source)) => return Err(LinkError::Connect { addr: addr(), source }),
+        Err(_) => return Err(LinkError::ConnectTimeout { addr: addr(), after }),
+    };
+    let hello = Hello {
+        lane: ctx.lane,
+        from: ctx.shared.me,
+        to: ctx.peer,
+        cluster_id: ctx.shared.cluster_id.clone(),
+    };
+    let after = ctx.tuning.handshake_timeout;
+    let exchange = async {
+        handshake::write_hello(&mut stream, &hello).await?;
+        handshake::read_reply(&mut stream).await
+    };
+    match timeout(after, exchange).await {
+        Ok(Ok(Reply::Accepted)) => Ok(stream),
+        Ok(Ok(Reply::Refused { code, reason })) => Err(LinkError::Refused { addr: addr(), code, reason }),
+        Ok(Err(source)) => Err(LinkError::Handshake { addr: addr(), source }),
+        Err(_) => Err(LinkError::HandshakeTimeout { addr: addr(), after }),
+    }
+}
+
+/// Writes everything queued in batches until the connection breaks (`Err`) or the queue is
+/// closed (`Ok`). While idle it watches the socket, so a peer that restarts is noticed
+/// before the next message is written into a dead connection.
+async fn pump_raft<C: Connector>(
+    ctx: &LaneCtx<C>,
+    mut stream: C::Stream,
+    first: Message,
+    rx: &mut mpsc::Receiver<Message>,
+) -> Result<(), LinkError> {
+    let mut buf = Vec::with_capacity(64 << 10);
+    let mut next = Some(first);
+    let mut probe = [0u8; 1];
+    loop {
+        let mut batch = 0u64;
+        while let Some(msg) = next.take() {
+            match encode_into(&msg, ctx.max_frame, &mut buf) {
+                Ok(_) => batch += 1,
+                Err(e) => ctx.unsendable(&msg, &e),
+            }
+            if buf.len() < BATCH_BYTES {
+                next = rx.try_recv().ok();
+            }
+        }
+        if batch > 0 {
+            let after = ctx.tuning.write_timeout;
+            let written = timeout(after, async {
+                stream.write_all(&buf).await?;
+                stream.flush().await
+            })
+            .await;
+            let error = match written {
+                Ok(Ok(())) => None,
+                Ok(Err(source)) => Some(LinkError::Io { addr: ctx.addr.clone(), source }),
+                Err(_) => Some(LinkError::Stalled { addr: ctx.addr.clone(), after }),
+            };
+            if let Some(error) = error {
+                PeerCounters::add(&ctx.counters.dropped, batch);
+                return Err(error);
+            }
+            PeerCounters::add(&ctx.counters.sent, batch);
+            PeerCounters::add(&ctx.counters.sent_bytes, buf.len() as u64);
+            buf.clear();
+            if buf.capacity() > KEEP_BUFFER_BYTES {
+                buf = Vec::with_capacity(64 << 10);
+            }
+        }
+        if next.is_some() {
+            continue;
+        }
+        tokio::select! {
+            biased;
+            read = stream.read(&mut probe) => {
+                return Err(match read {
+                    Ok(0) => LinkError::Closed { addr: ctx.addr.clone() },
+                    Ok(_) => LinkError::Unexpected { addr: ctx.addr.clone(), lane: ctx.lane.as_str() },
+                    Err(source) => LinkError::Io { addr: ctx.addr.clone(), source },
+                });
+            }
+            msg = rx.recv() => match msg {
+                Some(msg) => next = Some(msg),
+                None => return Ok(()),
+            },
+        }
+    }
+}
+
+/// Sends queued snapshots one at a time, each acknowledged by the receiver once it has
+/// handed the message to its Raft core, then closes the connection (snapshots are rare).
+async fn pump_snapshots<C: Connector>(
+    ctx: &LaneCtx<C>,
+    mut stream: C::Stream,
+    first: Message,
+    rx: &mut mpsc::Receiver<Message>,
+) -> Result<(), LinkError> {
+    let mut next = Some(first);
+    while let Some(msg) = next.take() {
+        let mut buf = Vec::new();
+        if let Err(e) = encode_into(&msg, ctx.max_frame, &mut buf) {
+            ctx.unsendable(&msg, &e);
+            next = rx.try_recv().ok();
+            continue;
+        }
+        let after = ctx.tuning.snapshot_timeout;
+        let delivered = timeout(after, async {
+            stream.write_all(&buf).await?;
+            stream.flush().await?;
+            stream.read_u8().await
+        })
+        .await;
+        let error = match delivered {
+            Ok(Ok(SNAPSHOT_ACK)) => None,
+            Ok(Ok(_)) => Some(LinkError::Unexpected { addr: ctx.addr.clone(), lane: ctx.lane.as_str() }),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Some(LinkError::Closed { addr: ctx.addr.clone() }),
+            Ok(Err(source)) => Some(LinkError::Io { addr: ctx.addr.clone(), source }),
+            Err(_) => Some(LinkError::Stalled { addr: ctx.addr.clone(), after }),
+        };
+        if let Some(error) = error {
+            ctx.shared.dropped(Some(&ctx.counters), &msg);
+            return Err(error);
+        }
+        PeerCounters::add(&ctx.counters.sent, 1);
+        PeerCounters::add(&ctx.counters.sent_bytes, buf.len() as u64);
+        PeerCounters::add(&ctx.counters.snapshots_sent, 1);
+        tracing::info!(bytes = buf.len(), index = msg.get_snapshot().get_metadata().index, "snapshot delivered");
+        let _ = ctx.shared.events.send(PeerEvent::Snapshot { peer: ctx.peer, status: SnapshotStatus::Finish });
+        next = rx.try_recv().ok();
+    }
+    Ok(())
+}
+
+impl<C> LaneCtx<C> {
+    /// A message this lane can never carry (too large for the peer's limit): dropped loudly,
+    /// since retransmitting it will fail the same way.
+    fn unsendable(&self, msg: &Message, error: &FrameError) {
+        let kind = msg.get_msg_type();
+        match self.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("unsendable") {
+            Some(n) => tracing::warn!(%error, ?kind, earlier = n, "dropping a Raft message the peer would refuse"),
+            None => tracing::debug!(%error, ?kind, "dropping a Raft message the peer would refuse"),
+        }
+        self.shared.dropped(Some(&self.counters), msg);
+    }
+}

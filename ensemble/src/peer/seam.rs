@@ -1,0 +1,65 @@
+//! The one seam between the peer transport and the network. Everything above it (handshake,
+//! framing, queues, backoff) works on any byte stream, so TLS can wrap these two traits and a
+//! deterministic simulation (turmoil) can replace TCP without touching the transport.
+
+use std::future::{Future, Ready, ready};
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A byte stream to or from a peer: TCP today; TLS over TCP or a simulated socket tomorrow.
+pub trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T> PeerStream for T where T: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+/// Opens outbound streams to peers.
+pub trait Connector: Send + Sync + 'static {
+    /// The stream a connection yields, ready for the handshake.
+    type Stream: PeerStream;
+
+    /// Connects to `addr` (HOST:PORT). Names are resolved on every call, so a member that
+    /// comes back with a new IP address (a rescheduled pod) is found. The transport bounds
+    /// the whole call with its connect timeout; a TLS connector does its handshake here.
+    fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+/// Accepts inbound streams from peers.
+pub trait Listener: Send + 'static {
+    /// Finishes setting up one accepted connection (e.g. a TLS accept). It runs in that
+    /// connection's own task under the handshake timeout, so a slow or silent peer never
+    /// holds up the accept loop.
+    type Pending: Future<Output = io::Result<Self::Stream>> + Send + 'static;
+    /// The stream once set up, ready for the handshake.
+    type Stream: PeerStream;
+
+    /// Waits for the next connection. Errors are reported and the loop goes on.
+    fn accept(&mut self) -> impl Future<Output = io::Result<(Self::Pending, SocketAddr)>> + Send;
+}
+
+/// Plain TCP with Nagle off: Raft heartbeats and votes are small and latency-bound.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpConnector;
+
+impl Connector for TcpConnector {
+    type Stream = TcpStream;
+
+    async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+}
+
+impl Listener for TcpListener {
+    type Pending = Ready<io::Result<TcpStream>>;
+    type Stream = TcpStream;
+
+    async fn accept(&mut self) -> io::Result<(Self::Pending, SocketAddr)> {
+        let (stream, addr) = TcpListener::accept(self).await?;
+        // Only the handshake reply and snapshot acks flow this way, but they are waited on.
+        let stream = stream.set_nodelay(true).map(|()| stream);
+        Ok((ready(stream), addr))
+    }
+}

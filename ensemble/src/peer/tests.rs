@@ -1,0 +1,1 @@
+//! Transport tests over real loopback TCP.

@@ -1,0 +1,125 @@
+//! Local reads (ZooKeeper's `FinalRequestProcessor` read paths), answered from the applied
+//! state without going through the log.
+//!
+//! Verified against Apache ZooKeeper 3.8.0:
+//! - reads do not validate paths: a malformed path is simply NoNode, and "" is the root
+//!   (ZooKeeper stores the root under "" too). Only exists refuses a NUL (BadArguments);
+//! - exists needs no permission; getData, getChildren(2) and getAllChildrenNumber need READ;
+//!   getACL needs READ or ADMIN, and without ADMIN digest ids come back as "user:x";
+//! - getAllChildrenNumber counts all descendants ("/" excludes the root, "" includes it);
+//! - getEphemerals filters the caller's ephemerals by plain string prefix ("/s" matches
+//!   "/sx"); an empty or "/" prefix (after trimming) returns them all;
+//! - multiRead answers each op on its own, errors inline.
+//!
+//! Watches are the caller's job: exists registers one even on NoNode (not on BadArguments);
+//! getData and getChildren register only on success.
+
+use baton_proto::{ErrorCode, Id, MultiReadOp, MultiReadResult, Request, Response, perms};
+
+use crate::acl;
+use crate::state::StateMachine;
+use crate::tree::Node;
+
+impl StateMachine {
+    /// Answers a read request for `session_id` holding identities `auth`. Requests that are
+    /// not reads get `Unimplemented`.
+    pub fn read(&self, session_id: i64, auth: &[Id], req: &Request) -> Result<Response, ErrorCode> {
+        match req {
+            Request::Exists(r) => {
+                if r.path.contains('\0') {
+                    return Err(ErrorCode::BadArguments);
+                }
+                self.stat(&r.path)
+                    .map(Response::Stat)
+                    .ok_or(ErrorCode::NoNode)
+            }
+            Request::GetData(r) => {
+                let node = self.readable(&r.path, auth)?;
+                Ok(Response::GetData {
+                    data: node.data().to_vec(),
+                    stat: node.stat(),
+                })
+            }
+            Request::GetChildren(r) => Ok(Response::GetChildren {
+                children: children_of(self.readable(&r.path, auth)?),
+            }),
+            Request::GetChildren2(r) => {
+                let node = self.readable(&r.path, auth)?;
+                Ok(Response::GetChildren2 {
+                    children: children_of(node),
+                    stat: node.stat(),
+                })
+            }
+            Request::GetAcl { path } => {
+                let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
+                acl::check(node.acl(), perms::READ | perms::ADMIN, auth)?;
+                let acl = if acl::is_allowed(node.acl(), perms::ADMIN, auth) {
+                    node.acl().to_vec()
+                } else {
+                    acl::redact_digests(node.acl())
+                };
+                Ok(Response::GetAcl {
+                    acl,
+                    stat: node.stat(),
+                })
+            }
+            Request::GetAllChildrenNumber { path } => {
+                self.readable(path, auth)?;
+                let total = if path.is_empty() {
+                    self.tree.len()
+                } else {
+                    self.tree.descendant_count(path).unwrap_or(0)
+                };
+                Ok(Response::GetAllChildrenNumber {
+                    total: i32::try_from(total).unwrap_or(i32::MAX),
+                })
+            }
+            Request::GetEphemerals { prefix_path } => {
+                // Java's String.trim(): strips every char <= ' ' at both ends.
+                let trimmed = prefix_path.trim_matches(|c: char| c <= ' ');
+                let all = trimmed.is_empty() || trimmed == "/";
+                let ephemerals = self
+                    .tree
+                    .ephemerals(session_id)
+                    .filter(|p| all || p.starts_with(prefix_path.as_str()))
+                    .map(str::to_owned)
+                    .collect();
+                Ok(Response::GetEphemerals { ephemerals })
+            }
+            Request::MultiRead(ops) => Ok(Response::MultiRead(
+                ops.iter().map(|op| self.multi_read_op(auth, op)).collect(),
+            )),
+            _ => Err(ErrorCode::Unimplemented),
+        }
+    }
+
+    fn multi_read_op(&self, auth: &[Id], op: &MultiReadOp) -> MultiReadResult {
+        let result = match op {
+            MultiReadOp::GetChildren(r) => {
+                self.readable(&r.path, auth)
+                    .map(|n| MultiReadResult::GetChildren {
+                        children: children_of(n),
+                    })
+            }
+            MultiReadOp::GetData(r) => {
+                self.readable(&r.path, auth)
+                    .map(|n| MultiReadResult::GetData {
+                        data: n.data().to_vec(),
+                        stat: n.stat(),
+                    })
+            }
+        };
+        result.unwrap_or_else(|err| MultiReadResult::Error { err })
+    }
+
+    /// The node at `path` if it exists (NoNode) and `auth` may READ it (NoAuth).
+    fn readable(&self, path: &str, auth: &[Id]) -> Result<&Node, ErrorCode> {
+        let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
+        acl::check(node.acl(), perms::READ, auth)?;
+        Ok(node)
+    }
+}
+
+fn children_of(node: &Node) -> Vec<String> {
+    node.children().map(str::to_owned).collect()
+}

@@ -1,0 +1,240 @@
+//! Snapshots of the whole state machine: tree, sessions, last applied zxid, and each node's
+//! persisted cversion (the sequential-name counter).
+//!
+//! Layout: magic `BATNSNAP`, format version (u32), body length (u64), CRC-32 of the body
+//! (u32), then the body in jute encoding. The body is canonical: sessions by id, nodes by
+//! path, ACL lists numbered by first use in that order, so equal states give equal bytes
+//! whatever their history or hash seeds. `restore` checks everything and never panics.
+
+use std::sync::Arc;
+
+use baton_proto::{Acl, DecodeError, Id, Reader, Writer};
+use thiserror::Error;
+
+use crate::state::{SessionInfo, StateMachine};
+use crate::tree::{DataTree, Node, NodeKind};
+
+const MAGIC: &[u8; 8] = b"BATNSNAP";
+const FORMAT_VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 8 + 4;
+
+const KIND_PERSISTENT: i32 = 0;
+const KIND_EPHEMERAL: i32 = 1;
+const KIND_CONTAINER: i32 = 2;
+const KIND_TTL: i32 = 3;
+
+/// Why a snapshot could not be restored.
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    #[error("snapshot truncated: {0} bytes is shorter than the header")]
+    TooShort(usize),
+    #[error("not a Baton snapshot (bad magic)")]
+    BadMagic,
+    #[error("unsupported snapshot format version {0}")]
+    UnsupportedVersion(u32),
+    #[error("snapshot body is {actual} bytes but the header says {declared}")]
+    LengthMismatch { declared: u64, actual: usize },
+    #[error("snapshot checksum mismatch: header {expected:#010x}, body {actual:#010x}")]
+    Checksum { expected: u32, actual: u32 },
+    #[error("snapshot body undecodable: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("snapshot inconsistent: {0}")]
+    Corrupt(String),
+}
+
+impl StateMachine {
+    /// Serializes the whole state; equal states give byte-identical snapshots.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut nodes: Vec<(&str, &Node)> = self.tree.iter().collect();
+        nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+
+        // Number ACL lists by first use so the numbering depends only on the state.
+        let mut acl_lists: Vec<&Arc<[Acl]>> = Vec::new();
+        let mut acl_index: std::collections::HashMap<&[Acl], i32> = Default::default();
+        let mut node_acl = Vec::with_capacity(nodes.len());
+        for (_, node) in &nodes {
+            let next = i32::try_from(acl_lists.len()).unwrap_or(i32::MAX);
+            let index = *acl_index.entry(&node.acl[..]).or_insert_with(|| {
+                acl_lists.push(&node.acl);
+                next
+            });
+            node_acl.push(index);
+        }
+
+        let mut w = Writer::with_capacity(64 + nodes.len() * 96);
+        w.write_i64(self.last_applied);
+        let sessions: Vec<&SessionInfo> = self.sessions.values().collect();
+        w.write_vec(&sessions, |w, s| {
+            w.write_i64(s.id);
+            w.write_i32(s.timeout_ms);
+            w.write_buffer(&s.passwd);
+        });
+        w.write_vec(&acl_lists, |w, list| {
+            w.write_vec(list, |w, a| {
+                w.write_i32(a.perms);
+                w.write_string(&a.id.scheme);
+                w.write_string(&a.id.id);
+            });
+        });
+        let indexed: Vec<((&str, &Node), i32)> = nodes.into_iter().zip(node_acl).collect();
+        w.write_vec(&indexed, |w, ((path, node), acl)| {
+            w.write_string(path);
+            w.write_buffer(&node.data);
+            w.write_i32(*acl);
+            for v in [node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime] {
+                w.write_i64(v);
+            }
+            for v in [node.version, node.cversion, node.aversion] {
+                w.write_i32(v);
+            }
+            let (tag, value) = match node.kind {
+                NodeKind::Persistent => (KIND_PERSISTENT, 0),
+                NodeKind::Ephemeral { owner } => (KIND_EPHEMERAL, owner),
+                NodeKind::Container => (KIND_CONTAINER, 0),
+                NodeKind::Ttl { ttl_ms } => (KIND_TTL, ttl_ms),
+            };
+            w.write_i32(tag);
+            w.write_i64(value);
+        });
+        let body = w.into_inner();
+
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Rebuilds a state machine from `snapshot`'s bytes, refusing anything corrupt.
+    pub fn restore(buf: &[u8]) -> Result<StateMachine, SnapshotError> {
+        if buf.len() < HEADER_LEN {
+            return Err(SnapshotError::TooShort(buf.len()));
+        }
+        let (header, body) = buf.split_at(HEADER_LEN);
+        if &header[..8] != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        let version = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        if version != FORMAT_VERSION {
+            return Err(SnapshotError::UnsupportedVersion(version));
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&header[12..20]);
+        let declared = u64::from_be_bytes(len);
+        if declared != body.len() as u64 {
+            return Err(SnapshotError::LengthMismatch {
+                declared,
+                actual: body.len(),
+            });
+        }
+        let expected = u32::from_be_bytes([header[20], header[21], header[22], header[23]]);
+        let actual = crc32fast::hash(body);
+        if expected != actual {
+            return Err(SnapshotError::Checksum { expected, actual });
+        }
+        decode_body(body)
+    }
+}
+
+fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
+    let mut r = Reader::new(body);
+    let last_applied = r.read_i64()?;
+    let sessions = r.read_vec(16, |r| {
+        Ok(SessionInfo {
+            id: r.read_i64()?,
+            timeout_ms: r.read_i32()?,
+            passwd: r.read_buffer()?,
+        })
+    })?;
+    let acl_lists: Vec<Arc<[Acl]>> = r.read_vec(4, |r| {
+        let list = r.read_vec(12, |r| {
+            Ok(Acl {
+                perms: r.read_i32()?,
+                id: Id {
+                    scheme: r.read_string()?,
+                    id: r.read_string()?,
+                },
+            })
+        })?;
+        Ok(Arc::from(list))
+    })?;
+    let mut acl_error = None;
+    let nodes = r.read_vec(76, |r| {
+        let path: Box<str> = r.read_string()?.into();
+        let data = r.read_buffer()?.into_boxed_slice();
+        let acl_at = r.read_i32()?;
+        let [czxid, mzxid, pzxid, ctime, mtime] = [
+            r.read_i64()?,
+            r.read_i64()?,
+            r.read_i64()?,
+            r.read_i64()?,
+            r.read_i64()?,
+        ];
+        let [version, cversion, aversion] = [r.read_i32()?, r.read_i32()?, r.read_i32()?];
+        let tag = r.read_i32()?;
+        let value = r.read_i64()?;
+        let kind = match tag {
+            KIND_PERSISTENT => NodeKind::Persistent,
+            KIND_EPHEMERAL => NodeKind::Ephemeral { owner: value },
+            KIND_CONTAINER => NodeKind::Container,
+            KIND_TTL => NodeKind::Ttl { ttl_ms: value },
+            other => {
+                return Err(DecodeError::BadValue {
+                    field: "node kind",
+                    value: other,
+                });
+            }
+        };
+        let acl = match usize::try_from(acl_at).ok().and_then(|i| acl_lists.get(i)) {
+            Some(acl) => Arc::clone(acl),
+            None => {
+                acl_error.get_or_insert_with(|| format!("node {path} has ACL index {acl_at}"));
+                Arc::from(Vec::new())
+            }
+        };
+        let node = Node {
+            data,
+            acl,
+            children: Default::default(),
+            czxid,
+            mzxid,
+            pzxid,
+            ctime,
+            mtime,
+            version,
+            cversion,
+            aversion,
+            kind,
+        };
+        Ok((path, node))
+    })?;
+    r.finish()?;
+    if let Some(message) = acl_error {
+        return Err(SnapshotError::Corrupt(message));
+    }
+
+    let mut machine = StateMachine {
+        tree: DataTree::default(),
+        sessions: Default::default(),
+        last_applied,
+    };
+    for s in sessions {
+        if machine.sessions.insert(s.id, s).is_some() {
+            return Err(SnapshotError::Corrupt("duplicate session".into()));
+        }
+    }
+    drop(acl_lists);
+    for (path, node) in &nodes {
+        if let NodeKind::Ephemeral { owner } = node.kind
+            && !machine.sessions.contains_key(&owner)
+        {
+            return Err(SnapshotError::Corrupt(format!(
+                "ephemeral {path} owned by unknown session {owner:#x}"
+            )));
+        }
+    }
+    machine.tree = DataTree::from_nodes(nodes)?;
+    Ok(machine)
+}

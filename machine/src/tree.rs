@@ -1,0 +1,488 @@
+//! The znode tree (ZooKeeper's `DataTree`): nodes by path, per-node child sets, shared ACLs,
+//! and the indexes apply and housekeeping need (ephemerals by session, containers, TTL nodes).
+//!
+//! Mutations here are the already-validated transactions; the checks that decide which error
+//! a client gets live in `txn`. A mutation that finds the tree unlike its validation expected
+//! returns an error instead of panicking.
+//!
+//! Stat semantics (verified against ZooKeeper 3.8.0):
+//! - a node keeps ZooKeeper's *persisted* cversion: the number of children ever created under
+//!   it. Sequential names use it (`%010d`), so create /p/a, delete /p/a, create -s /p/x gives
+//!   /p/x0000000001. Clients see `2 * cversion - numChildren` (creates plus deletes), which is
+//!   why the root reports -1 and /zookeeper -2 in a fresh tree;
+//! - pzxid moves on every child create and delete, mzxid/mtime/version on setData, aversion on
+//!   setACL; a new node has pzxid = mzxid = czxid and mtime = ctime;
+//! - ephemeralOwner shows the session for ephemerals and 0 for everything else, containers and
+//!   TTL nodes included.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use baton_proto::{Acl, ErrorCode, Stat};
+
+use crate::acl::{self, AclCache};
+use crate::path::{self, ROOT};
+
+/// Largest TTL ZooKeeper can encode in an ephemeral owner (40 bits of milliseconds).
+pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
+
+/// What kind of znode this is; decides its lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Lives until deleted.
+    Persistent,
+    /// Deleted when the owning session closes.
+    Ephemeral { owner: i64 },
+    /// Reaped once empty after having had children.
+    Container,
+    /// Reaped once childless and unmodified for `ttl_ms`.
+    Ttl { ttl_ms: i64 },
+}
+
+impl NodeKind {
+    /// The `ephemeralOwner` clients see (`DataNode.getClientEphemeralOwner`).
+    pub fn client_owner(self) -> i64 {
+        match self {
+            NodeKind::Ephemeral { owner } => owner,
+            _ => 0,
+        }
+    }
+}
+
+/// One znode. Fields are ZooKeeper's persisted stat; `stat()` derives what clients see.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub(crate) data: Box<[u8]>,
+    pub(crate) acl: Arc<[Acl]>,
+    pub(crate) children: BTreeSet<Box<str>>,
+    pub(crate) czxid: i64,
+    pub(crate) mzxid: i64,
+    pub(crate) pzxid: i64,
+    pub(crate) ctime: i64,
+    pub(crate) mtime: i64,
+    pub(crate) version: i32,
+    /// Children ever created (ZooKeeper's persisted cversion), not what clients see.
+    pub(crate) cversion: i32,
+    pub(crate) aversion: i32,
+    pub(crate) kind: NodeKind,
+}
+
+impl Node {
+    /// The Stat clients see.
+    pub fn stat(&self) -> Stat {
+        let num_children = self.num_children();
+        Stat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            version: self.version,
+            cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
+            aversion: self.aversion,
+            ephemeral_owner: self.kind.client_owner(),
+            data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
+            num_children,
+            pzxid: self.pzxid,
+        }
+    }
+
+    /// The node's data.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The node's ACL (shared with every node that has the same list).
+    pub fn acl(&self) -> &[Acl] {
+        &self.acl
+    }
+
+    /// Child names in sorted order.
+    pub fn children(&self) -> impl Iterator<Item = &str> {
+        self.children.iter().map(|c| &**c)
+    }
+
+    /// Current number of children.
+    pub fn num_children(&self) -> i32 {
+        i32::try_from(self.children.len()).unwrap_or(i32::MAX)
+    }
+
+    /// Persistent, ephemeral, container or TTL.
+    pub fn kind(&self) -> NodeKind {
+        self.kind
+    }
+
+    /// The persisted cversion: children ever created, the next sequential suffix.
+    pub fn child_creates(&self) -> i32 {
+        self.cversion
+    }
+
+    /// Time of the last setData (or the create).
+    pub fn mtime(&self) -> i64 {
+        self.mtime
+    }
+
+    fn new(data: Box<[u8]>, acl: Arc<[Acl]>, kind: NodeKind, zxid: i64, time: i64) -> Node {
+        Node {
+            data,
+            acl,
+            children: BTreeSet::new(),
+            czxid: zxid,
+            mzxid: zxid,
+            pzxid: zxid,
+            ctime: time,
+            mtime: time,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            kind,
+        }
+    }
+}
+
+/// The whole znode tree and its indexes.
+#[derive(Debug)]
+pub struct DataTree {
+    nodes: HashMap<Box<str>, Node>,
+    acls: AclCache,
+    ephemerals: BTreeMap<i64, BTreeSet<Box<str>>>,
+    containers: BTreeSet<Box<str>>,
+    ttls: BTreeSet<Box<str>>,
+    /// Sum of path and data lengths, ZooKeeper's `approximate_data_size`.
+    data_size: u64,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        DataTree::new()
+    }
+}
+
+impl DataTree {
+    /// A fresh tree as ZooKeeper 3.8 starts: /, /zookeeper, /zookeeper/quota and
+    /// /zookeeper/config (READ-only for everyone, aversion -1), all with zero stats.
+    pub fn new() -> DataTree {
+        let mut tree = DataTree::empty();
+        let open = tree.acls.intern(&acl::open());
+        let read_only = tree.acls.intern(&acl::read_only());
+        let mut root = Node::new(
+            Box::default(),
+            Arc::clone(&open),
+            NodeKind::Persistent,
+            0,
+            0,
+        );
+        root.children.insert("zookeeper".into());
+        let mut zookeeper = Node::new(
+            Box::default(),
+            Arc::clone(&open),
+            NodeKind::Persistent,
+            0,
+            0,
+        );
+        zookeeper.children.insert("quota".into());
+        zookeeper.children.insert("config".into());
+        let quota = Node::new(Box::default(), open, NodeKind::Persistent, 0, 0);
+        let mut config = Node::new(Box::default(), read_only, NodeKind::Persistent, 0, 0);
+        config.aversion = -1;
+        for (p, node) in [
+            (ROOT, root),
+            ("/zookeeper", zookeeper),
+            ("/zookeeper/quota", quota),
+            ("/zookeeper/config", config),
+        ] {
+            tree.data_size += p.len() as u64;
+            tree.nodes.insert(p.into(), node);
+        }
+        tree
+    }
+
+    fn empty() -> DataTree {
+        DataTree {
+            nodes: HashMap::new(),
+            acls: AclCache::default(),
+            ephemerals: BTreeMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            data_size: 0,
+        }
+    }
+
+    /// The node at `path`; "" is the root, as in ZooKeeper.
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path::normalize(path))
+    }
+
+    /// Number of znodes, the root included.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never true: the root always exists.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Sum of path and data lengths of every node.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Number of distinct ACL lists in use.
+    pub fn distinct_acls(&self) -> usize {
+        self.acls.len()
+    }
+
+    /// The ephemeral nodes `session` owns, sorted.
+    pub fn ephemerals(&self, session: i64) -> impl Iterator<Item = &str> {
+        self.ephemerals
+            .get(&session)
+            .into_iter()
+            .flatten()
+            .map(|p| &**p)
+    }
+
+    /// Number of ephemeral nodes across all sessions.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(BTreeSet::len).sum()
+    }
+
+    /// Every container node, sorted.
+    pub fn containers(&self) -> impl Iterator<Item = &str> {
+        self.containers.iter().map(|p| &**p)
+    }
+
+    /// Every TTL node, sorted.
+    pub fn ttl_nodes(&self) -> impl Iterator<Item = &str> {
+        self.ttls.iter().map(|p| &**p)
+    }
+
+    /// Every (path, node), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
+        self.nodes.iter().map(|(p, n)| (&**p, n))
+    }
+
+    /// Number of descendants of `path` (ZooKeeper's getAllChildrenNumber); `None` if absent.
+    pub fn descendant_count(&self, path: &str) -> Option<usize> {
+        let start = self.get(path)?;
+        let mut count = 0;
+        let mut stack: Vec<String> = start
+            .children()
+            .map(|c| path::join(path::normalize(path), c))
+            .collect();
+        while let Some(p) = stack.pop() {
+            count += 1;
+            if let Some(node) = self.nodes.get(p.as_str()) {
+                stack.extend(node.children().map(|c| path::join(&p, c)));
+            }
+        }
+        Some(count)
+    }
+
+    /// Adds a validated node under an existing parent; bumps the parent's cversion and pzxid.
+    pub fn create(
+        &mut self,
+        path: &str,
+        data: Vec<u8>,
+        acl: &[Acl],
+        kind: NodeKind,
+        zxid: i64,
+        time: i64,
+    ) -> Result<Stat, ErrorCode> {
+        let (parent_path, name) = path::split_last(path).ok_or(ErrorCode::BadArguments)?;
+        let parent_path = path::normalize(parent_path);
+        if name.is_empty() || self.nodes.contains_key(path) {
+            return Err(ErrorCode::NodeExists);
+        }
+        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        parent.children.insert(name.into());
+        parent.cversion = parent.cversion.wrapping_add(1);
+        parent.pzxid = zxid;
+        let acl = self.acls.intern(acl);
+        self.data_size += (path.len() + data.len()) as u64;
+        let node = Node::new(data.into_boxed_slice(), acl, kind, zxid, time);
+        let stat = node.stat();
+        self.nodes.insert(path.into(), node);
+        match kind {
+            NodeKind::Persistent => {}
+            NodeKind::Ephemeral { owner } => {
+                self.ephemerals
+                    .entry(owner)
+                    .or_default()
+                    .insert(path.into());
+            }
+            NodeKind::Container => {
+                self.containers.insert(path.into());
+            }
+            NodeKind::Ttl { .. } => {
+                self.ttls.insert(path.into());
+            }
+        }
+        Ok(stat)
+    }
+
+    /// Removes a validated childless node; bumps the parent's pzxid.
+    pub fn delete(&mut self, path: &str, zxid: i64) -> Result<(), ErrorCode> {
+        let (parent_path, name) = path::split_last(path).ok_or(ErrorCode::BadArguments)?;
+        let parent_path = path::normalize(parent_path);
+        if path == ROOT {
+            return Err(ErrorCode::BadArguments);
+        }
+        match self.nodes.get(path) {
+            None => return Err(ErrorCode::NoNode),
+            Some(node) if !node.children.is_empty() => return Err(ErrorCode::NotEmpty),
+            Some(_) => {}
+        }
+        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        parent.children.remove(name);
+        parent.pzxid = parent.pzxid.max(zxid);
+        let Some(node) = self.nodes.remove(path) else {
+            return Err(ErrorCode::NoNode);
+        };
+        self.data_size = self
+            .data_size
+            .saturating_sub((path.len() + node.data.len()) as u64);
+        match node.kind {
+            NodeKind::Persistent => {}
+            NodeKind::Ephemeral { owner } => {
+                if let Some(set) = self.ephemerals.get_mut(&owner) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&owner);
+                    }
+                }
+            }
+            NodeKind::Container => {
+                self.containers.remove(path);
+            }
+            NodeKind::Ttl { .. } => {
+                self.ttls.remove(path);
+            }
+        }
+        self.acls.release(node.acl);
+        Ok(())
+    }
+
+    /// Replaces a node's data with a validated new version.
+    pub fn set_data(
+        &mut self,
+        path: &str,
+        data: Vec<u8>,
+        version: i32,
+        zxid: i64,
+        time: i64,
+    ) -> Result<Stat, ErrorCode> {
+        let node = self
+            .nodes
+            .get_mut(path::normalize(path))
+            .ok_or(ErrorCode::NoNode)?;
+        self.data_size =
+            (self.data_size + data.len() as u64).saturating_sub(node.data.len() as u64);
+        node.data = data.into_boxed_slice();
+        node.version = version;
+        node.mzxid = zxid;
+        node.mtime = time;
+        Ok(node.stat())
+    }
+
+    /// Replaces a node's ACL with a validated one and new aversion.
+    pub fn set_acl(&mut self, path: &str, acl: &[Acl], aversion: i32) -> Result<Stat, ErrorCode> {
+        let shared = self.acls.intern(acl);
+        let Some(node) = self.nodes.get_mut(path::normalize(path)) else {
+            self.acls.release(shared);
+            return Err(ErrorCode::NoNode);
+        };
+        let old = std::mem::replace(&mut node.acl, shared);
+        node.aversion = aversion;
+        let stat = node.stat();
+        self.acls.release(old);
+        Ok(stat)
+    }
+
+    /// Rebuilds a tree from (path, node) pairs read from a snapshot; children sets and
+    /// indexes are derived. Fails on a duplicate path or a node whose parent is missing.
+    pub(crate) fn from_nodes(
+        nodes: Vec<(Box<str>, Node)>,
+    ) -> Result<DataTree, crate::snapshot::SnapshotError> {
+        use crate::snapshot::SnapshotError;
+        let mut tree = DataTree::empty();
+        tree.nodes.reserve(nodes.len());
+        for (p, mut node) in nodes {
+            node.children.clear();
+            node.acl = tree.acls.intern(&node.acl);
+            tree.data_size += (p.len() + node.data.len()) as u64;
+            match node.kind {
+                NodeKind::Persistent => {}
+                NodeKind::Ephemeral { owner } => {
+                    tree.ephemerals.entry(owner).or_default().insert(p.clone());
+                }
+                NodeKind::Container => {
+                    tree.containers.insert(p.clone());
+                }
+                NodeKind::Ttl { .. } => {
+                    tree.ttls.insert(p.clone());
+                }
+            }
+            if tree.nodes.insert(p.clone(), node).is_some() {
+                return Err(SnapshotError::Corrupt(format!("duplicate node {p}")));
+            }
+        }
+        if !tree.nodes.contains_key(ROOT) {
+            return Err(SnapshotError::Corrupt("no root node".into()));
+        }
+        let paths: Vec<Box<str>> = tree
+            .nodes
+            .keys()
+            .filter(|p| &***p != ROOT)
+            .cloned()
+            .collect();
+        for p in paths {
+            if path::validate_path(&p).is_err() {
+                return Err(SnapshotError::Corrupt(format!("invalid path {p:?}")));
+            }
+            let (_, name) = path::split_last(&p).unwrap_or_default();
+            let parent = tree
+                .nodes
+                .get_mut(path::parent_of(&p))
+                .ok_or_else(|| SnapshotError::Corrupt(format!("node {p} has no parent")))?;
+            parent.children.insert(name.into());
+        }
+        Ok(tree)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_tree_matches_zookeeper() {
+        let tree = DataTree::new();
+        let root = tree.get("/").expect("root").stat();
+        assert_eq!((root.cversion, root.num_children, root.pzxid), (-1, 1, 0));
+        assert_eq!(tree.get("").map(Node::stat), Some(root));
+        let zk = tree.get("/zookeeper").expect("zk").stat();
+        assert_eq!((zk.cversion, zk.num_children), (-2, 2));
+        let config = tree.get("/zookeeper/config").expect("config");
+        assert_eq!(config.stat().aversion, -1);
+        assert_eq!(config.acl(), acl::read_only().as_slice());
+        assert_eq!(tree.descendant_count("/"), Some(3));
+        assert_eq!(tree.distinct_acls(), 2);
+    }
+
+    #[test]
+    fn cversion_counts_creates_and_deletes() {
+        let mut tree = DataTree::new();
+        let open = acl::open();
+        tree.create("/p", vec![], &open, NodeKind::Persistent, 2, 10)
+            .expect("p");
+        tree.create("/p/a", vec![1], &open, NodeKind::Persistent, 3, 11)
+            .expect("a");
+        tree.delete("/p/a", 4).expect("delete");
+        let p = tree.get("/p").expect("p");
+        assert_eq!(p.child_creates(), 1);
+        let stat = p.stat();
+        assert_eq!((stat.cversion, stat.pzxid, stat.num_children), (2, 4, 0));
+        assert_eq!(tree.delete("/p", 5), Ok(()));
+        assert_eq!(tree.delete("/", 6), Err(ErrorCode::BadArguments));
+    }
+}

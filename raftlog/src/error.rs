@@ -1,0 +1,102 @@
+//! The one error type of this crate: every variant names the file and the operation involved.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a log operation failed. Every variant carries enough context to act on without a debugger.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A system call on `path` failed; `op` says what we were doing (e.g. "fdatasync segment").
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// Data on disk failed validation at `offset` and could not be explained as a torn write.
+    #[error("corrupt {} at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+
+    /// The data directory belongs to another member or cluster; refusing to use it.
+    #[error(
+        "data directory {} belongs to member {found_member} of cluster {found_cluster:?}, \
+         but this process is member {expected_member} of cluster {expected_cluster:?}; \
+         refusing to rejoin as someone else (wipe the directory to reuse it)",
+        path.display()
+    )]
+    IdentityMismatch {
+        path: PathBuf,
+        expected_member: u64,
+        expected_cluster: Option<String>,
+        found_member: u64,
+        found_cluster: String,
+    },
+
+    /// Another process (or handle) already holds the directory lock.
+    #[error("data directory {} is locked by another process ({source})", path.display())]
+    Locked {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The cluster id is empty, too long, or contains characters other than `[A-Za-z0-9._-]`.
+    #[error("invalid cluster id {0:?}: want 1-128 characters of [A-Za-z0-9._-]")]
+    InvalidClusterId(String),
+
+    /// The caller asked for something the raft log contract forbids (a bug in the caller, not disk trouble).
+    #[error("invalid request on raft log {}: {reason}", dir.display())]
+    InvalidRequest { dir: PathBuf, reason: String },
+
+    /// The snapshot is older than what the log already holds.
+    #[error(
+        "snapshot at index {snapshot_index} is out of date (log {} already starts after {first_index})",
+        dir.display()
+    )]
+    SnapshotOutOfDate {
+        dir: PathBuf,
+        snapshot_index: u64,
+        first_index: u64,
+    },
+
+    /// An earlier write or fsync failed, so what is on disk is unknown; the log refuses further
+    /// writes until it is reopened (which replays what really reached the disk).
+    #[error("raft log {} refuses writes after an earlier failure: {first_failure}", dir.display())]
+    Poisoned { dir: PathBuf, first_failure: String },
+}
+
+impl LogError {
+    /// Builds an [`LogError::Io`] from a path and an operation name.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        LogError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Builds a [`LogError::Corrupt`].
+    pub(crate) fn corrupt(
+        path: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        LogError::Corrupt {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<LogError> for raft::Error {
+    fn from(e: LogError) -> Self {
+        raft::Error::Store(raft::StorageError::Other(Box::new(e)))
+    }
+}

@@ -1,0 +1,88 @@
+//! Crash-safe file primitives: a file either exists complete and durable, or not at all.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::LogError;
+
+/// Suffix of files being written; a crash can leave them behind and startup deletes them.
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
+
+/// Durability switch shared by every write path, so `sync: false` skips every flush, not just some.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Durability {
+    pub sync: bool,
+}
+
+impl Durability {
+    /// fdatasync: file contents and the size, which is all a reader of an appended file needs.
+    pub fn sync_data(self, file: &File, path: &Path) -> Result<(), LogError> {
+        if self.sync {
+            file.sync_data()
+                .map_err(|e| LogError::io("fdatasync", path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Makes creations, renames and deletions inside `dir` survive a power loss.
+    pub fn sync_dir(self, dir: &Path) -> Result<(), LogError> {
+        if self.sync {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| LogError::io("fsync directory", dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `contents` to `dir/name` atomically: temp file, fsync, rename, fsync the directory.
+    pub fn write_atomically(
+        self,
+        dir: &Path,
+        name: &str,
+        contents: &[u8],
+    ) -> Result<PathBuf, LogError> {
+        let path = dir.join(name);
+        let tmp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| LogError::io("create temp file", &tmp, e))?;
+        file.write_all(contents)
+            .map_err(|e| LogError::io("write temp file", &tmp, e))?;
+        self.sync_data(&file, &tmp)?;
+        drop(file);
+        fs::rename(&tmp, &path)
+            .map_err(|e| LogError::io("rename temp file into place", &path, e))?;
+        self.sync_dir(dir)?;
+        Ok(path)
+    }
+}
+
+/// Removes leftovers of interrupted atomic writes; they were never acknowledged to anyone.
+pub(crate) fn remove_temp_files(dir: &Path) -> Result<(), LogError> {
+    for name in list_dir(dir)? {
+        if name.ends_with(TEMP_SUFFIX) {
+            let path = dir.join(&name);
+            tracing::warn!(path = %path.display(), "removing temp file left by an interrupted write");
+            fs::remove_file(&path).map_err(|e| LogError::io("remove temp file", &path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// File names in `dir` (non-UTF-8 names cannot be ours and are skipped).
+pub(crate) fn list_dir(dir: &Path) -> Result<Vec<String>, LogError> {
+    let mut names = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| LogError::io("list directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| LogError::io("list directory", dir, e))?;
+        if let Ok(name) = entry.file_name().into_string() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}

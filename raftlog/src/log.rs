@@ -1,0 +1,455 @@
+//! [`RaftLog`]: the durable raft log of one member, its snapshots and its identity.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+
+use crate::batch::Op;
+use crate::error::LogError;
+use crate::fsutil::{self, Durability};
+use crate::memlog::MemLog;
+use crate::options::{LogOptions, LogStats};
+use crate::wal::Wal;
+use crate::{identity, segment, snapfile};
+
+/// Snapshot files kept: the newest, plus one in case the newest is being read while replaced.
+const SNAPSHOTS_KEPT: usize = 2;
+
+/// The durable raft log of one member. Cheap to clone; all clones share one log.
+///
+/// Every mutating method returns only once its change is on disk, and the in-memory view (what
+/// [`raft::Storage`] serves) changes only after that. Writers are serialized; `Storage` reads
+/// proceed during an fsync.
+#[derive(Clone, Debug)]
+pub struct RaftLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    cluster_id: String,
+    opts: LogOptions,
+    durability: Durability,
+    /// Lock order: `wal`, then `state`. Holding `wal` for a whole mutation keeps the validation
+    /// done under a read lock of `state` true until the write lock applies the change.
+    wal: Mutex<Wal>,
+    state: RwLock<State>,
+    /// Held for the lifetime of the log so no other process opens the same directory.
+    _dir_lock: File,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub mem: MemLog,
+    pub snapshot: Option<Snapshot>,
+}
+
+impl RaftLog {
+    /// Opens or creates the log in `dir` for `member_id` of `cluster_id` (`None`: whatever the
+    /// directory records; a new directory then gets a fresh random id). Refuses a directory that
+    /// belongs to another member or cluster. A torn final record is truncated; any other damage is
+    /// a [`LogError::Corrupt`] error.
+    pub fn open(
+        dir: &Path,
+        member_id: u64,
+        cluster_id: Option<&str>,
+        opts: LogOptions,
+    ) -> Result<Self, LogError> {
+        let durability = Durability { sync: opts.sync };
+        if !opts.sync {
+            tracing::warn!(
+                dir = %dir.display(),
+                "RAFT LOG FSYNC IS DISABLED: a crash or power loss can lose acknowledged writes. \
+                 Use only for tests and benchmarks."
+            );
+        }
+        if opts.segment_bytes == 0 {
+            return Err(LogError::InvalidRequest {
+                dir: dir.to_path_buf(),
+                reason: "segment_bytes must be positive".to_string(),
+            });
+        }
+        create_dir(dir, durability)?;
+        let dir_lock = identity::lock_dir(dir)?;
+        fsutil::remove_temp_files(dir)?;
+        let first_use = segment::list(dir, &fsutil::list_dir(dir)?).is_empty();
+        let cluster_id =
+            identity::check_or_record(dir, member_id, cluster_id, first_use, durability)?;
+        let snapshot = snapfile::load_latest(dir)?;
+        let (mut wal, mut mem) = Wal::open(dir, durability, opts.segment_bytes)?;
+        reconcile_with_snapshot(dir, &mut wal, &mut mem, snapshot.as_ref())?;
+        let (first, last) = (mem.first_index(), mem.last_index());
+        tracing::info!(
+            dir = %dir.display(), member_id, cluster_id = %cluster_id, first_index = first, last_index = last,
+            snapshot_index = snapshot.as_ref().map_or(0, |s| s.get_metadata().index),
+            segments = wal.segments().len(), "opened raft log"
+        );
+        Ok(RaftLog {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                cluster_id,
+                opts,
+                durability,
+                wal: Mutex::new(wal),
+                state: RwLock::new(State { mem, snapshot }),
+                _dir_lock: dir_lock,
+            }),
+        })
+    }
+
+    /// The cluster this directory belongs to.
+    pub fn cluster_id(&self) -> String {
+        self.inner.cluster_id.clone()
+    }
+
+    /// The directory holding the log.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Durably writes `entries` (an entry at index `i` replaces any held entries from `i` on, as
+    /// raft requires) and the hard state, with a single fdatasync. On error nothing of this call is
+    /// visible through `Storage`, and the log refuses further writes if the disk state is unknown.
+    pub fn persist(
+        &self,
+        entries: &[Entry],
+        hard_state: Option<&HardState>,
+    ) -> Result<(), LogError> {
+        if entries.is_empty() && hard_state.is_none() {
+            return Ok(());
+        }
+        let mut wal = self.lock_wal();
+        wal.check_writable()?;
+        self.check_append(&self.read_state().mem, entries)?;
+        let mut ops: Vec<Op> = entries.iter().cloned().map(Op::Entry).collect();
+        ops.extend(hard_state.cloned().map(Op::HardState));
+        self.commit(&mut wal, ops)
+    }
+
+    /// Durably records the conf state (raft's membership after applying a conf change).
+    pub fn set_conf_state(&self, cs: &ConfState) -> Result<(), LogError> {
+        let mut wal = self.lock_wal();
+        self.commit(&mut wal, vec![Op::ConfState(cs.clone())])
+    }
+
+    /// Installs a snapshot received from the leader: the snapshot file becomes durable first, then
+    /// the log is durably replaced by it (conf state from the snapshot, commit at its index).
+    pub fn apply_snapshot(&self, snap: &Snapshot) -> Result<(), LogError> {
+        let meta = snap.get_metadata();
+        if meta.index == 0 {
+            return Err(self.invalid("cannot apply an empty snapshot (index 0)".to_string()));
+        }
+        let mut wal = self.lock_wal();
+        wal.check_writable()?;
+        let first_index = self.read_state().mem.first_index();
+        if meta.index < first_index {
+            return Err(LogError::SnapshotOutOfDate {
+                dir: self.inner.dir.clone(),
+                snapshot_index: meta.index,
+                first_index,
+            });
+        }
+        snapfile::write(&self.inner.dir, self.inner.durability, snap)?;
+        let ops = install_ops(&self.read_state().mem, meta);
+        self.commit(&mut wal, ops)?;
+        self.write_state().snapshot = Some(snap.clone());
+        tracing::info!(dir = %self.inner.dir.display(), index = meta.index, term = meta.term, "installed snapshot from leader");
+        self.reclaim(&mut wal, meta.index);
+        Ok(())
+    }
+
+    /// Stores a snapshot of the state machine as applied through `index` (which must be applied,
+    /// hence committed), then discards entries up to `index - keep_entries`. The file is written
+    /// without blocking `persist`. Returns once the snapshot file is durable.
+    pub fn create_snapshot(
+        &self,
+        index: u64,
+        conf_state: ConfState,
+        data: Vec<u8>,
+    ) -> Result<(), LogError> {
+        if index == 0 {
+            return Err(self.invalid("cannot snapshot at index 0".to_string()));
+        }
+        let term = {
+            let state = self.read_state();
+            let latest = state
+                .snapshot
+                .as_ref()
+                .map_or(0, |s| s.get_metadata().index);
+            if index == latest {
+                return Ok(());
+            }
+            if index > state.mem.last_index() {
+                return Err(self.invalid(format!(
+                    "snapshot at {index} is beyond the last entry {}",
+                    state.mem.last_index()
+                )));
+            }
+            match state.mem.term(index) {
+                Ok(term) if index > latest => term,
+                _ => {
+                    return Err(LogError::SnapshotOutOfDate {
+                        dir: self.inner.dir.clone(),
+                        snapshot_index: index,
+                        first_index: state.mem.first_index(),
+                    });
+                }
+            }
+        };
+        self.lock_wal().check_writable()?;
+        let mut snap = Snapshot {
+            data: data.into(),
+            ..Default::default()
+        };
+        let meta = snap.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(conf_state);
+        snapfile::write(&self.inner.dir, self.inner.durability, &snap)?;
+
+        let mut wal = self.lock_wal();
+        {
+            let mut state = self.write_state();
+            // A snapshot installed from the leader meanwhile may be newer; never go backwards.
+            if state
+                .snapshot
+                .as_ref()
+                .is_none_or(|s| s.get_metadata().index < index)
+            {
+                state.snapshot = Some(snap);
+            }
+        }
+        let compact_to = index.saturating_sub(self.inner.opts.keep_entries);
+        let compact = {
+            let state = self.read_state();
+            let mem = &state.mem;
+            match mem.term(compact_to) {
+                Ok(term) if compact_to > mem.anchor().0 => Some(Op::Compact {
+                    index: compact_to,
+                    term,
+                }),
+                _ => None,
+            }
+        };
+        if let Some(op) = compact {
+            self.commit(&mut wal, vec![op])?;
+        }
+        tracing::debug!(dir = %self.inner.dir.display(), index, term, compact_to, "created snapshot");
+        let anchor = self.read_state().mem.anchor().0;
+        self.reclaim(&mut wal, anchor);
+        Ok(())
+    }
+
+    /// The newest durable snapshot: what the state machine restores from at startup.
+    pub fn latest_snapshot(&self) -> Option<Snapshot> {
+        self.read_state().snapshot.clone()
+    }
+
+    /// The durable hard state.
+    pub fn hard_state(&self) -> HardState {
+        self.read_state().mem.hard_state.clone()
+    }
+
+    /// The durable conf state.
+    pub fn conf_state(&self) -> ConfState {
+        self.read_state().mem.conf_state.clone()
+    }
+
+    /// Sizes and fsync counters, for metrics.
+    pub fn stats(&self) -> LogStats {
+        let wal = self.lock_wal();
+        let state = self.read_state();
+        let segments = wal.segments();
+        LogStats {
+            segments: segments.len() as u64,
+            segment_bytes: segments.iter().map(|s| s.bytes).sum(),
+            entries: state.mem.len() as u64,
+            entry_bytes: state.mem.entry_bytes(),
+            first_index: state.mem.first_index(),
+            last_index: state.mem.last_index(),
+            snapshot_index: state
+                .snapshot
+                .as_ref()
+                .map_or(0, |s| s.get_metadata().index),
+            fsyncs: wal.sync_stats.fsyncs,
+            last_fsync_micros: wal.sync_stats.last_fsync_micros,
+            total_fsync_micros: wal.sync_stats.total_fsync_micros,
+            poisoned: wal.is_poisoned(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn break_disk_for_test(&self) -> std::io::Result<()> {
+        self.lock_wal().break_active_for_test()
+    }
+
+    /// Writes `ops` durably, then applies them to the in-memory view.
+    fn commit(&self, wal: &mut Wal, ops: Vec<Op>) -> Result<(), LogError> {
+        wal.append(&ops, &self.read_state().mem)?;
+        let mut state = self.write_state();
+        for op in ops {
+            if let Err(reason) = state.mem.apply(op) {
+                // Validation should make this unreachable; if not, disk and memory now disagree.
+                let reason = format!("durable record could not be applied in memory: {reason}");
+                wal.poison(reason.clone());
+                return Err(self.invalid(reason));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_append(&self, mem: &MemLog, entries: &[Entry]) -> Result<(), LogError> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        if first.index < mem.first_index() || first.index > mem.last_index() + 1 {
+            return Err(self.invalid(format!(
+                "entries starting at {} do not fit the log [{}, {}]",
+                first.index,
+                mem.first_index(),
+                mem.last_index()
+            )));
+        }
+        if let Ok(prev_term) = mem.term(first.index - 1)
+            && first.term < prev_term
+        {
+            return Err(self.invalid(format!(
+                "entry {} has term {} below the previous entry's term {prev_term}",
+                first.index, first.term
+            )));
+        }
+        for pair in entries.windows(2) {
+            if pair[1].index != pair[0].index + 1 || pair[1].term < pair[0].term {
+                return Err(self.invalid(format!(
+                    "entries are not consecutive with non-decreasing terms at index {} (term {}) -> {} (term {})",
+                    pair[0].index, pair[0].term, pair[1].index, pair[1].term
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes segments and snapshot files made obsolete by a durable compaction point. Failure
+    /// only costs disk space, so it is logged rather than reported: the durable change succeeded.
+    fn reclaim(&self, wal: &mut Wal, compacted_to: u64) {
+        if let Err(e) = wal.delete_obsolete(compacted_to) {
+            tracing::warn!(error = %e, "could not delete compacted log segments; will retry at the next snapshot");
+        }
+        if let Err(e) = snapfile::prune(&self.inner.dir, self.inner.durability, SNAPSHOTS_KEPT) {
+            tracing::warn!(error = %e, "could not delete old snapshots; will retry at the next snapshot");
+        }
+    }
+
+    fn invalid(&self, reason: String) -> LogError {
+        LogError::InvalidRequest {
+            dir: self.inner.dir.clone(),
+            reason,
+        }
+    }
+
+    fn lock_wal(&self) -> MutexGuard<'_, Wal> {
+        // A panic while holding the lock cannot leave the Wal half-updated in a way that matters:
+        // every failure path poisons it explicitly.
+        self.inner
+            .wal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_state(&self) -> RwLockWriteGuard<'_, State> {
+        self.inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The ops that replace the whole log by a snapshot.
+fn install_ops(mem: &MemLog, meta: &SnapshotMetadata) -> Vec<Op> {
+    let mut hs = mem.hard_state.clone();
+    hs.term = hs.term.max(meta.term);
+    hs.commit = meta.index;
+    vec![
+        Op::Reset {
+            index: meta.index,
+            term: meta.term,
+        },
+        Op::ConfState(meta.get_conf_state().clone()),
+        Op::HardState(hs),
+    ]
+}
+
+/// Makes the log agree with the newest snapshot file. The snapshot file is written before the log
+/// record that installs it, so a crash in between leaves a log that does not contain the
+/// snapshot's entry; finishing the install is then the only consistent choice.
+fn reconcile_with_snapshot(
+    dir: &Path,
+    wal: &mut Wal,
+    mem: &mut MemLog,
+    snapshot: Option<&Snapshot>,
+) -> Result<(), LogError> {
+    let (anchor, _) = mem.anchor();
+    let Some(snap) = snapshot else {
+        if anchor > 0 {
+            return Err(LogError::corrupt(
+                dir,
+                0,
+                format!(
+                    "the log is compacted through index {anchor} but there is no snapshot file"
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    let meta = snap.get_metadata();
+    if meta.index < anchor {
+        return Err(LogError::corrupt(
+            dir,
+            0,
+            format!(
+                "the newest snapshot (index {}) is older than the log's compaction point {anchor}",
+                meta.index
+            ),
+        ));
+    }
+    if mem.term(meta.index) == Ok(meta.term) {
+        return Ok(());
+    }
+    tracing::warn!(
+        dir = %dir.display(), snapshot_index = meta.index, snapshot_term = meta.term,
+        "log does not contain the newest snapshot's entry: completing an interrupted snapshot install"
+    );
+    let ops = install_ops(mem, meta);
+    wal.append(&ops, mem)?;
+    for op in ops {
+        mem.apply(op).map_err(|reason| {
+            LogError::corrupt(dir, 0, format!("cannot install snapshot: {reason}"))
+        })?;
+    }
+    if let Err(e) = wal.delete_obsolete(meta.index) {
+        tracing::warn!(error = %e, "could not delete log segments replaced by the snapshot");
+    }
+    Ok(())
+}
+
+/// Creates the data directory, making its own directory entry durable when it is new.
+fn create_dir(dir: &Path, durability: Durability) -> Result<(), LogError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|e| LogError::io("create data directory", dir, e))?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        durability.sync_dir(parent)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! The in-memory view of the log: every entry since the compaction point, plus hard and conf state.
+//!
+//! Replay and live writes go through the same [`MemLog::apply`], so what a reopen rebuilds is by
+//! construction what the running log held.
+
+use std::collections::VecDeque;
+
+use protobuf::Message as _;
+use raft::StorageError;
+use raft::eraftpb::{ConfState, Entry, HardState};
+
+use crate::batch::Op;
+
+/// Entries after the compaction point, the term at that point, and the latest hard/conf state.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MemLog {
+    /// Index of the last discarded entry (0 for a fresh log); its term is kept for raft's matching.
+    anchor_index: u64,
+    anchor_term: u64,
+    /// While the log is consistent, `entries[i].index == anchor_index + 1 + i`. Only a replay that
+    /// starts at a segment after deleted ones may hold a run that starts later; [`MemLog::check`]
+    /// rejects that if no later compaction closed the gap.
+    entries: VecDeque<Entry>,
+    /// Bytes of the entries' protobuf encoding, for stats.
+    entry_bytes: u64,
+    pub hard_state: HardState,
+    pub conf_state: ConfState,
+}
+
+impl MemLog {
+    /// Index of the entry before the first one held (the compaction or snapshot point).
+    pub fn anchor(&self) -> (u64, u64) {
+        (self.anchor_index, self.anchor_term)
+    }
+
+    /// First index `entries` may be asked for.
+    pub fn first_index(&self) -> u64 {
+        self.anchor_index + 1
+    }
+
+    /// Index of the last entry held, or the anchor if none.
+    pub fn last_index(&self) -> u64 {
+        self.entries.back().map_or(self.anchor_index, |e| e.index)
+    }
+
+    /// Number of entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Encoded size of the entries held.
+    pub fn entry_bytes(&self) -> u64 {
+        self.entry_bytes
+    }
+
+    /// Term of the entry at `index`, per the `raft::Storage::term` contract.
+    pub fn term(&self, index: u64) -> Result<u64, StorageError> {
+        if index == self.anchor_index {
+            return Ok(self.anchor_term);
+        }
+        if index < self.anchor_index {
+            return Err(StorageError::Compacted);
+        }
+        self.get(index)
+            .map(|e| e.term)
+            .ok_or(StorageError::Unavailable)
+    }
+
+    /// Entries in `[low, high)`, the first always included, then as many as fit in `max_size`
+    /// bytes (the exact rule of `raft::util::limit_size`).
+    pub fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: Option<u64>,
+    ) -> Result<Vec<Entry>, StorageError> {
+        if low <= self.anchor_index {
+            return Err(StorageError::Compacted);
+        }
+        if high > self.last_index() + 1 || low > high {
+            return Err(StorageError::Unavailable);
+        }
+        let start = (low - self.first_index()) as usize;
+        let end = (high - self.first_index()) as usize;
+        let limit = max_size.unwrap_or(u64::MAX);
+        let mut out = Vec::with_capacity(end - start);
+        let mut size = 0u64;
+        for entry in self.entries.range(start..end) {
+            size = size.saturating_add(u64::from(entry.compute_size()));
+            if !out.is_empty() && size > limit {
+                break;
+            }
+            out.push(entry.clone());
+        }
+        Ok(out)
+    }
+
+    fn get(&self, index: u64) -> Option<&Entry> {
+        let first = self.entries.front()?.index;
+        let offset = index.checked_sub(first)?;
+        self.entries.get(usize::try_from(offset).ok()?)
+    }
+
+    /// Applies one durable operation. Errors describe an operation that cannot follow the current
+    /// state; the caller decides whether that is corruption (replay) or a bug (live write).
+    pub fn apply(&mut self, op: Op) -> Result<(), String> {
+        match op {
+            Op::Entry(entry) => self.write_entry(entry),
+            Op::HardState(hs) => {
+                self.hard_state = hs;
+                Ok(())
+            }
+            Op::ConfState(cs) => {
+                self.conf_state = cs;
+                Ok(())
+            }
+            Op::Compact { index, term } => self.compact(index, term),
+            Op::Reset { index, term } => {
+                if index < self.anchor_index {
+                    return Err(format!(
+                        "reset to index {index} is behind the compaction point {}",
+                        self.anchor_index
+                    ));
+                }
+                self.truncate_from(0);
+                self.anchor_index = index;
+                self.anchor_term = term;
+                Ok(())
+            }
+        }
+    }
+
+    fn write_entry(&mut self, entry: Entry) -> Result<(), String> {
+        let index = entry.index;
+        if index <= self.anchor_index {
+            return Err(format!(
+                "entry {index} is at or below the compaction point {}",
+                self.anchor_index
+            ));
+        }
+        match self.entries.front().map(|e| e.index) {
+            // Raft's append semantics: an entry at `index` replaces everything from `index` on.
+            Some(first) if index >= first && index <= self.last_index() + 1 => {
+                self.truncate_from((index - first) as usize);
+            }
+            Some(_) if index > self.last_index() + 1 => {
+                return Err(format!(
+                    "entry {index} leaves a gap after the last entry {}",
+                    self.last_index()
+                ));
+            }
+            // Empty, or overwriting below the first held entry: the new entry starts the run.
+            _ => self.truncate_from(0),
+        }
+        self.entry_bytes += u64::from(entry.compute_size());
+        self.entries.push_back(entry);
+        Ok(())
+    }
+
+    fn compact(&mut self, index: u64, term: u64) -> Result<(), String> {
+        if index <= self.anchor_index {
+            // An older compaction point, e.g. the checkpoint at the start of a later segment.
+            return Ok(());
+        }
+        if let Some(held) = self.get(index)
+            && held.term != term
+        {
+            return Err(format!(
+                "compaction to index {index} names term {term} but the entry has term {}",
+                held.term
+            ));
+        }
+        while self.entries.front().is_some_and(|e| e.index <= index) {
+            if let Some(e) = self.entries.pop_front() {
+                self.entry_bytes -= u64::from(e.compute_size());
+            }
+        }
+        self.anchor_index = index;
+        self.anchor_term = term;
+        Ok(())
+    }
+
+    fn truncate_from(&mut self, keep: usize) {
+        for e in self.entries.drain(keep..) {
+            self.entry_bytes -= u64::from(e.compute_size());
+        }
+    }
+
+    /// Verifies the invariant live operations maintain: the entries start right after the anchor.
+    pub fn check(&self) -> Result<(), String> {
+        match self.entries.front() {
+            Some(first) if first.index != self.anchor_index + 1 => Err(format!(
+                "entries start at {} but the log is compacted only to {}: entries in between are missing",
+                first.index, self.anchor_index
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry {
+            index,
+            term,
+            ..Default::default()
+        }
+    }
+
+    fn log_of(entries: &[(u64, u64)]) -> MemLog {
+        let mut log = MemLog::default();
+        for &(i, t) in entries {
+            log.apply(Op::Entry(entry(i, t))).expect("append");
+        }
+        log
+    }
+
+    fn terms(log: &MemLog) -> Vec<(u64, u64)> {
+        log.entries.iter().map(|e| (e.index, e.term)).collect()
+    }
+
+    #[test]
+    fn an_entry_replaces_the_suffix_from_its_index() {
+        let mut log = log_of(&[(1, 1), (2, 1), (3, 1)]);
+        log.apply(Op::Entry(entry(2, 2))).expect("overwrite");
+        assert_eq!(terms(&log), vec![(1, 1), (2, 2)]);
+        assert_eq!(
+            log.entry_bytes(),
+            log.entries
+                .iter()
+                .map(|e| u64::from(e.compute_size()))
+                .sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn a_gap_is_refused() {
+        let mut log = log_of(&[(1, 1)]);
+        assert!(log.apply(Op::Entry(entry(3, 1))).is_err());
+        assert_eq!(log.last_index(), 1);
+    }
+
+    #[test]
+    fn compaction_keeps_the_anchor_term_and_checks_it() {
+        let mut log = log_of(&[(1, 1), (2, 2), (3, 3)]);
+        assert!(log.apply(Op::Compact { index: 2, term: 9 }).is_err());
+        log.apply(Op::Compact { index: 2, term: 2 })
+            .expect("compact");
+        assert_eq!(log.term(2), Ok(2));
+        assert_eq!(log.term(1), Err(StorageError::Compacted));
+        assert_eq!(log.first_index(), 3);
+        assert!(log.apply(Op::Entry(entry(2, 5))).is_err());
+        assert_eq!(log.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_run_that_starts_after_the_anchor_fails_the_check() {
+        let mut log = MemLog::default();
+        log.apply(Op::Entry(entry(5, 1))).expect("append");
+        assert!(log.check().is_err());
+        log.apply(Op::Compact { index: 4, term: 1 })
+            .expect("compact");
+        assert_eq!(log.check(), Ok(()));
+    }
+}

@@ -1,0 +1,185 @@
+//! The write-ahead log writer: appends batches to the active segment, rotates, deletes old segments.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::batch::Op;
+use crate::error::LogError;
+use crate::fsutil::{self, Durability};
+use crate::memlog::MemLog;
+use crate::segment::{self, SegmentMeta};
+
+/// Counters of the log's fsync behaviour since open.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SyncStats {
+    pub fsyncs: u64,
+    pub last_fsync_micros: u64,
+    pub total_fsync_micros: u64,
+}
+
+/// Owner of the segment files. Any failed write or fsync poisons it: after a failed fdatasync the
+/// kernel may have dropped the dirty pages, so neither "it is on disk" nor "it is not" can be
+/// claimed, and appending more records after a possibly partial one would turn a torn tail into
+/// mid-log corruption. Reopening replays what really reached the disk.
+#[derive(Debug)]
+pub(crate) struct Wal {
+    dir: PathBuf,
+    durability: Durability,
+    segment_bytes: u64,
+    /// Oldest first; never empty; the last one is the active segment.
+    segments: Vec<SegmentMeta>,
+    active: File,
+    poisoned: Option<String>,
+    pub sync_stats: SyncStats,
+}
+
+impl Wal {
+    /// Replays every segment in `dir` (creating the first one for a new log) and opens the last
+    /// for appending.
+    pub fn open(
+        dir: &Path,
+        durability: Durability,
+        segment_bytes: u64,
+    ) -> Result<(Wal, MemLog), LogError> {
+        let names = fsutil::list_dir(dir)?;
+        let mut segments = segment::list(dir, &names);
+        let mut mem = MemLog::default();
+        let active = if segments.is_empty() {
+            let (file, meta) = segment::create(dir, 1, &mem, durability)?;
+            segments.push(meta);
+            file
+        } else {
+            let count = segments.len();
+            for i in 0..count {
+                segment::replay(&mut segments[..=i], i + 1 == count, &mut mem, durability)?;
+            }
+            let last = &segments[count - 1].path;
+            segment::open_append(last)?
+        };
+        mem.check().map_err(|reason| {
+            LogError::corrupt(
+                dir,
+                0,
+                format!("log segments do not fit together: {reason}"),
+            )
+        })?;
+        let wal = Wal {
+            dir: dir.to_path_buf(),
+            durability,
+            segment_bytes,
+            segments,
+            active,
+            poisoned: None,
+            sync_stats: SyncStats::default(),
+        };
+        Ok((wal, mem))
+    }
+
+    /// Fails if an earlier write failed.
+    pub fn check_writable(&self) -> Result<(), LogError> {
+        match &self.poisoned {
+            Some(first_failure) => Err(LogError::Poisoned {
+                dir: self.dir.clone(),
+                first_failure: first_failure.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes every later write fail; for when memory and disk may have diverged.
+    pub fn poison(&mut self, reason: String) {
+        tracing::error!(dir = %self.dir.display(), %reason, "raft log refuses further writes until reopened");
+        self.poisoned.get_or_insert(reason);
+    }
+
+    /// Whether a failed write has made the log refuse further writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
+    }
+
+    /// Appends `ops` as one record and returns once it is durable. `mem` is the state before
+    /// `ops`; it becomes the checkpoint if a new segment is started.
+    pub fn append(&mut self, ops: &[Op], mem: &MemLog) -> Result<(), LogError> {
+        self.check_writable()?;
+        let record = segment::encode_record(ops, &self.dir)?;
+        let result = self.write_record(&record, mem);
+        if let Err(e) = &result {
+            self.poison(e.to_string());
+        } else {
+            segment::note_ops(&mut self.segments, ops);
+        }
+        result
+    }
+
+    fn write_record(&mut self, record: &[u8], mem: &MemLog) -> Result<(), LogError> {
+        if self.active_meta().bytes >= self.segment_bytes {
+            self.rotate(mem)?;
+        }
+        let path = self.active_meta().path.clone();
+        self.active
+            .write_all(record)
+            .map_err(|e| LogError::io("append to segment", &path, e))?;
+        let started = Instant::now();
+        self.durability.sync_data(&self.active, &path)?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.sync_stats.fsyncs += 1;
+        self.sync_stats.last_fsync_micros = micros;
+        self.sync_stats.total_fsync_micros =
+            self.sync_stats.total_fsync_micros.saturating_add(micros);
+        if let Some(active) = self.segments.last_mut() {
+            active.bytes += record.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn rotate(&mut self, mem: &MemLog) -> Result<(), LogError> {
+        let seq = self.active_meta().seq + 1;
+        let (file, meta) = segment::create(&self.dir, seq, mem, self.durability)?;
+        tracing::debug!(path = %meta.path.display(), "started new log segment");
+        self.segments.push(meta);
+        self.active = file;
+        Ok(())
+    }
+
+    fn active_meta(&self) -> &SegmentMeta {
+        // `segments` is never empty: open creates or finds at least one and nothing removes the last.
+        &self.segments[self.segments.len() - 1]
+    }
+
+    /// Deletes the oldest segments while everything they hold is at or below `compacted_to`,
+    /// oldest first so a crash midway leaves a suffix that still replays. The active segment stays.
+    /// Only call this once a record establishing `compacted_to` is durable.
+    pub fn delete_obsolete(&mut self, compacted_to: u64) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        let mut result = Ok(());
+        while self.segments.len() > 1 && self.segments[0].max_index <= compacted_to {
+            let path = self.segments[0].path.clone();
+            if let Err(e) = fs::remove_file(&path) {
+                result = Err(LogError::io("delete compacted segment", &path, e));
+                break;
+            }
+            self.segments.remove(0);
+            deleted += 1;
+        }
+        if deleted > 0 {
+            self.durability.sync_dir(&self.dir)?;
+            tracing::debug!(dir = %self.dir.display(), deleted, compacted_to, "deleted compacted log segments");
+        }
+        result.map(|()| deleted)
+    }
+
+    /// Swaps the active segment's handle for a read-only one so the next write fails like a
+    /// broken disk would.
+    #[cfg(test)]
+    pub fn break_active_for_test(&mut self) -> std::io::Result<()> {
+        self.active = File::open(&self.active_meta().path)?;
+        Ok(())
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> &[SegmentMeta] {
+        &self.segments
+    }
+}
