@@ -1,5 +1,7 @@
 //! `baton-ensemble`: parses flags, sets up logging and signals, and runs a member.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
@@ -14,6 +16,7 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info,raft=warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

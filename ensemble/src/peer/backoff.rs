@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// Exponential backoff with "equal jitter": each delay is half the current step plus a
 /// random part of the other half, so it never collapses to zero and never exceeds the cap.
@@ -64,7 +64,10 @@ impl WarnThrottle {
     /// Returns `Some(n)` if this failure should be logged at WARN, where `n` is how many
     /// failures were demoted to DEBUG since the last WARN; `None` to log it at DEBUG.
     pub(crate) fn should_warn(&mut self, kind: &'static str) -> Option<u64> {
-        let now = Instant::now();
+        self.should_warn_at(Instant::now(), kind)
+    }
+
+    fn should_warn_at(&mut self, now: Instant, kind: &'static str) -> Option<u64> {
         let warn = match self.last {
             None => true,
             Some((at, last_kind)) => {
@@ -105,17 +108,17 @@ mod tests {
         assert!(b.next_delay() <= Duration::from_millis(50));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn peer_warn_throttle_reports_once_per_window_and_on_new_kinds() {
+    #[test]
+    fn peer_warn_throttle_reports_once_per_window_and_on_new_kinds() {
         let mut t = WarnThrottle::new(Duration::from_secs(1));
-        assert_eq!(t.should_warn("connect"), Some(0));
-        assert_eq!(t.should_warn("connect"), None);
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(t.should_warn("connect"), None, "same kind within WARN_EVERY");
-        assert_eq!(t.should_warn("refused"), Some(2), "a new kind is news after min_gap");
-        assert_eq!(t.should_warn("connect"), None, "but never twice within min_gap");
-        tokio::time::advance(WARN_EVERY).await;
-        assert_eq!(t.should_warn("connect"), Some(1));
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        assert_eq!(t.should_warn_at(at(0), "connect"), Some(0));
+        assert_eq!(t.should_warn_at(at(0), "connect"), None);
+        assert_eq!(t.should_warn_at(at(2), "connect"), None, "same kind within WARN_EVERY");
+        assert_eq!(t.should_warn_at(at(2), "refused"), Some(2), "a new kind is news after min_gap");
+        assert_eq!(t.should_warn_at(at(2), "connect"), None, "but never twice within min_gap");
+        assert_eq!(t.should_warn_at(at(2) + WARN_EVERY, "connect"), Some(1));
         assert!(t.recovered());
         assert_eq!(t.should_warn("connect"), Some(0));
     }

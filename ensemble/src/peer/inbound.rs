@@ -61,10 +61,14 @@ impl InboundThrottle {
 
 /// Serves the peer port until `stop` turns true, then closes every inbound connection.
 pub(crate) async fn serve<L: Listener>(mut listener: L, ctx: Arc<InboundCtx>, mut stop: watch::Receiver<bool>) {
+    if *stop.borrow() {
+        return;
+    }
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
-            _ = stop.wait_for(|stopped| *stopped) => break,
+            // Only ever set to true; a dropped sender means the transport is gone too.
+            _ = stop.changed() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((pending, remote)) => {
