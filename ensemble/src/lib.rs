@@ -6,6 +6,7 @@ pub mod admin;
 pub mod config;
 pub mod core;
 pub mod metrics;
+pub mod peer;
 mod raft_logging;
 pub mod server;
 pub mod status;

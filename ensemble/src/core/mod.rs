@@ -7,6 +7,7 @@
 
 mod auth;
 mod conn;
+mod gate;
 pub mod messages;
 mod replicate;
 mod requests;

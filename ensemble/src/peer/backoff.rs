@@ -4,23 +4,35 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
 /// Exponential backoff with "equal jitter": each delay is half the current step plus a
 /// random part of the other half, so it never collapses to zero and never exceeds the cap.
+/// The jitter comes from a seeded generator when a simulation needs replayable runs.
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
     step: Duration,
+    rng: StdRng,
 }
 
 impl Backoff {
-    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration, seed: Option<u64>) -> Self {
         let initial = initial.max(Duration::from_millis(1));
         let max = max.max(initial);
-        Self { initial, max, step: initial }
+        let rng = match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_rng(&mut rand::rng()),
+        };
+        Self {
+            initial,
+            max,
+            step: initial,
+            rng,
+        }
     }
 
     /// The delay before the next attempt; doubles the step for the one after.
@@ -28,7 +40,7 @@ impl Backoff {
         let step = self.step;
         self.step = (self.step * 2).min(self.max);
         let half = step / 2;
-        let jitter_nanos = rand::rng().random_range(0..=half.as_nanos() as u64);
+        let jitter_nanos = self.rng.random_range(0..=half.as_nanos() as u64);
         half + Duration::from_nanos(jitter_nanos)
     }
 
@@ -58,7 +70,11 @@ pub(crate) struct WarnThrottle {
 
 impl WarnThrottle {
     pub(crate) fn new(min_gap: Duration) -> Self {
-        Self { min_gap, last: None, suppressed: 0 }
+        Self {
+            min_gap,
+            last: None,
+            suppressed: 0,
+        }
     }
 
     /// Returns `Some(n)` if this failure should be logged at WARN, where `n` is how many
@@ -97,15 +113,33 @@ mod tests {
 
     #[test]
     fn backoff_grows_to_the_cap_and_stays_within_it() {
-        let mut b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+        let mut b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1), None);
         let mut step = Duration::from_millis(50);
         for _ in 0..20 {
             let d = b.next_delay();
-            assert!(d >= step / 2 && d <= step, "{d:?} outside [{:?}, {step:?}]", step / 2);
+            assert!(
+                d >= step / 2 && d <= step,
+                "{d:?} outside [{:?}, {step:?}]",
+                step / 2
+            );
             step = (step * 2).min(Duration::from_secs(1));
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn seeded_backoff_replays_the_same_delays() {
+        let delays = |seed| {
+            let mut b = Backoff::new(
+                Duration::from_millis(50),
+                Duration::from_secs(1),
+                Some(seed),
+            );
+            (0..8).map(|_| b.next_delay()).collect::<Vec<_>>()
+        };
+        assert_eq!(delays(7), delays(7));
+        assert_ne!(delays(7), delays(8));
     }
 
     #[test]
@@ -115,9 +149,21 @@ mod tests {
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         assert_eq!(t.should_warn_at(at(0), "connect"), Some(0));
         assert_eq!(t.should_warn_at(at(0), "connect"), None);
-        assert_eq!(t.should_warn_at(at(2), "connect"), None, "same kind within WARN_EVERY");
-        assert_eq!(t.should_warn_at(at(2), "refused"), Some(2), "a new kind is news after min_gap");
-        assert_eq!(t.should_warn_at(at(2), "connect"), None, "but never twice within min_gap");
+        assert_eq!(
+            t.should_warn_at(at(2), "connect"),
+            None,
+            "same kind within WARN_EVERY"
+        );
+        assert_eq!(
+            t.should_warn_at(at(2), "refused"),
+            Some(2),
+            "a new kind is news after min_gap"
+        );
+        assert_eq!(
+            t.should_warn_at(at(2), "connect"),
+            None,
+            "but never twice within min_gap"
+        );
         assert_eq!(t.should_warn_at(at(2) + WARN_EVERY, "connect"), Some(1));
         assert!(t.recovered());
         assert_eq!(t.should_warn("connect"), Some(0));

@@ -30,10 +30,17 @@ pub enum FrameError {
 }
 
 /// Appends `msg` as one frame to `buf`; on error `buf` is left as it was.
-pub(crate) fn encode_into(msg: &Message, max: usize, buf: &mut Vec<u8>) -> Result<usize, FrameError> {
+pub(crate) fn encode_into(
+    msg: &Message,
+    max: usize,
+    buf: &mut Vec<u8>,
+) -> Result<usize, FrameError> {
     let len = msg.compute_size() as usize;
     if len > max {
-        return Err(FrameError::TooLarge { len: len as u64, max });
+        return Err(FrameError::TooLarge {
+            len: len as u64,
+            max,
+        });
     }
     let start = buf.len();
     buf.reserve(LEN_BYTES + len);
@@ -55,13 +62,21 @@ where
     while got < LEN_BYTES {
         match rd.read(&mut len_buf[got..]).await? {
             0 if got == 0 => return Ok(None),
-            0 => return Err(FrameError::Truncated { got, len: LEN_BYTES }),
+            0 => {
+                return Err(FrameError::Truncated {
+                    got,
+                    len: LEN_BYTES,
+                });
+            }
             n => got += n,
         }
     }
     let len = u32::from_be_bytes(len_buf) as usize;
     if len > max {
-        return Err(FrameError::TooLarge { len: len as u64, max });
+        return Err(FrameError::TooLarge {
+            len: len as u64,
+            max,
+        });
     }
     let mut payload = Vec::with_capacity(len.min(READ_CHUNK));
     while payload.len() < len {
@@ -69,7 +84,10 @@ where
         payload.reserve(want);
         let n = (&mut *rd).take(want as u64).read_buf(&mut payload).await?;
         if n == 0 {
-            return Err(FrameError::Truncated { got: payload.len(), len });
+            return Err(FrameError::Truncated {
+                got: payload.len(),
+                len,
+            });
         }
     }
     Ok(Some(Bytes::from(payload)))
@@ -113,17 +131,26 @@ mod tests {
         let mut m = heartbeat(1, 2);
         m.context = Bytes::from(vec![0u8; 100]);
         let mut buf = vec![9];
-        assert!(matches!(encode_into(&m, 50, &mut buf), Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            encode_into(&m, 50, &mut buf),
+            Err(FrameError::TooLarge { .. })
+        ));
         assert_eq!(buf, vec![9], "a refused frame leaves the buffer untouched");
 
         let huge = (u32::MAX).to_be_bytes();
         let mut rd = &huge[..];
-        assert!(matches!(read_frame(&mut rd, 1 << 20).await, Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            read_frame(&mut rd, 1 << 20).await,
+            Err(FrameError::TooLarge { .. })
+        ));
 
         let mut short = 10u32.to_be_bytes().to_vec();
         short.extend_from_slice(&[1, 2, 3]);
         let mut rd = &short[..];
-        assert!(matches!(read_frame(&mut rd, 1024).await, Err(FrameError::Truncated { got: 3, len: 10 })));
+        assert!(matches!(
+            read_frame(&mut rd, 1024).await,
+            Err(FrameError::Truncated { got: 3, len: 10 })
+        ));
 
         let mut garbage = 3u32.to_be_bytes().to_vec();
         garbage.extend_from_slice(&[0xff, 0xff, 0xff]);

@@ -23,7 +23,7 @@ pub(crate) const SNAPSHOT_ACK: u8 = 0x06;
 
 /// Which of a peer's two connections this is. Snapshots travel apart so a transfer of
 /// hundreds of megabytes never sits in front of heartbeats and appends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lane {
     /// Every message but snapshots; small frames, batched writes.
     Raft,
@@ -111,7 +111,11 @@ pub enum HandshakeError {
     #[error("unknown lane {0}")]
     UnknownLane(u8),
     #[error("{what} of {len} bytes exceeds {max}")]
-    TooLong { what: &'static str, len: usize, max: usize },
+    TooLong {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
     #[error("{what} is not UTF-8")]
     NotUtf8 { what: &'static str },
     #[error("bad reply status {0}")]
@@ -121,10 +125,17 @@ pub enum HandshakeError {
 }
 
 /// Writes a hello; the caller has checked the cluster id's length when it was configured.
-pub(crate) async fn write_hello<W: AsyncWrite + Unpin>(wr: &mut W, hello: &Hello) -> Result<(), HandshakeError> {
+pub(crate) async fn write_hello<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    hello: &Hello,
+) -> Result<(), HandshakeError> {
     let id = hello.cluster_id.as_bytes();
     if id.len() > MAX_CLUSTER_ID_BYTES {
-        return Err(HandshakeError::TooLong { what: "cluster id", len: id.len(), max: MAX_CLUSTER_ID_BYTES });
+        return Err(HandshakeError::TooLong {
+            what: "cluster id",
+            len: id.len(),
+            max: MAX_CLUSTER_ID_BYTES,
+        });
     }
     let mut buf = Vec::with_capacity(27 + id.len());
     buf.extend_from_slice(&MAGIC);
@@ -151,11 +162,19 @@ pub(crate) async fn read_hello<R: AsyncRead + Unpin>(rd: &mut R) -> Result<Hello
     let from = rd.read_u64().await?;
     let to = rd.read_u64().await?;
     let cluster_id = read_string(rd, "cluster id", MAX_CLUSTER_ID_BYTES).await?;
-    Ok(Hello { lane, from, to, cluster_id })
+    Ok(Hello {
+        lane,
+        from,
+        to,
+        cluster_id,
+    })
 }
 
 /// Writes the receiver's decision.
-pub(crate) async fn write_reply<W: AsyncWrite + Unpin>(wr: &mut W, reply: &Reply) -> Result<(), HandshakeError> {
+pub(crate) async fn write_reply<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    reply: &Reply,
+) -> Result<(), HandshakeError> {
     let mut buf = Vec::with_capacity(16);
     buf.extend_from_slice(&MAGIC);
     buf.extend_from_slice(&VERSION.to_be_bytes());
@@ -200,7 +219,11 @@ async fn read_preamble<R: AsyncRead + Unpin>(rd: &mut R) -> Result<(), Handshake
     }
 }
 
-async fn read_string<R: AsyncRead + Unpin>(rd: &mut R, what: &'static str, max: usize) -> Result<String, HandshakeError> {
+async fn read_string<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    what: &'static str,
+    max: usize,
+) -> Result<String, HandshakeError> {
     let len = rd.read_u16().await? as usize;
     if len > max {
         return Err(HandshakeError::TooLong { what, len, max });
@@ -227,15 +250,26 @@ mod tests {
 
     #[tokio::test]
     async fn peer_hello_and_replies_round_trip() {
-        let hello = Hello { lane: Lane::Snapshot, from: 3, to: u64::MAX, cluster_id: "prod-é".into() };
+        let hello = Hello {
+            lane: Lane::Snapshot,
+            from: 3,
+            to: u64::MAX,
+            cluster_id: "prod-é".into(),
+        };
         let mut buf = Vec::new();
         write_hello(&mut buf, &hello).await.unwrap();
         assert_eq!(read_hello(&mut &buf[..]).await.unwrap(), hello);
 
         for reply in [
             Reply::Accepted,
-            Reply::Refused { code: RefusalCode::WrongCluster, reason: "not ours".into() },
-            Reply::Refused { code: RefusalCode::Other(200), reason: String::new() },
+            Reply::Refused {
+                code: RefusalCode::WrongCluster,
+                reason: "not ours".into(),
+            },
+            Reply::Refused {
+                code: RefusalCode::Other(200),
+                reason: String::new(),
+            },
         ] {
             let mut buf = Vec::new();
             write_reply(&mut buf, &reply).await.unwrap();
@@ -247,29 +281,43 @@ mod tests {
     async fn peer_hello_rejects_strangers_and_other_versions_early() {
         // A ZooKeeper connect request landing on the peer port.
         let zk = [0u8, 0, 0, 44, 0, 0, 0, 0, 0, 0];
-        assert!(matches!(read_hello(&mut &zk[..]).await, Err(HandshakeError::BadMagic(_))));
+        assert!(matches!(
+            read_hello(&mut &zk[..]).await,
+            Err(HandshakeError::BadMagic(_))
+        ));
 
         let mut v2 = MAGIC.to_vec();
         v2.extend_from_slice(&2u16.to_be_bytes());
-        assert!(matches!(read_hello(&mut &v2[..]).await, Err(HandshakeError::UnsupportedVersion(2))));
+        assert!(matches!(
+            read_hello(&mut &v2[..]).await,
+            Err(HandshakeError::UnsupportedVersion(2))
+        ));
 
         let mut long = MAGIC.to_vec();
         long.extend_from_slice(&VERSION.to_be_bytes());
         long.push(0);
         long.extend_from_slice(&[0u8; 16]);
         long.extend_from_slice(&u16::MAX.to_be_bytes());
-        assert!(matches!(read_hello(&mut &long[..]).await, Err(HandshakeError::TooLong { .. })));
+        assert!(matches!(
+            read_hello(&mut &long[..]).await,
+            Err(HandshakeError::TooLong { .. })
+        ));
 
         let mut lane = MAGIC.to_vec();
         lane.extend_from_slice(&VERSION.to_be_bytes());
         lane.push(9);
-        assert!(matches!(read_hello(&mut &lane[..]).await, Err(HandshakeError::UnknownLane(9))));
+        assert!(matches!(
+            read_hello(&mut &lane[..]).await,
+            Err(HandshakeError::UnknownLane(9))
+        ));
     }
 
     #[test]
     fn peer_refusal_reasons_are_cut_on_char_boundaries() {
         let s = "é".repeat(MAX_REASON_BYTES);
-        let t = truncate_utf8(&s, MAX_REASON_BYTES - 1);
-        assert!(t.len() <= MAX_REASON_BYTES - 1 && t.chars().all(|c| c == 'é'));
+        // 'é' is two bytes: an odd limit falls inside one.
+        let t = truncate_utf8(&s, 101);
+        assert_eq!(t.len(), 100);
+        assert!(t.chars().all(|c| c == 'é'));
     }
 }

@@ -4,19 +4,22 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use raft::eraftpb::Message;
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tracing::Instrument;
 
 use super::backoff::WarnThrottle;
 use super::frame::{self, FrameError, LEN_BYTES};
-use super::handshake::{self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK, VERSION};
+use super::handshake::{
+    self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK, VERSION,
+};
 use super::stats::PeerCounters;
 use super::{Listener, PeerStream, Shared};
 
@@ -36,6 +39,69 @@ pub(crate) struct InboundCtx {
     pub handshake_timeout: Duration,
     pub max_connections: usize,
     pub throttle: InboundThrottle,
+    pub current: CurrentConnections,
+}
+
+/// The live inbound connection per (sender, lane). A member reconnects only when it
+/// believes its old connection is dead; if that one is merely half-open (the member
+/// vanished in a partition and came back), nothing else would ever close it, so the new
+/// connection replaces it.
+#[derive(Default)]
+pub(crate) struct CurrentConnections {
+    next_id: AtomicU64,
+    by_sender: Mutex<HashMap<(u64, Lane), Current>>,
+}
+
+/// The registered connection for one (sender, lane); `replace` tells it to close.
+struct Current {
+    id: u64,
+    replace: oneshot::Sender<()>,
+}
+
+/// Holds a connection's place in `CurrentConnections` and gives it up on drop.
+struct Registration<'a> {
+    current: &'a CurrentConnections,
+    key: (u64, Lane),
+    id: u64,
+}
+
+impl CurrentConnections {
+    /// Registers a new connection; the receiver completes when a newer one replaces it.
+    fn register(&self, from: u64, lane: Lane) -> (Registration<'_>, oneshot::Receiver<()>) {
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let key = (from, lane);
+        let previous = self
+            .by_sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Current { id, replace: tx });
+        if let Some(previous) = previous {
+            // The old connection may already be gone; then there is no one to tell.
+            let _ = previous.replace.send(());
+        }
+        (
+            Registration {
+                current: self,
+                key,
+                id,
+            },
+            rx,
+        )
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let mut map = self
+            .current
+            .by_sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if map.get(&self.key).is_some_and(|c| c.id == self.id) {
+            map.remove(&self.key);
+        }
+    }
 }
 
 /// Warn throttles per claimed sender id (0 for connections that never said who they are),
@@ -47,20 +113,32 @@ pub(crate) struct InboundThrottle {
 
 impl InboundThrottle {
     pub(crate) fn new(min_gap: Duration) -> Self {
-        Self { min_gap, by_sender: Mutex::new(HashMap::new()) }
+        Self {
+            min_gap,
+            by_sender: Mutex::new(HashMap::new()),
+        }
     }
 
     fn should_warn(&self, sender: u64, kind: &'static str) -> Option<u64> {
-        let mut map = self.by_sender.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self
+            .by_sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if map.len() >= THROTTLE_KEYS && !map.contains_key(&sender) {
             map.clear();
         }
-        map.entry(sender).or_insert_with(|| WarnThrottle::new(self.min_gap)).should_warn(kind)
+        map.entry(sender)
+            .or_insert_with(|| WarnThrottle::new(self.min_gap))
+            .should_warn(kind)
     }
 }
 
 /// Serves the peer port until `stop` turns true, then closes every inbound connection.
-pub(crate) async fn serve<L: Listener>(mut listener: L, ctx: Arc<InboundCtx>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn serve<L: Listener>(
+    mut listener: L,
+    ctx: Arc<InboundCtx>,
+    mut stop: watch::Receiver<bool>,
+) {
     if *stop.borrow() {
         return;
     }
@@ -75,7 +153,10 @@ pub(crate) async fn serve<L: Listener>(mut listener: L, ctx: Arc<InboundCtx>, mu
                     PeerCounters::add(&ctx.shared.inbound.accepted, 1);
                     if conns.len() >= ctx.max_connections {
                         if let Some(n) = ctx.throttle.should_warn(0, "too many") {
-                            tracing::warn!(me = ctx.shared.me, %remote, limit = ctx.max_connections, earlier = n, "too many inbound peer connections; refusing");
+                            tracing::warn!(
+                                me = ctx.shared.me, %remote, limit = ctx.max_connections, earlier = n,
+                                "too many inbound peer connections; refusing"
+                            );
                         }
                         continue;
                     }
@@ -87,7 +168,9 @@ pub(crate) async fn serve<L: Listener>(mut listener: L, ctx: Arc<InboundCtx>, mu
                 }
                 Err(error) => {
                     if let Some(n) = ctx.throttle.should_warn(0, "accept") {
-                        tracing::warn!(me = ctx.shared.me, %error, earlier = n, "cannot accept peer connections");
+                        tracing::warn!(
+                            me = ctx.shared.me, %error, earlier = n, "cannot accept peer connections"
+                        );
                     }
                     tokio::time::sleep(ACCEPT_RETRY).await;
                 }
@@ -108,7 +191,11 @@ enum InboundError {
     Timeout(Duration),
 }
 
-async fn serve_connection<L: Listener>(pending: L::Pending, remote: SocketAddr, ctx: Arc<InboundCtx>) {
+async fn serve_connection<L: Listener>(
+    pending: L::Pending,
+    remote: SocketAddr,
+    ctx: Arc<InboundCtx>,
+) {
     let opened = timeout(ctx.handshake_timeout, async {
         let mut stream = pending.await.map_err(InboundError::Setup)?;
         let hello = handshake::read_hello(&mut stream).await;
@@ -124,12 +211,31 @@ async fn serve_connection<L: Listener>(pending: L::Pending, remote: SocketAddr, 
         Ok(hello) => hello,
         // A newer member deserves to learn why; it will log our answer.
         Err(HandshakeError::UnsupportedVersion(v)) => {
-            let reason = format!("member {} speaks peer protocol version {VERSION}, not {v}", ctx.shared.me);
-            return refuse(&ctx, &mut stream, remote, None, RefusalCode::UnsupportedVersion, reason).await;
+            let reason = format!(
+                "member {} speaks peer protocol version {VERSION}, not {v}",
+                ctx.shared.me
+            );
+            return refuse(
+                &ctx,
+                &mut stream,
+                remote,
+                None,
+                RefusalCode::UnsupportedVersion,
+                reason,
+            )
+            .await;
         }
         Err(HandshakeError::UnknownLane(l)) => {
             let reason = format!("member {} has no lane {l}", ctx.shared.me);
-            return refuse(&ctx, &mut stream, remote, None, RefusalCode::UnknownLane, reason).await;
+            return refuse(
+                &ctx,
+                &mut stream,
+                remote,
+                None,
+                RefusalCode::UnknownLane,
+                reason,
+            )
+            .await;
         }
         Err(error) => return handshake_failed(&ctx, remote, &error.into()),
     };
@@ -139,13 +245,18 @@ async fn serve_connection<L: Listener>(pending: L::Pending, remote: SocketAddr, 
     if let Some((code, reason)) = verdict(&ctx.shared, &hello) {
         return refuse(&ctx, &mut stream, remote, Some(&hello), code, reason).await;
     }
-    let accepted = timeout(ctx.handshake_timeout, handshake::write_reply(&mut stream, &Reply::Accepted)).await;
+    let accepted = timeout(
+        ctx.handshake_timeout,
+        handshake::write_reply(&mut stream, &Reply::Accepted),
+    )
+    .await;
     if !matches!(accepted, Ok(Ok(()))) {
         tracing::debug!("peer went away during the handshake");
         return;
     }
     tracing::debug!("peer connection accepted");
-    deliver(&ctx, stream, &hello).await;
+    let (_registration, superseded) = ctx.current.register(hello.from, hello.lane);
+    deliver(&ctx, stream, &hello, superseded).await;
 }
 
 /// Decides whether a hello may proceed: `None` to accept, else the refusal to send.
@@ -153,17 +264,24 @@ fn verdict(shared: &Shared, hello: &Hello) -> Option<(RefusalCode, String)> {
     let me = shared.me;
     if hello.cluster_id != shared.cluster_id {
         let reason = format!(
-            "member {me} belongs to cluster {:?}, not {:?}: a member of another ensemble, or a stale data dir",
+            "member {me} belongs to cluster {:?}, not {:?}: \
+             a member of another ensemble, or a stale data dir",
             shared.cluster_id, hello.cluster_id
         );
         return Some((RefusalCode::WrongCluster, reason));
     }
     if hello.to != me {
-        let reason = format!("this address is member {me}, not member {}: check --members", hello.to);
+        let reason = format!(
+            "this address is member {me}, not member {}: check --members",
+            hello.to
+        );
         return Some((RefusalCode::WrongMember, reason));
     }
     if hello.from == me || hello.from == 0 {
-        let reason = format!("sender id {} is invalid here: two members configured with id {me}?", hello.from);
+        let reason = format!(
+            "sender id {} is invalid here: two members configured with id {me}?",
+            hello.from
+        );
         return Some((RefusalCode::WrongMember, reason));
     }
     None
@@ -172,8 +290,12 @@ fn verdict(shared: &Shared, hello: &Hello) -> Option<(RefusalCode, String)> {
 fn handshake_failed(ctx: &InboundCtx, remote: SocketAddr, error: &InboundError) {
     PeerCounters::add(&ctx.shared.inbound.failed_handshakes, 1);
     match ctx.throttle.should_warn(0, "handshake") {
-        Some(n) => tracing::warn!(%error, earlier = n, "closing a peer-port connection that did not handshake"),
-        None => tracing::debug!(%remote, %error, "closing a peer-port connection that did not handshake"),
+        Some(n) => {
+            tracing::warn!(%error, earlier = n, "closing a peer-port connection that did not handshake")
+        }
+        None => {
+            tracing::debug!(%remote, %error, "closing a peer-port connection that did not handshake")
+        }
     }
 }
 
@@ -195,12 +317,21 @@ async fn refuse<S: PeerStream>(
         None => tracing::debug!(from, %remote, ?code, "refusing a peer connection"),
     }
     let reply = Reply::Refused { code, reason };
-    let _ = timeout(ctx.handshake_timeout, handshake::write_reply(stream, &reply)).await;
+    let _ = timeout(
+        ctx.handshake_timeout,
+        handshake::write_reply(stream, &reply),
+    )
+    .await;
     let _ = stream.shutdown().await;
 }
 
 /// Reads frames until the peer closes or misbehaves, handing messages to the Raft core.
-async fn deliver<S: PeerStream>(ctx: &InboundCtx, stream: S, hello: &Hello) {
+async fn deliver<S: PeerStream>(
+    ctx: &InboundCtx,
+    stream: S,
+    hello: &Hello,
+    mut superseded: oneshot::Receiver<()>,
+) {
     let max = match hello.lane {
         Lane::Raft => ctx.max_message_bytes,
         Lane::Snapshot => ctx.max_snapshot_bytes,
@@ -209,7 +340,15 @@ async fn deliver<S: PeerStream>(ctx: &InboundCtx, stream: S, hello: &Hello) {
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let mut wrong_sender = 0u64;
     loop {
-        let payload = match frame::read_frame(&mut stream, max).await {
+        let read = tokio::select! {
+            biased;
+            _ = &mut superseded => {
+                tracing::debug!("a newer connection from this peer replaced this one");
+                return;
+            }
+            read = frame::read_frame(&mut stream, max) => read,
+        };
+        let payload = match read {
             Ok(Some(payload)) => payload,
             Ok(None) => {
                 tracing::debug!("peer closed the connection");
@@ -265,7 +404,9 @@ async fn deliver<S: PeerStream>(ctx: &InboundCtx, stream: S, hello: &Hello) {
 fn bad_frame(ctx: &InboundCtx, hello: &Hello, error: &FrameError) {
     PeerCounters::add(&ctx.shared.inbound.bad_frames, 1);
     match ctx.throttle.should_warn(hello.from, "bad frame") {
-        Some(n) => tracing::warn!(%error, earlier = n, "bad frame from a peer; closing its connection"),
+        Some(n) => {
+            tracing::warn!(%error, earlier = n, "bad frame from a peer; closing its connection")
+        }
         None => tracing::debug!(%error, "bad frame from a peer; closing its connection"),
     }
 }

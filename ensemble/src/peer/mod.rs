@@ -14,6 +14,7 @@
 //! The network sits behind `seam::{Connector, Listener}` so TLS or a simulation can replace TCP.
 
 mod backoff;
+mod config;
 mod frame;
 mod handshake;
 mod inbound;
@@ -26,16 +27,15 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
 use raft::SnapshotStatus;
 use raft::eraftpb::{Message, MessageType};
-use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use config::{DEFAULT_MAX_MESSAGE_BYTES, PeerConfig, PeerConfigError, PeerTuning};
 pub use frame::FrameError;
 pub use handshake::{HandshakeError, Lane, MAX_CLUSTER_ID_BYTES, RefusalCode};
 pub use outbound::LinkError;
@@ -44,82 +44,6 @@ pub use stats::{PeerStats, TransportStats};
 
 use backoff::WarnThrottle;
 use stats::{InboundCounters, PeerCounters};
-
-/// Default largest Raft message on the Raft lane, in encoded bytes.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
-
-/// Everything the transport needs to start. `L` is the peer-port listener (TCP by default).
-pub struct PeerConfig<L = TcpListener> {
-    /// This member's Raft id (never 0).
-    pub member_id: u64,
-    /// The ensemble's id, as recorded in the data dir; peers must present the same one.
-    pub cluster_id: String,
-    /// The bound peer port.
-    pub listener: L,
-    /// Other members' peer addresses (HOST:PORT) by id; this member's own entry is ignored.
-    pub peers: HashMap<u64, String>,
-    /// Largest encoded message accepted or sent on the Raft lane.
-    pub max_message_bytes: usize,
-    /// Limits, timeouts and pacing; the defaults suit a LAN.
-    pub tuning: PeerTuning,
-}
-
-impl<L> PeerConfig<L> {
-    /// A configuration with default limits and tuning.
-    pub fn new(member_id: u64, cluster_id: impl Into<String>, listener: L, peers: HashMap<u64, String>) -> Self {
-        Self {
-            member_id,
-            cluster_id: cluster_id.into(),
-            listener,
-            peers,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            tuning: PeerTuning::default(),
-        }
-    }
-}
-
-/// Limits, timeouts and pacing of the transport.
-#[derive(Debug, Clone)]
-pub struct PeerTuning {
-    /// Largest encoded `MsgSnapshot` accepted or sent on the snapshot lane (at most 4 GiB - 1).
-    pub max_snapshot_bytes: usize,
-    /// Messages queued per peer on the Raft lane before `send` starts dropping.
-    pub queue_capacity: usize,
-    /// Snapshots queued per peer before `send` starts dropping (and reporting failure).
-    pub snapshot_queue_capacity: usize,
-    /// Bound on opening a connection (name resolution and TCP connect included).
-    pub connect_timeout: Duration,
-    /// Bound on a handshake, on either side.
-    pub handshake_timeout: Duration,
-    /// Bound on one batched write on the Raft lane: a peer that stops reading (or vanished
-    /// without a reset) is declared unreachable after this, not after TCP's retransmissions.
-    pub write_timeout: Duration,
-    /// Bound on sending one snapshot and receiving its acknowledgement.
-    pub snapshot_timeout: Duration,
-    /// First reconnect delay after a failure (jittered).
-    pub backoff_initial: Duration,
-    /// Largest reconnect delay (jittered).
-    pub backoff_max: Duration,
-    /// Most inbound connections open at once, handshaking ones included.
-    pub max_inbound_connections: usize,
-}
-
-impl Default for PeerTuning {
-    fn default() -> Self {
-        Self {
-            max_snapshot_bytes: 1 << 30,
-            queue_capacity: 1024,
-            snapshot_queue_capacity: 2,
-            connect_timeout: Duration::from_secs(3),
-            handshake_timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(10),
-            snapshot_timeout: Duration::from_secs(600),
-            backoff_initial: Duration::from_millis(50),
-            backoff_max: Duration::from_secs(1),
-            max_inbound_connections: 256,
-        }
-    }
-}
 
 /// What the Raft core must hear back from the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,21 +55,6 @@ pub enum PeerEvent {
     /// (`Failure`): call `RawNode::report_snapshot(peer, status)`. Exactly one per
     /// `MsgSnapshot` given to `send`.
     Snapshot { peer: u64, status: SnapshotStatus },
-}
-
-/// Why the transport refused to start.
-#[derive(Debug, thiserror::Error)]
-pub enum PeerConfigError {
-    #[error("member id 0 is reserved by Raft")]
-    ZeroMemberId,
-    #[error("peer {addr} has the reserved member id 0")]
-    ZeroPeerId { addr: String },
-    #[error("cluster id must be 1 to {MAX_CLUSTER_ID_BYTES} bytes, got {0}")]
-    ClusterId(usize),
-    #[error("{what} must be between {min} and {max}, got {got}")]
-    OutOfRange { what: &'static str, got: usize, min: usize, max: usize },
-    #[error("the peer transport must be started inside a tokio runtime")]
-    NoRuntime,
 }
 
 /// A running transport. Dropping it stops every task and closes every connection.
@@ -181,7 +90,11 @@ struct Link {
 impl Shared {
     /// Counters of a configured peer, for inbound traffic that handshook as `id`.
     fn counters_for(&self, id: u64) -> Option<Arc<PeerCounters>> {
-        self.links.read().unwrap_or_else(PoisonError::into_inner).get(&id).map(|l| l.counters.clone())
+        self.links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .map(|l| l.counters.clone())
     }
 
     /// Counts a message that will not be sent; a snapshot's failure is reported to Raft.
@@ -194,7 +107,10 @@ impl Shared {
             if let Some(c) = counters {
                 PeerCounters::add(&c.snapshots_failed, 1);
             }
-            let _ = self.events.send(PeerEvent::Snapshot { peer: msg.to, status: SnapshotStatus::Failure });
+            let _ = self.events.send(PeerEvent::Snapshot {
+                peer: msg.to,
+                status: SnapshotStatus::Failure,
+            });
         }
     }
 }
@@ -202,7 +118,10 @@ impl Shared {
 impl PeerTransport {
     /// Starts a transport over plain TCP: serves the listener and connects to peers lazily.
     /// Must be called inside a tokio runtime; later calls may come from any thread.
-    pub fn start(config: PeerConfig, inbound: mpsc::Sender<Message>) -> Result<Self, PeerConfigError> {
+    pub fn start(
+        config: PeerConfig,
+        inbound: mpsc::Sender<Message>,
+    ) -> Result<Self, PeerConfigError> {
         Self::start_with(config, TcpConnector, inbound)
     }
 
@@ -212,7 +131,7 @@ impl PeerTransport {
         connector: C,
         inbound: mpsc::Sender<Message>,
     ) -> Result<Self, PeerConfigError> {
-        validate(&config)?;
+        config::validate(&config)?;
         let runtime = Handle::try_current().map_err(|_| PeerConfigError::NoRuntime)?;
         let tuning = Arc::new(config.tuning);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -253,7 +172,14 @@ impl PeerTransport {
                     runtime.spawn(outbound::run_lane(raft_lane, raft_rx)),
                     runtime.spawn(outbound::run_lane(snapshot_lane, snapshot_rx)),
                 ];
-                Link { addr: addr.clone(), raft_tx, snapshot_tx, counters: counters.clone(), throttle, tasks }
+                Link {
+                    addr: addr.clone(),
+                    raft_tx,
+                    snapshot_tx,
+                    counters: counters.clone(),
+                    throttle,
+                    tasks,
+                }
             }
         };
 
@@ -266,6 +192,7 @@ impl PeerTransport {
             handshake_timeout: tuning.handshake_timeout,
             max_connections: tuning.max_inbound_connections,
             throttle: inbound::InboundThrottle::new(tuning.backoff_max),
+            current: inbound::CurrentConnections::default(),
         });
         let accept_task = runtime.spawn(inbound::serve(config.listener, inbound_ctx, stop_rx));
 
@@ -279,32 +206,68 @@ impl PeerTransport {
         for (id, addr) in config.peers {
             transport.add_peer(id, addr);
         }
-        tracing::info!(me = transport.shared.me, cluster = %transport.shared.cluster_id, "peer transport started");
+        let (me, cluster) = (transport.shared.me, &transport.shared.cluster_id);
+        tracing::info!(me, %cluster, "peer transport started");
         Ok(transport)
     }
 
     /// Queues `msg` for `msg.to` without waiting. If the peer is unknown or its queue is
     /// full the message is dropped and counted (a dropped snapshot is reported as failed).
     pub fn send(&self, msg: Message) {
-        let links = self.shared.links.read().unwrap_or_else(PoisonError::into_inner);
+        let links = self
+            .shared
+            .links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         let Some(link) = links.get(&msg.to) else {
             drop(links);
-            let suppressed = self.shared.unknown_throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("unknown");
+            let suppressed = self
+                .shared
+                .unknown_throttle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .should_warn("unknown");
             match suppressed {
-                Some(n) => tracing::warn!(me = self.shared.me, to = msg.to, earlier_drops = n, "dropping a Raft message to a member that is not a configured peer"),
-                None => tracing::debug!(me = self.shared.me, to = msg.to, "dropping a Raft message to an unknown peer"),
+                Some(n) => tracing::warn!(
+                    me = self.shared.me,
+                    to = msg.to,
+                    earlier_drops = n,
+                    "dropping a Raft message to a member that is not a configured peer"
+                ),
+                None => tracing::debug!(
+                    me = self.shared.me,
+                    to = msg.to,
+                    "dropping a Raft message to an unknown peer"
+                ),
             }
             self.shared.dropped(None, &msg);
             return;
         };
-        let queue = if msg.get_msg_type() == MessageType::MsgSnapshot { &link.snapshot_tx } else { &link.raft_tx };
+        let queue = if msg.get_msg_type() == MessageType::MsgSnapshot {
+            &link.snapshot_tx
+        } else {
+            &link.raft_tx
+        };
         match queue.try_send(msg) {
             Ok(()) => {}
             Err(TrySendError::Full(msg) | TrySendError::Closed(msg)) => {
-                let suppressed = link.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("queue full");
+                let suppressed = link
+                    .throttle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .should_warn("queue full");
                 match suppressed {
-                    Some(n) => tracing::warn!(me = self.shared.me, peer = msg.to, addr = %link.addr, earlier = n, "peer queue full: dropping Raft messages (peer slow or unreachable)"),
-                    None => tracing::debug!(me = self.shared.me, peer = msg.to, "peer queue full: message dropped"),
+                    Some(n) => {
+                        tracing::warn!(
+                            me = self.shared.me, peer = msg.to, addr = %link.addr, earlier = n,
+                            "peer queue full: dropping Raft messages (peer slow or unreachable)"
+                        )
+                    }
+                    None => tracing::debug!(
+                        me = self.shared.me,
+                        peer = msg.to,
+                        "peer queue full: message dropped"
+                    ),
                 }
                 self.shared.dropped(Some(&link.counters), &msg);
             }
@@ -317,15 +280,23 @@ impl PeerTransport {
         if id == self.shared.me {
             return;
         }
-        let mut links = self.shared.links.write().unwrap_or_else(PoisonError::into_inner);
+        let mut links = self
+            .shared
+            .links
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         if links.get(&id).is_some_and(|l| l.addr == addr) {
             return;
         }
-        let counters = links.get(&id).map(|l| l.counters.clone()).unwrap_or_default();
+        let counters = links
+            .get(&id)
+            .map(|l| l.counters.clone())
+            .unwrap_or_default();
         let link = (self.spawn_link)(id, addr.clone(), counters);
         if let Some(old) = links.insert(id, link) {
             old.abort();
-            tracing::info!(me = self.shared.me, peer = id, from = %old.addr, to = %addr, "peer address changed");
+            let (me, from) = (self.shared.me, &old.addr);
+            tracing::info!(me, peer = id, %from, to = %addr, "peer address changed");
         } else {
             tracing::info!(me = self.shared.me, peer = id, %addr, "peer added");
         }
@@ -333,7 +304,12 @@ impl PeerTransport {
 
     /// Forgets a peer: its queued messages are dropped and its connections closed.
     pub fn remove_peer(&self, id: u64) {
-        let removed = self.shared.links.write().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        let removed = self
+            .shared
+            .links
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
         if let Some(link) = removed {
             link.abort();
             tracing::info!(me = self.shared.me, peer = id, addr = %link.addr, "peer removed");
@@ -349,7 +325,13 @@ impl PeerTransport {
     /// A snapshot of every counter, for metrics and the admin API.
     pub fn stats(&self) -> TransportStats {
         let mut stats = TransportStats::default();
-        for (id, link) in self.shared.links.read().unwrap_or_else(PoisonError::into_inner).iter() {
+        for (id, link) in self
+            .shared
+            .links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
             stats.peers.insert(*id, link.counters.snapshot(&link.addr));
         }
         stats.dropped_unknown_peer = self.shared.dropped_unknown.load(Relaxed);
@@ -361,7 +343,11 @@ impl PeerTransport {
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         let links: Vec<Link> = {
-            let mut map = self.shared.links.write().unwrap_or_else(PoisonError::into_inner);
+            let mut map = self
+                .shared
+                .links
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
             map.drain().map(|(_, link)| link).collect()
         };
         for link in links {
@@ -382,7 +368,13 @@ impl Drop for PeerTransport {
         if let Some(task) = self.accept_task.take() {
             task.abort();
         }
-        for link in self.shared.links.write().unwrap_or_else(PoisonError::into_inner).values() {
+        for link in self
+            .shared
+            .links
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
             link.abort();
         }
     }
@@ -394,28 +386,4 @@ impl Link {
             task.abort();
         }
     }
-}
-
-fn validate<L>(config: &PeerConfig<L>) -> Result<(), PeerConfigError> {
-    if config.member_id == 0 {
-        return Err(PeerConfigError::ZeroMemberId);
-    }
-    if let Some(addr) = config.peers.get(&0) {
-        return Err(PeerConfigError::ZeroPeerId { addr: addr.clone() });
-    }
-    let id_len = config.cluster_id.len();
-    if id_len == 0 || id_len > MAX_CLUSTER_ID_BYTES {
-        return Err(PeerConfigError::ClusterId(id_len));
-    }
-    let range = |what, got, min, max| {
-        if (min..=max).contains(&got) { Ok(()) } else { Err(PeerConfigError::OutOfRange { what, got, min, max }) }
-    };
-    let frame_max = u32::MAX as usize;
-    let t = &config.tuning;
-    range("max_message_bytes", config.max_message_bytes, 1024, frame_max)?;
-    range("max_snapshot_bytes", t.max_snapshot_bytes, config.max_message_bytes, frame_max)?;
-    range("queue_capacity", t.queue_capacity, 1, 1 << 20)?;
-    range("snapshot_queue_capacity", t.snapshot_queue_capacity, 1, 1024)?;
-    range("max_inbound_connections", t.max_inbound_connections, 1, 1 << 16)?;
-    Ok(())
 }

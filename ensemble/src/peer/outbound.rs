@@ -33,11 +33,18 @@ pub enum LinkError {
     #[error("connecting to {addr} timed out after {after:?}")]
     ConnectTimeout { addr: String, after: Duration },
     #[error("handshake with {addr} failed: {source}")]
-    Handshake { addr: String, source: HandshakeError },
+    Handshake {
+        addr: String,
+        source: HandshakeError,
+    },
     #[error("handshake with {addr} timed out after {after:?}")]
     HandshakeTimeout { addr: String, after: Duration },
     #[error("the member at {addr} refused us ({code:?}): {reason}")]
-    Refused { addr: String, code: RefusalCode, reason: String },
+    Refused {
+        addr: String,
+        code: RefusalCode,
+        reason: String,
+    },
     #[error("connection to {addr} broke: {source}")]
     Io { addr: String, source: io::Error },
     #[error("{addr} closed the connection")]
@@ -55,7 +62,9 @@ impl LinkError {
             LinkError::Connect { .. } | LinkError::ConnectTimeout { .. } => "connect",
             LinkError::Handshake { .. } | LinkError::HandshakeTimeout { .. } => "handshake",
             LinkError::Refused { .. } => "refused",
-            LinkError::Io { .. } | LinkError::Closed { .. } | LinkError::Unexpected { .. } => "broken",
+            LinkError::Io { .. } | LinkError::Closed { .. } | LinkError::Unexpected { .. } => {
+                "broken"
+            }
             LinkError::Stalled { .. } => "stalled",
         }
     }
@@ -85,7 +94,11 @@ pub(crate) async fn run_lane<C: Connector>(ctx: LaneCtx<C>, mut rx: mpsc::Receiv
         "peer_link", me = ctx.shared.me, peer = ctx.peer, addr = %ctx.addr, lane = ctx.lane.as_str()
     );
     async move {
-        let mut backoff = Backoff::new(ctx.tuning.backoff_initial, ctx.tuning.backoff_max);
+        let seed = ctx
+            .tuning
+            .jitter_seed
+            .map(|s| s ^ ctx.peer.rotate_left(8) ^ ctx.lane as u64);
+        let mut backoff = Backoff::new(ctx.tuning.backoff_initial, ctx.tuning.backoff_max, seed);
         while let Some(first) = rx.recv().await {
             let failure = match connect(&ctx).await {
                 Ok(stream) => {
@@ -133,7 +146,11 @@ impl Drop for ConnectedFlag {
 impl<C: Connector> LaneCtx<C> {
     fn on_connected(&self) -> ConnectedFlag {
         PeerCounters::add(&self.counters.connects, 1);
-        let was_down = self.throttle.lock().unwrap_or_else(PoisonError::into_inner).recovered();
+        let was_down = self
+            .throttle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recovered();
         if was_down {
             tracing::info!("connected to peer again");
         } else {
@@ -156,15 +173,25 @@ impl<C: Connector> LaneCtx<C> {
         }
         self.counters.set_last_error(error.to_string());
         if self.lane == Lane::Raft {
-            let _ = self.shared.events.send(PeerEvent::Unreachable { peer: self.peer });
+            let _ = self
+                .shared
+                .events
+                .send(PeerEvent::Unreachable { peer: self.peer });
         }
-        let suppressed = self.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn(error.kind());
+        let suppressed = self
+            .throttle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .should_warn(error.kind());
         match (suppressed, error) {
             (Some(n), LinkError::Refused { .. }) => tracing::warn!(
                 %error, earlier_failures = n,
-                "peer refused the handshake: check --id, --members and the data dir's cluster id; retrying with backoff"
+                "peer refused the handshake (check --id, --members and the data dir's cluster id); \
+                 retrying with backoff"
             ),
-            (Some(n), _) => tracing::warn!(%error, earlier_failures = n, "peer unreachable; retrying with backoff"),
+            (Some(n), _) => {
+                tracing::warn!(%error, earlier_failures = n, "peer unreachable; retrying with backoff")
+            }
             (None, _) => tracing::debug!(%error, "peer still unreachable"),
         }
     }
@@ -176,8 +203,18 @@ async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError>
     let after = ctx.tuning.connect_timeout;
     let mut stream = match timeout(after, ctx.connector.connect(&ctx.addr)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(source)) => return Err(LinkError::Connect { addr: addr(), source }),
-        Err(_) => return Err(LinkError::ConnectTimeout { addr: addr(), after }),
+        Ok(Err(source)) => {
+            return Err(LinkError::Connect {
+                addr: addr(),
+                source,
+            });
+        }
+        Err(_) => {
+            return Err(LinkError::ConnectTimeout {
+                addr: addr(),
+                after,
+            });
+        }
     };
     let hello = Hello {
         lane: ctx.lane,
@@ -192,9 +229,19 @@ async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError>
     };
     match timeout(after, exchange).await {
         Ok(Ok(Reply::Accepted)) => Ok(stream),
-        Ok(Ok(Reply::Refused { code, reason })) => Err(LinkError::Refused { addr: addr(), code, reason }),
-        Ok(Err(source)) => Err(LinkError::Handshake { addr: addr(), source }),
-        Err(_) => Err(LinkError::HandshakeTimeout { addr: addr(), after }),
+        Ok(Ok(Reply::Refused { code, reason })) => Err(LinkError::Refused {
+            addr: addr(),
+            code,
+            reason,
+        }),
+        Ok(Err(source)) => Err(LinkError::Handshake {
+            addr: addr(),
+            source,
+        }),
+        Err(_) => Err(LinkError::HandshakeTimeout {
+            addr: addr(),
+            after,
+        }),
     }
 }
 
@@ -230,8 +277,14 @@ async fn pump_raft<C: Connector>(
             .await;
             let error = match written {
                 Ok(Ok(())) => None,
-                Ok(Err(source)) => Some(LinkError::Io { addr: ctx.addr.clone(), source }),
-                Err(_) => Some(LinkError::Stalled { addr: ctx.addr.clone(), after }),
+                Ok(Err(source)) => Some(LinkError::Io {
+                    addr: ctx.addr.clone(),
+                    source,
+                }),
+                Err(_) => Some(LinkError::Stalled {
+                    addr: ctx.addr.clone(),
+                    after,
+                }),
             };
             if let Some(error) = error {
                 PeerCounters::add(&ctx.counters.dropped, batch);
@@ -243,9 +296,6 @@ async fn pump_raft<C: Connector>(
             if buf.capacity() > KEEP_BUFFER_BYTES {
                 buf = Vec::with_capacity(64 << 10);
             }
-        }
-        if next.is_some() {
-            continue;
         }
         tokio::select! {
             biased;
@@ -289,10 +339,21 @@ async fn pump_snapshots<C: Connector>(
         .await;
         let error = match delivered {
             Ok(Ok(SNAPSHOT_ACK)) => None,
-            Ok(Ok(_)) => Some(LinkError::Unexpected { addr: ctx.addr.clone(), lane: ctx.lane.as_str() }),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Some(LinkError::Closed { addr: ctx.addr.clone() }),
-            Ok(Err(source)) => Some(LinkError::Io { addr: ctx.addr.clone(), source }),
-            Err(_) => Some(LinkError::Stalled { addr: ctx.addr.clone(), after }),
+            Ok(Ok(_)) => Some(LinkError::Unexpected {
+                addr: ctx.addr.clone(),
+                lane: ctx.lane.as_str(),
+            }),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Some(LinkError::Closed {
+                addr: ctx.addr.clone(),
+            }),
+            Ok(Err(source)) => Some(LinkError::Io {
+                addr: ctx.addr.clone(),
+                source,
+            }),
+            Err(_) => Some(LinkError::Stalled {
+                addr: ctx.addr.clone(),
+                after,
+            }),
         };
         if let Some(error) = error {
             ctx.shared.dropped(Some(&ctx.counters), &msg);
@@ -301,8 +362,15 @@ async fn pump_snapshots<C: Connector>(
         PeerCounters::add(&ctx.counters.sent, 1);
         PeerCounters::add(&ctx.counters.sent_bytes, buf.len() as u64);
         PeerCounters::add(&ctx.counters.snapshots_sent, 1);
-        tracing::info!(bytes = buf.len(), index = msg.get_snapshot().get_metadata().index, "snapshot delivered");
-        let _ = ctx.shared.events.send(PeerEvent::Snapshot { peer: ctx.peer, status: SnapshotStatus::Finish });
+        tracing::info!(
+            bytes = buf.len(),
+            index = msg.get_snapshot().get_metadata().index,
+            "snapshot delivered"
+        );
+        let _ = ctx.shared.events.send(PeerEvent::Snapshot {
+            peer: ctx.peer,
+            status: SnapshotStatus::Finish,
+        });
         next = rx.try_recv().ok();
     }
     Ok(())
@@ -313,8 +381,15 @@ impl<C> LaneCtx<C> {
     /// since retransmitting it will fail the same way.
     fn unsendable(&self, msg: &Message, error: &FrameError) {
         let kind = msg.get_msg_type();
-        match self.throttle.lock().unwrap_or_else(PoisonError::into_inner).should_warn("unsendable") {
-            Some(n) => tracing::warn!(%error, ?kind, earlier = n, "dropping a Raft message the peer would refuse"),
+        match self
+            .throttle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .should_warn("unsendable")
+        {
+            Some(n) => {
+                tracing::warn!(%error, ?kind, earlier = n, "dropping a Raft message the peer would refuse")
+            }
             None => tracing::debug!(%error, ?kind, "dropping a Raft message the peer would refuse"),
         }
         self.shared.dropped(Some(&self.counters), msg);

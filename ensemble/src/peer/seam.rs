@@ -34,7 +34,8 @@ pub trait Listener: Send + 'static {
     /// The stream once set up, ready for the handshake.
     type Stream: PeerStream;
 
-    /// Waits for the next connection. Errors are reported and the loop goes on.
+    /// Waits for the next connection; must be cancel-safe (it races the shutdown signal).
+    /// Errors are logged and the accept loop goes on.
     fn accept(&mut self) -> impl Future<Output = io::Result<(Self::Pending, SocketAddr)>> + Send;
 }
 

@@ -46,7 +46,11 @@ impl PeerCounters {
             refusals: self.refusals.load(Relaxed),
             snapshots_sent: self.snapshots_sent.load(Relaxed),
             snapshots_failed: self.snapshots_failed.load(Relaxed),
-            last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 }

@@ -1,1 +1,0 @@
-//! Transport tests over real loopback TCP.

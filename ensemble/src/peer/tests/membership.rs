@@ -1,0 +1,109 @@
+//! Who may talk to whom: handshake refusals on both sides, and peers changing at run time.
+
+use super::*;
+use crate::peer::RefusalCode;
+
+#[tokio::test]
+async fn wrong_cluster_is_refused_on_both_sides() {
+    let (l1, _) = bind().await;
+    let (l2, a2) = bind().await;
+    let mut one = Member::start(config(1, l1, &[(2, a2)]));
+    let mut c2 = config(2, l2, &[]);
+    c2.cluster_id = "other-cluster".into();
+    let mut two = Member::start(c2);
+
+    one.transport.send(heartbeat(1, 2, 1));
+    assert_eq!(one.event().await, PeerEvent::Unreachable { peer: 2 });
+
+    let sender = one.transport.stats().peers[&2].clone();
+    assert_eq!(
+        (sender.refusals, sender.connect_failures, sender.connects),
+        (1, 1, 0)
+    );
+    let error = sender.last_error.expect("refusal recorded");
+    assert!(
+        error.contains("WrongCluster")
+            && error.contains("other-cluster")
+            && error.contains(CLUSTER),
+        "{error}"
+    );
+
+    let receiver = two.transport.stats();
+    assert_eq!(receiver.inbound_refused, 1);
+    assert!(
+        two.inbound.try_recv().is_err(),
+        "nothing from a foreign cluster reaches the core"
+    );
+}
+
+#[tokio::test]
+async fn wrong_receiver_id_is_refused_on_both_sides() {
+    let (l1, _) = bind().await;
+    let (l2, a2) = bind().await;
+    // Member 1 believes member 3 lives where member 2 does.
+    let mut one = Member::start(config(1, l1, &[(3, a2)]));
+    let mut two = Member::start(config(2, l2, &[(1, "127.0.0.1:1".parse().expect("addr"))]));
+
+    one.transport.send(heartbeat(1, 3, 1));
+    assert_eq!(one.event().await, PeerEvent::Unreachable { peer: 3 });
+
+    let sender = one.transport.stats().peers[&3].clone();
+    assert_eq!(sender.refusals, 1);
+    let error = sender.last_error.expect("refusal recorded");
+    assert!(
+        error.contains("WrongMember") && error.contains("member 2, not member 3"),
+        "{error}"
+    );
+    assert_eq!(two.transport.stats().inbound_refused, 1);
+    assert_eq!(two.transport.stats().peers[&1].received, 0);
+    assert!(two.inbound.try_recv().is_err());
+
+    // The same refusal seen from a hand-made client: the reason travels back.
+    let (reply, _stream) = connect_by_hand(a2, 1, 3, CLUSTER).await;
+    let Reply::Refused { code, reason } = reply else {
+        panic!("accepted a hello for member 3")
+    };
+    assert_eq!(code, RefusalCode::WrongMember);
+    assert!(reason.contains("member 2"), "{reason}");
+    // A member claiming the receiver's own id is a duplicate identity.
+    let (reply, _stream) = connect_by_hand(a2, 2, 2, CLUSTER).await;
+    assert!(matches!(
+        reply,
+        Reply::Refused {
+            code: RefusalCode::WrongMember,
+            ..
+        }
+    ));
+    assert_eq!(two.transport.stats().inbound_refused, 3);
+}
+
+#[tokio::test]
+async fn peers_added_and_removed_at_run_time() {
+    let (l1, _) = bind().await;
+    let (l2, a2) = bind().await;
+    let one = Member::start(config(1, l1, &[]));
+    let mut two = Member::start(config(2, l2, &[]));
+
+    one.transport.send(heartbeat(1, 2, 1));
+    assert_eq!(one.transport.stats().dropped_unknown_peer, 1);
+
+    one.transport.add_peer(2, a2.to_string());
+    one.transport.add_peer(1, "127.0.0.1:1".into());
+    assert!(
+        !one.transport.stats().peers.contains_key(&1),
+        "a member is never its own peer"
+    );
+    one.transport.send(heartbeat(1, 2, 2));
+    assert_eq!(two.recv().await.term, 2);
+    assert_eq!(
+        two.transport.stats().received_from_unknown,
+        1,
+        "two does not know one yet, but listens"
+    );
+
+    one.transport.remove_peer(2);
+    one.transport.send(heartbeat(1, 2, 3));
+    let stats = one.transport.stats();
+    assert!(stats.peers.is_empty());
+    assert_eq!(stats.dropped_unknown_peer, 2);
+}
