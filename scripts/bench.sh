@@ -4,15 +4,15 @@
 #
 #   scripts/bench.sh [--quick] [--targets zk,baton] [--members 1]
 #
-#   --quick          ~2 s per cell instead of ~6 s (the whole run then takes a couple of minutes)
+#   --quick          ~2 s per cell instead of ~6 s (about 1.5 minutes instead of 3.5 on an idle build)
 #   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
 #   --members N      ensemble size; only 1 for now
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
-# Ports: $ZK_PORT (22181) for ZooKeeper; $BATON_PORT (23181), $BATON_PEER_PORT (23888) and
-# $BATON_ADMIN_PORT (23080) for Baton. Ratios read ">1 means Baton wins": Baton/ZK for ops/s,
-# ZK/Baton for latencies and memory.
+# Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper, and from $BATON_PORT (43181),
+# $BATON_PEER_PORT (43888) and $BATON_ADMIN_PORT (43080) for Baton.
+# Ratios read ">1 means Baton wins": Baton/ZK for ops/s, ZK/Baton for latencies and memory.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --quick) cell=2s; election_rounds=10 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -39,11 +39,25 @@ command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; 
 want() { [[ ",$targets," == *",$1,"* ]]; }
 want zk || want baton || { echo "bench.sh: --targets must name zk and/or baton" >&2; exit 2; }
 
+# True when something accepts connections on 127.0.0.1:$1.
+port_busy() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
+
+# Sets variable $1 to the first port from $2 up that nobody listens on: other engineers run
+# servers on this machine too, and a four-letter word answered by someone else's server would
+# otherwise be benchmarked silently.
+taken=" "
+pick_port() {
+  local port=$2
+  while port_busy "$port" || [[ "$taken" == *" $port "* ]]; do port=$((port + 1)); done
+  taken+="$port "
+  printf -v "$1" '%s' "$port"
+}
+
 work=${BENCH_DIR:-$root/target/bench}
-zk_port=${ZK_PORT:-22181}
-baton_port=${BATON_PORT:-23181}
-baton_peer_port=${BATON_PEER_PORT:-23888}
-baton_admin_port=${BATON_ADMIN_PORT:-23080}
+pick_port zk_port "${ZK_PORT:-42181}"
+pick_port baton_port "${BATON_PORT:-43181}"
+pick_port baton_peer_port "${BATON_PEER_PORT:-43888}"
+pick_port baton_admin_port "${BATON_ADMIN_PORT:-43080}"
 bench=$root/target/release/baton-bench
 results=$work/results.jsonl
 
@@ -88,9 +102,15 @@ wait_ready() {
   exit 1
 }
 
-zk_ready() { [ "$(four_letter 127.0.0.1 "$zk_port" ruok)" = imok ]; }
+# True when process $2 (or a thread of it) is the one listening on port $1.
+listens() { ss -Hltnp "sport = :$1" 2>/dev/null | grep -q "pid=$2,"; }
+
+zk_ready() {
+  [ "$(four_letter 127.0.0.1 "$zk_port" ruok)" = imok ] && listens "$zk_port" "${pid_of[zk]}"
+}
 baton_ready() {
   [ "$(four_letter 127.0.0.1 "$baton_port" ruok)" = imok ] &&
+    listens "$baton_port" "${pid_of[baton]}" &&
     curl -sf "http://127.0.0.1:$baton_admin_port/readyz" >/dev/null
 }
 
@@ -115,11 +135,21 @@ names=()
 want zk && names+=(zk)
 want baton && names+=(baton)
 
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+rss_kib() {
+  [ -r "/proc/$1/status" ] || { echo "bench.sh: server process $1 is gone" >&2; exit 1; }
+  awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
 declare -A rss_idle rss_full
 for name in "${names[@]}"; do rss_idle[$name]=$(rss_kib "${pid_of[$name]}"); done
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start" >&2
+
+# The disk's own fdatasync latency, the floor under every durable write. Measured before and
+# after the matrix: on a shared machine it moves with everyone else's I/O.
+disk_sync() {
+  "$bench" --workload fsync --ops 1000 --fsync-dir "$work" --label "$1" --json >>"$results"
+}
+disk_sync disk-before
 
 # One cell of the matrix: the same arguments against every server, one after the other, so
 # background load on this shared machine hits both alike.
@@ -143,7 +173,7 @@ cell --workload watch-fanout --workers 100 --duration "$cell"
 cell --workload populate --workers 32 --ops 100000 --data-size 100
 for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "${pid_of[$name]}"); done
 
-"$bench" --workload fsync --ops 1000 --fsync-dir "$work" --label disk --json >>"$results"
+disk_sync disk-after
 echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
 
 # The table: one row per cell, each metric for every server, and the ratio when there are two.
@@ -157,8 +187,11 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
     }
     function ratio(num, den) { return (num > 0 && den > 0) ? sprintf("%.2f", num / den) : "-" }
     BEGIN { n = split(names, target, " ") }
-    $3 == "disk" { disk = sprintf("disk: append 1 KiB + fdatasync: p50 %s, p99 %s, p999 %s (%.0f/s)",
-                                  lat($5), lat($6), lat($7), $4); next }
+    $3 ~ /^disk-/ {
+      disk = disk sprintf("%s: append 1 KiB + fdatasync p50 %s, p99 %s, p999 %s (%.0f/s)\n",
+                          $3, lat($5), lat($6), lat($7), $4)
+      next
+    }
     {
       key = $1 " w" $2
       if (!(key in seen)) { seen[key] = 1; order[++rows] = key }
@@ -186,7 +219,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
         if (n == 2) printf " %6s", ratio(p999[key, a], p999[key, b])
         printf "\n"
       }
-      print disk
+      printf "%s", disk
     }'
 
 printf '%-22s' "memory (RSS)"

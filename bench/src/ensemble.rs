@@ -1,8 +1,9 @@
 //! The servers under test, and sessions spread round-robin across them.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use zookeeper_client::Client;
+use zookeeper_client::{Client, StateWatcher};
 
 use crate::error::BenchError;
 
@@ -12,9 +13,14 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The `--servers` list; worker `i` always talks to server `i mod len`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It remembers every session it opened (clones share the list), so a run can make sure all of
+/// them are closed before it ends: a session left to expire would be cleaned up by the server
+/// during whatever runs next.
+#[derive(Clone, Debug)]
 pub struct Ensemble {
     servers: Vec<String>,
+    opened: Arc<Mutex<Vec<StateWatcher>>>,
 }
 
 impl Ensemble {
@@ -33,7 +39,10 @@ impl Ensemble {
         if servers.is_empty() || !servers.iter().all(well_formed) {
             return Err(BenchError::InvalidServers(list.to_owned()));
         }
-        Ok(Ensemble { servers })
+        Ok(Ensemble {
+            servers,
+            opened: Arc::default(),
+        })
     }
 
     /// The server that worker `worker` connects to.
@@ -44,7 +53,7 @@ impl Ensemble {
     /// Opens a new session for `worker` on its server only, so the spread stays as assigned.
     pub async fn connect(&self, worker: usize) -> Result<Client, BenchError> {
         let server = self.server_for(worker);
-        Client::connector()
+        let client = Client::connector()
             .with_session_timeout(SESSION_TIMEOUT)
             .with_connection_timeout(CONNECT_TIMEOUT)
             .connect(server)
@@ -53,7 +62,32 @@ impl Ensemble {
                 worker,
                 server: server.to_owned(),
                 source,
-            })
+            })?;
+        self.opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(client.state_watcher());
+        Ok(client)
+    }
+
+    /// Waits up to `limit` for every session opened so far to close (the client sends
+    /// closeSession when its last handle is dropped); returns how many are still open.
+    pub async fn wait_all_closed(&self, limit: Duration) -> usize {
+        let watchers =
+            std::mem::take(&mut *self.opened.lock().unwrap_or_else(PoisonError::into_inner));
+        let total = watchers.len();
+        let mut closed = 0;
+        let all = async {
+            for mut watcher in watchers {
+                let mut state = watcher.state();
+                while !state.is_terminated() {
+                    state = watcher.changed().await;
+                }
+                closed += 1;
+            }
+        };
+        let _ = tokio::time::timeout(limit, all).await;
+        total - closed
     }
 
     /// Opens one session per worker `0..count`, concurrently, before any measurement starts.

@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -11,7 +12,10 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::core::CoreMsg;
+use crate::core::admin::{AdminCommand, AdminError};
 
 use crate::metrics::Metrics;
 use crate::status::Status;
@@ -21,9 +25,12 @@ use crate::status::Status;
 pub struct AdminContext {
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
-    /// Peer addresses by member id, as configured.
-    pub peers: Arc<Vec<(u64, String)>>,
+    /// The core, for membership and leadership commands.
+    pub core: mpsc::Sender<CoreMsg>,
 }
+
+/// Largest request body the admin API reads.
+const MAX_BODY: usize = 64 * 1024;
 
 /// Serves the admin API until `shutdown` fires.
 pub async fn serve_admin(
@@ -46,7 +53,7 @@ pub async fn serve_admin(
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let ctx = ctx.clone();
-                async move { Ok::<_, Infallible>(route(&ctx, &req)) }
+                async move { Ok::<_, Infallible>(route(&ctx, req).await) }
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -83,8 +90,128 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 }
 
 /// Answers one admin request.
-pub fn route(ctx: &AdminContext, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    route_parts(ctx, req.method(), req.uri().path())
+pub async fn route(ctx: &AdminContext, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let command = match (&method, path.as_str()) {
+        (&Method::POST, "/v1/members") => match read_json::<AddMemberBody>(req).await {
+            Ok(b) => AdminCommand::AddMember {
+                id: b.id,
+                peer_addr: b.peer_addr,
+            },
+            Err(resp) => return resp,
+        },
+        (&Method::POST, "/v1/leader/transfer") => match read_json::<TransferBody>(req).await {
+            Ok(b) => AdminCommand::TransferLeader { to: b.to },
+            Err(resp) => return resp,
+        },
+        (&Method::DELETE, p) if p.starts_with("/v1/members/") => {
+            match p["/v1/members/".len()..].parse::<u64>() {
+                Ok(id) => AdminCommand::RemoveMember { id },
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        "member id must be a positive integer",
+                    );
+                }
+            }
+        }
+        (&Method::GET, "/v1/status") => {
+            // Fresh from the core, so a caller sees the effect of what it just did.
+            let (tx, rx) = oneshot::channel();
+            let status = match ctx.core.send(CoreMsg::Status(tx)).await {
+                Ok(()) => rx.await.unwrap_or_else(|_| ctx.status.borrow().clone()),
+                Err(_) => ctx.status.borrow().clone(),
+            };
+            return json(StatusCode::OK, &status);
+        }
+        _ => return route_parts(ctx, &method, &path),
+    };
+    run_command(ctx, command).await
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AddMemberBody {
+    id: u64,
+    peer_addr: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TransferBody {
+    #[serde(default)]
+    to: Option<u64>,
+}
+
+async fn read_json<T: serde::de::DeserializeOwned + Default>(
+    req: Request<Incoming>,
+) -> Result<T, Response<Full<Bytes>>> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY);
+    let bytes = match limited.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "TooLarge",
+                "request body over 64 KiB",
+            ));
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            &format!("request body is not valid JSON for this call: {e}"),
+        )
+    })
+}
+
+async fn run_command(ctx: &AdminContext, command: AdminCommand) -> Response<Full<Bytes>> {
+    if let AdminCommand::AddMember { id, peer_addr } = &command
+        && (*id == 0
+            || peer_addr
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+                .is_none())
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "expected {\"id\": N (positive), \"peerAddr\": \"HOST:PORT\"}",
+        );
+    }
+    let (reply, answer) = oneshot::channel();
+    if ctx
+        .core
+        .send(CoreMsg::Admin { command, reply })
+        .await
+        .is_err()
+    {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "the server is shutting down",
+        );
+    }
+    match answer.await {
+        Ok(Ok(body)) => json(StatusCode::ACCEPTED, &body),
+        Ok(Err(AdminError::NotLeader { leader_id })) => json(
+            StatusCode::MISDIRECTED_REQUEST,
+            &serde_json::json!({ "error": { "code": "NotLeader", "message": "send this to the leader", "leaderId": leader_id } }),
+        ),
+        Ok(Err(AdminError::Conflict(m))) => error(StatusCode::CONFLICT, "Conflict", &m),
+        Ok(Err(AdminError::BadRequest(m))) => error(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "the server is shutting down",
+        ),
+    }
 }
 
 fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full<Bytes>> {
@@ -119,8 +246,17 @@ fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full
                 .members
                 .iter()
                 .map(|id| {
-                    let addr = ctx.peers.iter().find(|(m, _)| m == id).map(|(_, a)| a.clone());
-                    serde_json::json!({ "id": id, "peerAddr": addr, "leader": *id == status.leader_id })
+                    let role = if status.learners.contains(id) {
+                        "learner"
+                    } else {
+                        "voter"
+                    };
+                    serde_json::json!({
+                        "id": id,
+                        "peerAddr": status.addresses.get(id),
+                        "role": role,
+                        "leader": *id == status.leader_id,
+                    })
                 })
                 .collect();
             json(StatusCode::OK, &serde_json::json!({ "members": members }))
@@ -150,10 +286,11 @@ mod tests {
 
     fn ctx(status: Status) -> AdminContext {
         let (_tx, rx) = watch::channel(status);
+        let (core, _) = mpsc::channel(1);
         AdminContext {
             status: rx,
             metrics: Arc::new(Metrics::new()),
-            peers: Arc::new(vec![(1, "127.0.0.1:2888".into())]),
+            core,
         }
     }
 

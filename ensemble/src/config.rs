@@ -38,6 +38,13 @@ pub struct Config {
     #[arg(long, env = "BATON_MEMBERS", value_delimiter = ',', value_parser = parse_member)]
     pub members: Vec<(u64, String)>,
 
+    /// The ensemble's cluster id (letters, digits, `._-`), recorded in the data dir on first start;
+    /// members refuse peers and data dirs of another cluster. Absent: derived from --members, so
+    /// members bootstrapped together agree. A member added later must be given the ensemble's
+    /// id (GET /v1/status shows it).
+    #[arg(long, env = "BATON_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
+
     /// Smallest session timeout granted to clients.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     pub min_session_timeout: Duration,
@@ -80,6 +87,30 @@ impl Config {
         } else {
             self.members.clone()
         }
+    }
+
+    /// The cluster id to bootstrap with: `--cluster-id`, or one derived from the member list
+    /// (FNV-1a over `id=addr,...` in id order, twice with different offsets: stable, not secret).
+    pub fn bootstrap_cluster_id(&self) -> String {
+        if let Some(id) = &self.cluster_id {
+            return id.clone();
+        }
+        let mut members = self.initial_members();
+        members.sort();
+        let text: String = members
+            .iter()
+            .map(|(id, addr)| format!("{id}={addr},"))
+            .collect();
+        let fnv = |offset: u64| {
+            text.bytes().fold(offset, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            })
+        };
+        format!(
+            "{:016x}{:016x}",
+            fnv(0xcbf2_9ce4_8422_2325),
+            fnv(0x6c62_272e_07bb_0142)
+        )
     }
 
     /// Checks what clap cannot: cross-flag consistency.
@@ -169,6 +200,30 @@ mod tests {
         assert!(parse_member("0=a:1").is_err());
         assert!(parse_member("x=a:1").is_err());
         assert!(parse_member("1=a").is_err());
+    }
+
+    #[test]
+    fn members_bootstrapped_together_agree_on_a_cluster_id() {
+        let parse = |id: &str, members: &str| {
+            Config::try_parse_from([
+                "baton-ensemble",
+                "--id",
+                id,
+                "--data-dir",
+                "/tmp/x",
+                "--members",
+                members,
+            ])
+            .unwrap()
+        };
+        let a = parse("1", "1=a:1,2=b:2,3=c:3");
+        let b = parse("3", "3=c:3,1=a:1,2=b:2");
+        assert_eq!(a.bootstrap_cluster_id(), b.bootstrap_cluster_id());
+        assert_ne!(
+            a.bootstrap_cluster_id(),
+            parse("1", "1=a:1,2=b:2").bootstrap_cluster_id()
+        );
+        assert_eq!(a.bootstrap_cluster_id().len(), 32);
     }
 
     #[test]

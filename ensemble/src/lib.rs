@@ -59,10 +59,19 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             "--unsafe-no-fsync: acknowledged writes can be lost on a crash; never use this in production"
         );
     }
+    // A data dir keeps the cluster id it recorded; only a fresh one takes the bootstrap id.
+    let cluster_id = match (
+        &cfg.cluster_id,
+        baton_raftlog::is_initialized(&cfg.data_dir),
+    ) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => None,
+        (None, false) => Some(cfg.bootstrap_cluster_id()),
+    };
     let log = RaftLog::open(
         &cfg.data_dir,
         cfg.id,
-        None,
+        cluster_id.as_deref(),
         LogOptions {
             sync: !cfg.unsafe_no_fsync,
             ..LogOptions::default()
@@ -70,9 +79,12 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     )?;
     let client_listener = bind("client", cfg.client_addr).await?;
     let admin_listener = bind("admin", cfg.admin_addr).await?;
+    let peer_listener = bind("peer", cfg.peer_addr).await?;
+
+    let (core_tx, core_rx) = mpsc::channel::<CoreMsg>(64 * 1024);
+    let transport = start_transport(&cfg, log.cluster_id(), peer_listener, core_tx.clone())?;
 
     let members = cfg.initial_members();
-    let member_ids: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
     let metrics = Arc::new(metrics::Metrics::new());
     let (status_tx, status_rx) = watch::channel(status::Status::default());
     let core_cfg = CoreConfig {
@@ -83,9 +95,15 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         tick: cfg.tick,
         reap_interval: cfg.housekeeping_interval,
     };
-    let core = Core::new(core_cfg, log, &member_ids, metrics.clone(), status_tx)?;
+    let core = Core::new(
+        core_cfg,
+        log,
+        &members,
+        metrics.clone(),
+        status_tx,
+        Some(transport),
+    )?;
 
-    let (core_tx, core_rx) = mpsc::channel::<CoreMsg>(64 * 1024);
     let (core_done_tx, mut core_done) = oneshot::channel();
     let core_thread = std::thread::Builder::new()
         .name("baton-core".into())
@@ -128,7 +146,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     let admin_ctx = admin::AdminContext {
         status: status_rx,
         metrics,
-        peers: Arc::new(members),
+        core: core_tx.clone(),
     };
     tokio::spawn(admin::serve_admin(
         admin_listener,
@@ -136,8 +154,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         shutdown.clone(),
     ));
     tracing::info!(
-        id = cfg.id, client = %cfg.client_addr, admin = %cfg.admin_addr, data_dir = %cfg.data_dir.display(),
-        "baton-ensemble serving"
+        id = cfg.id, client = %cfg.client_addr, peer = %cfg.peer_addr, admin = %cfg.admin_addr,
+        data_dir = %cfg.data_dir.display(), "baton-ensemble serving"
     );
 
     tokio::select! {
@@ -156,4 +174,31 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Ok(r) => r.map_err(RunError::from),
         Err(_) => Err(RunError::CorePanicked),
     }
+}
+
+/// Starts the peer transport; what it receives (messages, link events) flows into the core.
+fn start_transport(
+    cfg: &Config,
+    cluster_id: String,
+    listener: TcpListener,
+    core_tx: mpsc::Sender<CoreMsg>,
+) -> Result<peer::PeerTransport, RunError> {
+    let (peer_tx, mut peer_rx) = mpsc::channel::<peer::PeerInbound>(16 * 1024);
+    let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+    let mut transport =
+        peer::PeerTransport::start(config, peer_tx).map_err(|e| RunError::Config(e.to_string()))?;
+    let mut events = transport.take_events();
+    tokio::spawn(async move {
+        loop {
+            let msg = tokio::select! {
+                Some(inbound) = peer_rx.recv() => CoreMsg::Peer(inbound),
+                Some(event) = async { events.as_mut()?.recv().await } => CoreMsg::PeerEvent(event),
+                else => return,
+            };
+            if core_tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(transport)
 }

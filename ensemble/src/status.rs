@@ -24,11 +24,17 @@ pub struct Status {
     pub term: u64,
     pub commit_index: u64,
     pub applied_index: u64,
+    /// Voters and learners, by id.
     pub members: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub cluster_id: String,
     pub sessions: usize,
     pub znodes: usize,
     #[serde(skip)]
     pub detail: Detail,
+    /// Peer addresses by member id (the replicated address book).
+    #[serde(skip)]
+    pub addresses: std::collections::BTreeMap<u64, String>,
 }
 
 /// Figures for `srvr`/`stat`/`mntr` that the JSON status leaves out.

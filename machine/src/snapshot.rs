@@ -96,6 +96,11 @@ impl StateMachine {
             w.write_i32(tag);
             w.write_i64(value);
         });
+        let members: Vec<(&u64, &String)> = self.members.iter().collect();
+        w.write_vec(&members, |w, (id, addr)| {
+            w.write_i64(**id as i64);
+            w.write_string(addr);
+        });
         let body = w.into_inner();
 
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
@@ -210,6 +215,7 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
         };
         Ok((path, node))
     })?;
+    let members = r.read_vec(12, |r| Ok((r.read_i64()? as u64, r.read_string()?)))?;
     r.finish()?;
     if let Some(message) = acl_error {
         return Err(SnapshotError::Corrupt(message));
@@ -219,6 +225,7 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
         tree: DataTree::default(),
         sessions: Default::default(),
         last_applied,
+        members: members.into_iter().collect(),
     };
     for s in sessions {
         if machine.sessions.insert(s.id, s).is_some() {

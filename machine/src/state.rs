@@ -64,6 +64,9 @@ pub struct StateMachine {
     pub(crate) tree: DataTree,
     pub(crate) sessions: BTreeMap<i64, SessionInfo>,
     pub(crate) last_applied: i64,
+    /// The ensemble's address book (member id → peer address), kept here so it survives log
+    /// compaction: the runtime updates it when it applies a membership change.
+    pub(crate) members: BTreeMap<u64, String>,
 }
 
 impl Default for StateMachine {
@@ -114,7 +117,23 @@ impl StateMachine {
             tree: DataTree::new(),
             sessions: BTreeMap::new(),
             last_applied: 0,
+            members: BTreeMap::new(),
         }
+    }
+
+    /// Records (or replaces) a member's peer address; called when a membership change applies.
+    pub fn set_member(&mut self, id: u64, peer_addr: String) {
+        self.members.insert(id, peer_addr);
+    }
+
+    /// Forgets a removed member's address.
+    pub fn remove_member(&mut self, id: u64) {
+        self.members.remove(&id);
+    }
+
+    /// The replicated address book: member id → peer address.
+    pub fn members(&self) -> &BTreeMap<u64, String> {
+        &self.members
     }
 
     /// Applies the command committed at `zxid` (the Raft index, strictly increasing). The

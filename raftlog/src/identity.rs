@@ -127,6 +127,12 @@ fn new_cluster_id() -> String {
     format!("{:016x}{:016x}", words[0], words[1])
 }
 
+/// Whether `dir` already belongs to a member (its identity is recorded), i.e. whether opening it
+/// will keep the recorded cluster id rather than record a new one.
+pub fn is_initialized(dir: &Path) -> bool {
+    dir.join(IDENTITY_FILE).exists()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

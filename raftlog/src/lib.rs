@@ -27,5 +27,6 @@ mod wal;
 mod write_failure_tests;
 
 pub use error::LogError;
+pub use identity::is_initialized;
 pub use log::RaftLog;
 pub use options::{LogOptions, LogStats};

@@ -1,18 +1,77 @@
-//! `baton-sidecar`: not built yet (issue 4). It parses the contract's flags so `--help` is honest.
+//! `baton-sidecar`: parses flags, sets up logging and signals, and runs the sidecar.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
+use tokio::sync::watch;
+use tracing_subscriber::EnvFilter;
 
-/// Leader election and locks for one pod, over localhost HTTP (not implemented yet: see the README).
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
-    /// Ensemble client endpoints, HOST:PORT[,HOST:PORT...].
-    #[arg(long, env = "BATON_ENSEMBLE")]
-    ensemble: Option<String>,
+use baton_sidecar::config::Config;
+use baton_sidecar::pod::{NoopPodLabeler, PodLabeler};
+
+fn main() -> ExitCode {
+    let config = Config::parse();
+    if let Err(e) = config.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = shutdown_tx.send(true);
+        });
+        let labeler: Arc<dyn PodLabeler> = match (&config.pod, &config.namespace) {
+            (Some(pod), Some(namespace)) => {
+                // The Kubernetes labeler arrives with the operator work; until then say so.
+                tracing::warn!(%pod, %namespace, "pod labelling is not built in yet; labels stay unchanged");
+                Arc::new(NoopPodLabeler)
+            }
+            _ => Arc::new(NoopPodLabeler),
+        };
+        baton_sidecar::sidecar::run(config, labeler, shutdown_rx).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn main() {
-    let _ = Args::parse();
-    eprintln!("baton-sidecar is not implemented yet; only baton-ensemble runs in this release");
-    std::process::exit(2);
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the sidecar");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -1,9 +1,15 @@
 """Helpers shared by the kazoo scripts: connect, bounded waits, and checks that exit non-zero."""
 
+import logging
+import os
 import sys
 import threading
 
 from kazoo.client import KazooClient
+
+# BATON_TEST_VERBOSE=1 logs kazoo's connection handling with timestamps (shown when a test fails).
+if os.environ.get("BATON_TEST_VERBOSE"):
+    logging.basicConfig(level=logging.DEBUG, format="%(relativeCreated)6d %(threadName)s %(name)s: %(message)s")
 
 # Upper bound for any single wait: a hang fails the script instead of stalling the suite.
 WAIT_SECONDS = 30

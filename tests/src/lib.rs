@@ -17,6 +17,7 @@
 //! `cargo nextest`). Select one side by name: `cargo test -p baton-tests -- zookeeper`.
 //! Case names must therefore contain neither "baton" nor "zookeeper".
 
+pub mod cluster;
 pub mod command;
 pub mod raw;
 mod server;
@@ -57,6 +58,22 @@ macro_rules! target_tests {
                 #[tokio::test]
                 async fn zookeeper() {
                     $crate::run_case($crate::Target::ZooKeeper, super::$case).await;
+                }
+            }
+        )+
+    };
+}
+
+/// Expands each named `async fn(&mut Server) -> anyhow::Result<()>` into one test,
+/// `<name>::baton`, for Baton features ZooKeeper does not have (the admin API).
+#[macro_export]
+macro_rules! baton_only_tests {
+    ($($case:ident),+ $(,)?) => {
+        $(
+            mod $case {
+                #[tokio::test]
+                async fn baton() {
+                    $crate::run_case($crate::Target::Baton, super::$case).await;
                 }
             }
         )+

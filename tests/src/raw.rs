@@ -203,6 +203,7 @@ pub mod opcode {
     pub const EXISTS: i32 = 3;
     pub const GET_DATA: i32 = 4;
     pub const SET_DATA: i32 = 5;
+    pub const AUTH: i32 = 100;
 }
 
 /// The xid ZooKeeper puts on watch notifications.
@@ -245,6 +246,19 @@ impl WatcherEvent {
 pub fn path_and_watch(path: &str, watch: bool) -> Vec<u8> {
     let mut body = jute_string(path);
     body.push(u8::from(watch));
+    body
+}
+
+/// Body of an auth packet: type (always 0), scheme, credentials.
+pub fn auth_body(scheme: &str, credentials: &[u8]) -> Vec<u8> {
+    let mut body = 0i32.to_be_bytes().to_vec();
+    body.extend_from_slice(&jute_string(scheme));
+    body.extend_from_slice(
+        &i32::try_from(credentials.len())
+            .unwrap_or(i32::MAX)
+            .to_be_bytes(),
+    );
+    body.extend_from_slice(credentials);
     body
 }
 

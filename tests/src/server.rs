@@ -18,6 +18,12 @@ const READY_DEADLINE: Duration = Duration::from_secs(60);
 /// How many times `start` picks fresh ports after the process died early (a port taken between
 /// our probe and its bind).
 const START_ATTEMPTS: usize = 3;
+/// `restart` keeps the ports, so it retries an early exit (a port not yet released) a few
+/// times, spaced out, rather than picking new ones.
+const RESTART_ATTEMPTS: usize = 5;
+const RESTART_BACKOFF: Duration = Duration::from_millis(300);
+/// How long one readiness probe may take before it counts as "not ready yet".
+const PROBE_DEADLINE: Duration = Duration::from_millis(500);
 /// Lines of the server's log printed when a test fails.
 const LOG_TAIL_LINES: usize = 80;
 
@@ -97,9 +103,15 @@ impl Server {
             match server.spawn_and_wait().await {
                 Ok(()) => return Ok(server),
                 Err(StartError::ExitedEarly(_)) if attempt < START_ATTEMPTS => {
-                    // The log keeps every attempt; the data dir is still empty.
+                    // Start over from nothing; the log keeps every attempt.
                     attempt += 1;
                     server.ports = Ports::pick()?;
+                    match std::fs::remove_dir_all(server.data_dir()) {
+                        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(err).context("clear the data dir of a failed start");
+                        }
+                        _ => {}
+                    }
                 }
                 Err(StartError::ExitedEarly(err) | StartError::Failed(err)) => return Err(err),
             }
@@ -146,13 +158,14 @@ impl Server {
     /// Kills the process if it runs, then starts it again on the same data dir and ports.
     pub async fn restart(&mut self) -> Result<()> {
         self.kill9()?;
-        let deadline = Instant::now() + READY_DEADLINE;
+        let mut attempt = 1;
         loop {
             match self.spawn_and_wait().await {
                 Ok(()) => return Ok(()),
                 // The old process's ports can stay busy for a moment after it died.
-                Err(StartError::ExitedEarly(_)) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                Err(StartError::ExitedEarly(_)) if attempt < RESTART_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(RESTART_BACKOFF).await;
                 }
                 Err(StartError::ExitedEarly(err) | StartError::Failed(err)) => return Err(err),
             }
@@ -275,13 +288,18 @@ impl Server {
     async fn probe_ready(&self) -> bool {
         match self.target {
             Target::Baton => match self.admin_addr() {
-                Some(admin) => matches!(wire::http_get(admin, "/readyz").await, Ok((200, _))),
+                Some(admin) => matches!(
+                    wire::http_get_within(admin, "/readyz", PROBE_DEADLINE).await,
+                    Ok((200, _))
+                ),
                 None => false,
             },
             // `srvr` says "not currently serving requests" until the server is up.
-            Target::ZooKeeper => wire::four_letter_word(self.client_addr(), "srvr")
-                .await
-                .is_ok_and(|answer| answer.contains("Mode:")),
+            Target::ZooKeeper => {
+                wire::four_letter_word_within(self.client_addr(), "srvr", PROBE_DEADLINE)
+                    .await
+                    .is_ok_and(|answer| answer.contains("Mode:"))
+            }
         }
     }
 }

@@ -15,6 +15,16 @@ pub const IO_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Sends a four-letter word (`ruok`, `srvr`, `stat`, `mntr`) and returns the whole answer.
 pub async fn four_letter_word(addr: SocketAddr, word: &str) -> Result<String> {
+    four_letter_word_within(addr, word, IO_DEADLINE).await
+}
+
+/// `four_letter_word` with its own deadline: readiness probes use a short one, because a
+/// server that is still starting can accept a connection and then never answer on it.
+pub async fn four_letter_word_within(
+    addr: SocketAddr,
+    word: &str,
+    deadline: Duration,
+) -> Result<String> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.context("connect")?;
         stream
@@ -28,14 +38,23 @@ pub async fn four_letter_word(addr: SocketAddr, word: &str) -> Result<String> {
             .context("read the answer")?;
         Ok::<_, anyhow::Error>(String::from_utf8_lossy(&answer).into_owned())
     };
-    tokio::time::timeout(IO_DEADLINE, exchange)
+    tokio::time::timeout(deadline, exchange)
         .await
-        .map_err(|_| anyhow!("no answer to {word:?} from {addr} within {IO_DEADLINE:?}"))?
+        .map_err(|_| anyhow!("no answer to {word:?} from {addr} within {deadline:?}"))?
         .with_context(|| format!("four-letter word {word:?} to {addr}"))
 }
 
 /// `GET path` over HTTP/1.0 (so the body is close-delimited, never chunked): status and body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    http_get_within(addr, path, IO_DEADLINE).await
+}
+
+/// `http_get` with its own deadline, for readiness probes.
+pub async fn http_get_within(
+    addr: SocketAddr,
+    path: &str,
+    deadline: Duration,
+) -> Result<(u16, String)> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.context("connect")?;
         let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
@@ -50,9 +69,9 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
             .context("read the response")?;
         parse_http_response(&response)
     };
-    tokio::time::timeout(IO_DEADLINE, exchange)
+    tokio::time::timeout(deadline, exchange)
         .await
-        .map_err(|_| anyhow!("no HTTP answer from {addr}{path} within {IO_DEADLINE:?}"))?
+        .map_err(|_| anyhow!("no HTTP answer from {addr}{path} within {deadline:?}"))?
         .with_context(|| format!("GET http://{addr}{path}"))
 }
 

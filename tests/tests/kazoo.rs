@@ -1,5 +1,5 @@
 //! kazoo (Python) recipes and operations: each script in `tests/python/` exits 0 when every
-//! check in it held.
+//! check in it held. `BATON_TEST_VERBOSE=1` makes the scripts log kazoo's connection handling.
 
 use std::path::Path;
 use std::process::Command;

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine as _;
+use baton_tests::raw::{self, RawConnection, ReplyHeader, opcode};
 use baton_tests::{
     EPHEMERAL, PERSISTENT, SESSION_TIMEOUT, Server, connect, connect_with, next_event, target_tests,
 };
@@ -250,6 +251,30 @@ async fn digest_acl_guards_nodes(server: &mut Server) -> Result<()> {
     Ok(())
 }
 
+/// The Java client sends auth with xid -4, but the `zookeeper-client` crate uses ordinary
+/// xids: ZooKeeper answers each with the xid it was sent.
+async fn auth_reply_echoes_the_request_xid(server: &mut Server) -> Result<()> {
+    let (mut conn, _) = RawConnection::open_session(server.client_addr()).await?;
+    for xid in [1, -4, 2] {
+        let (_, reply) = conn
+            .call(xid, opcode::AUTH, &raw::auth_body("digest", b"carol:pw"))
+            .await?;
+        let header = ReplyHeader::parse(&reply)?;
+        ensure!(
+            header.xid == xid && header.err == 0,
+            "auth sent with xid {xid} answered {header:?}"
+        );
+    }
+    let (_, reply) = conn
+        .call(3, opcode::EXISTS, &raw::path_and_watch("/", false))
+        .await?;
+    ensure!(
+        ReplyHeader::parse(&reply)?.err == 0,
+        "exists after auth failed"
+    );
+    Ok(())
+}
+
 async fn sync_then_read_sees_other_writes(server: &mut Server) -> Result<()> {
     let reader = connect(server).await?;
     let writer = connect(server).await?;
@@ -271,5 +296,6 @@ target_tests!(
     closing_a_session_deletes_its_ephemerals,
     detached_session_resumes_with_its_ephemerals,
     digest_acl_guards_nodes,
+    auth_reply_echoes_the_request_xid,
     sync_then_read_sees_other_writes,
 );

@@ -23,6 +23,9 @@ use crate::report::RunReport;
 /// Where every workload keeps its nodes; each run gets a fresh directory below it.
 const ROOT: &str = "/baton-bench";
 
+/// How long a finished run waits for its sessions to close.
+const SESSION_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// One benchmark workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
@@ -129,6 +132,15 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         Workload::ElectionFailover => election::failover(servers()?, config, &dir).await?,
         Workload::WatchFanout => fanout::run(servers()?, config, &dir).await?,
     };
+    if let Some(ensemble) = &config.ensemble {
+        let open = ensemble.wait_all_closed(SESSION_CLOSE_TIMEOUT).await;
+        if open > 0 {
+            tracing::warn!(
+                open,
+                "sessions still open after the run; the server will expire them"
+            );
+        }
+    }
     Ok(RunReport::new(
         &config.label,
         workload.name(),

@@ -20,13 +20,24 @@ mod tests {
     #[test]
     fn digest_matches_zookeeper() {
         // DigestAuthenticationProvider.generateDigest("super:test"), as ZooKeeper's docs give it.
-        let p = AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"super:test".to_vec() };
-        assert_eq!(authenticate(&p).unwrap(), Id::new("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU="));
+        let p = AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: b"super:test".to_vec(),
+        };
+        assert_eq!(
+            authenticate(&p).unwrap(),
+            Id::new("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=")
+        );
     }
 
     #[test]
     fn unknown_scheme_refused() {
-        let p = AuthPacket { auth_type: 0, scheme: "kerberos".into(), auth: b"x".to_vec() };
+        let p = AuthPacket {
+            auth_type: 0,
+            scheme: "kerberos".into(),
+            auth: b"x".to_vec(),
+        };
         assert!(authenticate(&p).is_err());
     }
 }

@@ -13,8 +13,18 @@ use super::messages::{Outbound, OutboundTx};
 /// (ZooKeeper's per-session FIFO guarantee): a read never overtakes an earlier write.
 #[derive(Debug)]
 pub enum Pending {
-    /// A write proposed to Raft, answered when its entry applies.
-    Write { xid: i32, since: Instant },
+    /// A write proposed to Raft in `term`, answered when its entry applies.
+    Write { xid: i32, since: Instant, term: u64 },
+    /// A `sync`: answered once this member has applied up to the leader's commit index as of
+    /// when the sync arrived (Raft ReadIndex), so later reads see every write acknowledged before.
+    Sync {
+        xid: i32,
+        path: String,
+        ctx: u64,
+        index: Option<u64>,
+        since: Instant,
+        term: u64,
+    },
     /// A local request queued behind a write; executed right after that write applies.
     Deferred { xid: i32, request: Request },
     /// A request the decoder refused, answered with `err` in its turn.
@@ -35,6 +45,18 @@ pub struct LocalConn {
     pub pipeline: VecDeque<Pending>,
     pub received: u64,
     pub sent: u64,
+}
+
+impl Pending {
+    /// When a request that waits on the ensemble (write or sync) was sent on its way.
+    pub fn waiting_since(&self) -> Option<(Instant, u64)> {
+        match self {
+            Pending::Write { since, term, .. } | Pending::Sync { since, term, .. } => {
+                Some((*since, *term))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl LocalConn {

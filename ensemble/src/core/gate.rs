@@ -49,11 +49,19 @@ impl ProposalGate {
         }
         match self.sessions.get(&p.session_id) {
             Some(s) if s.owner != p.member => return Err(ErrorCode::SessionMoved),
-            Some(s) if p.prev_xid.is_some() && p.prev_xid != s.last_xid => return Err(ErrorCode::ConnectionLoss),
+            Some(s) if p.prev_xid.is_some() && p.prev_xid != s.last_xid => {
+                return Err(ErrorCode::ConnectionLoss);
+            }
             None if p.prev_xid.is_some() => return Err(ErrorCode::ConnectionLoss),
             _ => {}
         }
-        self.sessions.insert(p.session_id, SessionState { owner: p.member, last_xid: Some(p.xid) });
+        self.sessions.insert(
+            p.session_id,
+            SessionState {
+                owner: p.member,
+                last_xid: Some(p.xid),
+            },
+        );
         Ok(())
     }
 
@@ -64,7 +72,13 @@ impl ProposalGate {
             self.term = term;
             self.sessions.clear();
         }
-        self.sessions.insert(session_id, SessionState { owner: member, last_xid: None });
+        self.sessions.insert(
+            session_id,
+            SessionState {
+                owner: member,
+                last_xid: None,
+            },
+        );
     }
 
     /// Forgets a closed session.
@@ -78,7 +92,12 @@ mod tests {
     use super::*;
 
     fn p(member: u64, xid: i32, prev: Option<i32>) -> Proposal {
-        Proposal { member, session_id: 7, xid, prev_xid: prev }
+        Proposal {
+            member,
+            session_id: 7,
+            xid,
+            prev_xid: prev,
+        }
     }
 
     #[test]

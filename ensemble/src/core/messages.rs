@@ -54,6 +54,17 @@ pub enum CoreMsg {
     Disconnected {
         conn: ConnId,
     },
+    /// Something from another member.
+    Peer(crate::peer::PeerInbound),
+    /// The transport's report about a peer (unreachable, snapshot sent or failed).
+    PeerEvent(crate::peer::PeerEvent),
+    /// An admin API call that needs the core (membership, leadership transfer).
+    Admin {
+        command: super::admin::AdminCommand,
+        reply: oneshot::Sender<Result<serde_json::Value, super::admin::AdminError>>,
+    },
+    /// Asks for the current status, built fresh.
+    Status(oneshot::Sender<crate::status::Status>),
     Tick,
     Shutdown,
 }

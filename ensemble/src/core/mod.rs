@@ -5,8 +5,11 @@
 //! Everything that changes replicated state happens here, in log order, so a read executed on
 //! this thread always sees a prefix of the log that includes its session's earlier writes.
 
+pub mod admin;
 mod auth;
 mod conn;
+mod control;
+mod forward;
 mod gate;
 pub mod messages;
 mod replicate;
@@ -14,7 +17,7 @@ mod requests;
 mod sessions;
 pub mod wire;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,10 +28,16 @@ use raft::eraftpb::ConfState;
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
+use crate::peer::{PeerEvent, PeerInbound, PeerTransport};
 use crate::status::Status;
 use conn::LocalConn;
+use gate::ProposalGate;
 pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx};
-use sessions::AwaitingSession;
+use sessions::{AwaitingClaim, AwaitingSession};
+
+/// A request waiting on the ensemble longer than this is presumed lost (a forward dropped by
+/// a broken peer link): its connection is closed so the client retries.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings the core needs from the command line.
 #[derive(Debug, Clone)]
@@ -54,6 +63,8 @@ pub enum CoreError {
     Raft(#[from] raft::Error),
     #[error("cannot restore the tree: {0}")]
     Snapshot(String),
+    #[error("the membership change at index {index} does not decode: {reason}")]
+    BadConfChange { index: u64, reason: String },
     #[error("the log holds an entry that does not decode at index {index}: {source}")]
     CorruptEntry {
         index: u64,
@@ -72,6 +83,17 @@ pub struct Core {
     conns: HashMap<ConnId, LocalConn>,
     session_conns: HashMap<i64, ConnId>,
     awaiting_sessions: HashMap<i64, AwaitingSession>,
+    awaiting_claims: HashMap<u64, AwaitingClaim>,
+    next_claim_token: u64,
+    gate: ProposalGate,
+    /// Sessions active on this follower since the last batch sent to the leader.
+    touched: HashSet<i64>,
+    /// ReadIndex requests in flight: context → connection.
+    pending_reads: HashMap<u64, ConnId>,
+    next_read_ctx: u64,
+    /// Connections with a sync whose read index is known, to answer once applied that far.
+    syncing: HashSet<ConnId>,
+    transport: Option<PeerTransport>,
     next_session_id: i64,
     conf_state: ConfState,
     last_snapshot_index: u64,
@@ -114,9 +136,10 @@ impl Core {
     pub fn new(
         cfg: CoreConfig,
         log: RaftLog,
-        members: &[u64],
+        members: &[(u64, String)],
         metrics: Arc<Metrics>,
         status: watch::Sender<Status>,
+        transport: Option<PeerTransport>,
     ) -> Result<Core, CoreError> {
         let (node, sm, conf_state, last_snapshot_index) =
             replicate::open_node(&cfg, log.clone(), members)?;
@@ -137,6 +160,14 @@ impl Core {
             conns: HashMap::new(),
             session_conns: HashMap::new(),
             awaiting_sessions: HashMap::new(),
+            awaiting_claims: HashMap::new(),
+            next_claim_token: 1,
+            gate: ProposalGate::default(),
+            touched: HashSet::new(),
+            pending_reads: HashMap::new(),
+            next_read_ctx: 1,
+            syncing: HashSet::new(),
+            transport,
             conf_state,
             last_snapshot_index,
             last_reap: started,
@@ -146,6 +177,11 @@ impl Core {
             metrics,
             status,
         };
+        if let Some(t) = &core.transport {
+            for (id, addr) in core.sm.members() {
+                t.add_peer(*id, addr.clone());
+            }
+        }
         core.publish_status();
         Ok(core)
     }
@@ -205,6 +241,25 @@ impl Core {
             CoreMsg::Request { conn, xid, request } => self.on_request(conn, xid, request),
             CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
             CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
+            CoreMsg::Peer(PeerInbound::Raft(m)) => {
+                if let Err(e) = self.node.step(m) {
+                    tracing::debug!(error = %e, "raft refused a message");
+                }
+            }
+            CoreMsg::Peer(PeerInbound::Control { from, payload }) => {
+                self.on_control(from, &payload)
+            }
+            CoreMsg::PeerEvent(PeerEvent::Unreachable { peer }) => {
+                self.node.report_unreachable(peer)
+            }
+            CoreMsg::PeerEvent(PeerEvent::Snapshot { peer, status }) => {
+                self.node.report_snapshot(peer, status)
+            }
+            CoreMsg::Admin { command, reply } => self.on_admin(command, reply),
+            CoreMsg::Status(reply) => {
+                self.publish_status();
+                let _ = reply.send(self.status.borrow().clone());
+            }
             CoreMsg::Tick => self.on_tick(),
             CoreMsg::Shutdown => return false,
         }
@@ -214,9 +269,12 @@ impl Core {
     fn on_tick(&mut self) {
         self.node.tick();
         self.publish_status();
+        self.expire_stuck_requests();
         if !self.is_leader() {
+            self.flush_touches();
             return;
         }
+        self.promote_caught_up_learners();
         let now = self.now_ms();
         for session_id in self.tracker.expired(now) {
             tracing::info!(session = %format_args!("0x{session_id:x}"), "session expired");
@@ -245,7 +303,51 @@ impl Core {
             self.tracker.reset_all(now);
         }
         self.last_leader = leader;
+        self.fail_requests_of_old_terms();
         self.publish_status();
+    }
+
+    /// Requests sent on their way under an earlier leader may have been dropped with it; their
+    /// clients get ConnectionLoss (the connection closes) and retry, as ZooKeeper's do.
+    fn fail_requests_of_old_terms(&mut self) {
+        let term = self.term();
+        let stale: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.pipeline
+                    .iter()
+                    .any(|p| p.waiting_since().is_some_and(|(_, t)| t != term))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for conn_id in stale {
+            tracing::info!(
+                conn = conn_id,
+                "leader changed with requests in flight; closing the connection"
+            );
+            self.drop_connection(conn_id);
+        }
+    }
+
+    /// The backstop for a request lost without a trace (e.g. on a peer link that broke).
+    fn expire_stuck_requests(&mut self) {
+        let stuck: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.pipeline
+                    .front()
+                    .and_then(|p| p.waiting_since())
+                    .is_some_and(|(since, _)| since.elapsed() > REQUEST_TIMEOUT)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for conn_id in stuck {
+            tracing::warn!(conn = conn_id, timeout = ?REQUEST_TIMEOUT, "a request got no answer from the ensemble; closing the connection");
+            self.drop_connection(conn_id);
+        }
+        self.expire_stuck_claims();
     }
 
     /// Publishes the full status (walks every connection: done on ticks, not per batch).
@@ -313,9 +415,12 @@ impl Core {
             commit_index: commit,
             applied_index: applied,
             members,
+            learners: self.conf_state.learners.clone(),
+            cluster_id: self.log.cluster_id(),
             sessions: self.sm.sessions().count(),
             znodes: self.sm.node_count(),
             detail,
+            addresses: self.sm.members().clone(),
         };
         self.status.send_replace(status);
     }

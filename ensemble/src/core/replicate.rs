@@ -7,7 +7,10 @@ use std::time::Instant;
 use baton_machine::{Applied, Command, CommandKind, StateMachine};
 use baton_raftlog::RaftLog;
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType,
+    Message, Snapshot,
+};
 use raft::{RawNode, Storage};
 
 use super::{Core, CoreConfig, CoreError, wire};
@@ -25,16 +28,17 @@ const NOOP: Command = Command {
 pub(super) fn open_node(
     cfg: &CoreConfig,
     log: RaftLog,
-    members: &[u64],
+    initial_members: &[(u64, String)],
 ) -> Result<(RawNode<RaftLog>, StateMachine, ConfState, u64), CoreError> {
+    let members: Vec<u64> = initial_members.iter().map(|(id, _)| *id).collect();
     let state = log.initial_state()?;
     let mut conf_state = state.conf_state.clone();
     if conf_state.voters.is_empty() && conf_state.learners.is_empty() {
-        conf_state = ConfState::from((members.to_vec(), Vec::<u64>::new()));
+        conf_state = ConfState::from((members.clone(), Vec::<u64>::new()));
         log.set_conf_state(&conf_state)?;
         tracing::info!(?members, "bootstrapped a new ensemble");
     }
-    let (sm, applied) = match log.latest_snapshot() {
+    let (mut sm, applied) = match log.latest_snapshot() {
         Some(snap) => {
             let index = snap.get_metadata().index;
             let sm = StateMachine::restore(snap.get_data())
@@ -48,6 +52,13 @@ pub(super) fn open_node(
         }
         None => (StateMachine::new(), 0),
     };
+    if applied == 0 {
+        // The initial address book; membership changes in the log (replayed next) and
+        // snapshots carry every later one.
+        for (id, addr) in initial_members {
+            sm.set_member(*id, addr.clone());
+        }
+    }
     let config = raft::Config {
         id: cfg.id,
         election_tick: 10,
@@ -65,7 +76,21 @@ pub(super) fn open_node(
         // Alone in the ensemble: no need to wait out an election timeout.
         node.campaign()?;
     }
+    // Only the leader calls `propose`: followers forward writes through our own `Control`
+    // messages and the leader's `ProposalGate`, which keeps each session's writes in order
+    // (raft's built-in forwarding could silently drop one write and pass the next).
     Ok((node, sm, conf_state, applied))
+}
+
+/// We only propose V2 changes, but a log may hold a V1 one (raft's own tooling writes them).
+fn v1_to_v2(cc: ConfChange) -> ConfChangeV2 {
+    let mut single = ConfChangeSingle::default();
+    single.set_change_type(cc.get_change_type());
+    single.node_id = cc.node_id;
+    let mut v2 = ConfChangeV2::default();
+    v2.mut_changes().push(single);
+    v2.set_context(cc.get_context().to_vec().into());
+    v2
 }
 
 impl Core {
@@ -81,6 +106,13 @@ impl Core {
         }
         if ready.snapshot().get_metadata().index != 0 {
             self.install_snapshot(ready.snapshot().clone())?;
+        }
+        for rs in ready.take_read_states() {
+            let mut ctx = [0u8; 8];
+            if rs.request_ctx.len() == 8 {
+                ctx.copy_from_slice(&rs.request_ctx);
+                self.on_read_state(u64::from_be_bytes(ctx), rs.index);
+            }
         }
         self.apply_committed(ready.take_committed_entries())?;
         if !ready.entries().is_empty() || ready.hs().is_some() {
@@ -98,13 +130,17 @@ impl Core {
         self.send_messages(light.take_messages());
         self.apply_committed(light.take_committed_entries())?;
         self.node.advance_apply();
+        self.release_syncs();
         self.maybe_snapshot()
     }
 
-    /// Peer transport arrives with the replicated ensemble; a one-member ensemble sends nothing.
+    /// Hands Raft's messages to the peer transport (which never blocks; Raft resends what it drops).
     fn send_messages(&mut self, messages: Vec<Message>) {
+        let Some(transport) = &self.transport else {
+            return;
+        };
         for m in messages {
-            tracing::debug!(to = m.to, kind = ?m.get_msg_type(), "no transport to peer; message dropped");
+            transport.send(m);
         }
     }
 
@@ -136,21 +172,58 @@ impl Core {
                 EntryType::EntryConfChange => {
                     let mut cc = ConfChange::default();
                     cc.merge_from_bytes(&entry.data)
-                        .map_err(|e| CoreError::Snapshot(e.to_string()))?;
-                    self.conf_state = self.node.apply_conf_change(&cc)?;
-                    self.log.set_conf_state(&self.conf_state)?;
-                    self.sm.apply(index as i64, &NOOP);
+                        .map_err(|e| CoreError::BadConfChange {
+                            index,
+                            reason: e.to_string(),
+                        })?;
+                    self.apply_membership(index, v1_to_v2(cc))?;
                 }
                 EntryType::EntryConfChangeV2 => {
                     let mut cc = ConfChangeV2::default();
                     cc.merge_from_bytes(&entry.data)
-                        .map_err(|e| CoreError::Snapshot(e.to_string()))?;
-                    self.conf_state = self.node.apply_conf_change(&cc)?;
-                    self.log.set_conf_state(&self.conf_state)?;
-                    self.sm.apply(index as i64, &NOOP);
+                        .map_err(|e| CoreError::BadConfChange {
+                            index,
+                            reason: e.to_string(),
+                        })?;
+                    self.apply_membership(index, cc)?;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Applies a committed membership change: Raft's configuration, the durable conf state, the
+    /// replicated address book and the transport's peer list, in that order.
+    fn apply_membership(&mut self, index: u64, cc: ConfChangeV2) -> Result<(), CoreError> {
+        self.conf_state = self.node.apply_conf_change(&cc)?;
+        self.log.set_conf_state(&self.conf_state)?;
+        let addr = String::from_utf8_lossy(cc.get_context()).into_owned();
+        for change in cc.get_changes() {
+            let id = change.node_id;
+            match change.get_change_type() {
+                ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => {
+                    if !addr.is_empty() {
+                        self.sm.set_member(id, addr.clone());
+                    }
+                    if let (Some(t), Some(a)) = (&self.transport, self.sm.members().get(&id)) {
+                        t.add_peer(id, a.clone());
+                    }
+                }
+                ConfChangeType::RemoveNode => {
+                    self.sm.remove_member(id);
+                    if let Some(t) = &self.transport {
+                        t.remove_peer(id);
+                    }
+                    if id == self.cfg.id {
+                        tracing::warn!(
+                            "this member was removed from the ensemble; it no longer votes or serves writes"
+                        );
+                    }
+                }
+            }
+        }
+        tracing::info!(index, voters = ?self.conf_state.voters, learners = ?self.conf_state.learners, "membership changed");
+        self.sm.apply(index as i64, &NOOP);
         Ok(())
     }
 

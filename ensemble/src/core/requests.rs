@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use baton_machine::{Command, CommandKind, WatchKind};
 use baton_proto::{
-    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, Request, Response, WatcherType, xid,
+    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, Request, Response, WatcherType,
 };
 
 use super::conn::Pending;
@@ -37,44 +37,114 @@ impl Core {
             return;
         }
 
-        if request.is_write() {
-            let kind = match request {
-                Request::CloseSession => CommandKind::CloseSession { expired: false },
-                request => CommandKind::Write {
-                    auth: conn.auth.clone(),
-                    request,
-                },
-            };
-            let cmd = Command {
-                session_id,
-                xid,
-                time_ms: wall_ms(),
-                kind,
-            };
-            match self.node.propose(vec![], cmd.encode()) {
-                Ok(()) => {
-                    self.metrics.writes.inc();
-                    conn.pipeline.push_back(Pending::Write {
-                        xid,
-                        since: Instant::now(),
-                    });
-                }
-                Err(e) => {
-                    // No leader to order the write: drop the connection so the client sees
-                    // ConnectionLoss and retries elsewhere, as with ZooKeeper.
-                    tracing::warn!(peer = %conn.peer, error = %e, "cannot propose a write; closing the connection");
-                    conn.close();
-                }
+        if is_leader {
+            if !self.tracker.touch(session_id, now) {
+                // The session expired (or is being closed) under us: tell the client the truth.
+                conn.send(wire::reply(
+                    xid,
+                    zxid,
+                    ErrorCode::SessionExpired.code(),
+                    None,
+                ));
+                conn.close();
+                return;
             }
-        } else if conn.pipeline.is_empty() {
-            self.answer_local(conn_id, session_id, xid, request);
         } else {
-            conn.pipeline.push_back(Pending::Deferred { xid, request });
+            self.touched.insert(session_id);
+        }
+
+        match request {
+            Request::CloseSession => {
+                let cmd = Command {
+                    session_id,
+                    xid,
+                    time_ms: wall_ms(),
+                    kind: CommandKind::CloseSession { expired: false },
+                };
+                self.propose_client_write(conn_id, session_id, xid, cmd.encode());
+            }
+            request if request.is_write() => {
+                let auth = conn.auth.clone();
+                let cmd = Command {
+                    session_id,
+                    xid,
+                    time_ms: wall_ms(),
+                    kind: CommandKind::Write { auth, request },
+                };
+                self.propose_client_write(conn_id, session_id, xid, cmd.encode());
+            }
+            Request::Sync { path } => self.start_sync(conn_id, xid, path),
+            request if conn.pipeline.is_empty() => {
+                self.answer_local(conn_id, session_id, xid, request)
+            }
+            request => conn.pipeline.push_back(Pending::Deferred { xid, request }),
         }
     }
 
-    /// A request the decoder refused: answered with `err` in its place in the order, after which
-    /// the connection is closed (ZooKeeper 3.8 does the same for an unknown opcode).
+    /// Starts a Raft ReadIndex for a `sync`; it is answered in order once applied that far.
+    fn start_sync(&mut self, conn_id: ConnId, xid: i32, path: String) {
+        let ctx = self.next_read_ctx;
+        self.next_read_ctx += 1;
+        let term = self.term();
+        self.node.read_index(ctx.to_be_bytes().to_vec());
+        self.pending_reads.insert(ctx, conn_id);
+        if let Some(conn) = self.conns.get_mut(&conn_id) {
+            conn.pipeline.push_back(Pending::Sync {
+                xid,
+                path,
+                ctx,
+                index: None,
+                since: Instant::now(),
+                term,
+            });
+        }
+    }
+
+    /// Records the commit index Raft confirmed for a sync, then answers what became answerable.
+    pub(super) fn on_read_state(&mut self, ctx: u64, index: u64) {
+        let Some(conn_id) = self.pending_reads.remove(&ctx) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        for p in conn.pipeline.iter_mut() {
+            if let Pending::Sync {
+                ctx: c, index: i, ..
+            } = p
+                && *c == ctx
+            {
+                *i = Some(index);
+            }
+        }
+        self.syncing.insert(conn_id);
+    }
+
+    /// Answers syncs whose read index has been applied, with the reads queued behind them.
+    pub(super) fn release_syncs(&mut self) {
+        if self.syncing.is_empty() {
+            return;
+        }
+        let conns: Vec<ConnId> = self.syncing.drain().collect();
+        for conn_id in conns {
+            let Some(session_id) = self.conns.get(&conn_id).and_then(|c| c.session_id) else {
+                continue;
+            };
+            self.drain_deferred(conn_id, session_id);
+            if let Some(conn) = self.conns.get(&conn_id)
+                && conn
+                    .pipeline
+                    .iter()
+                    .any(|p| matches!(p, Pending::Sync { index: Some(_), .. }))
+            {
+                self.syncing.insert(conn_id);
+            }
+        }
+    }
+
+    /// A request the decoder refused, answered with `err` in its place in the order. As in
+    /// ZooKeeper 3.8, an unknown opcode (Unimplemented) then closes the connection, while a body
+    /// that does not parse (MarshallingError) leaves it usable.
     pub(super) fn on_bad_request(&mut self, conn_id: ConnId, xid: i32, err: ErrorCode) {
         let Some(conn) = self.conns.get_mut(&conn_id) else {
             return;
@@ -82,7 +152,9 @@ impl Core {
         conn.received += 1;
         if conn.pipeline.is_empty() {
             conn.send(wire::reply(xid, -1, err.code(), None));
-            conn.close();
+            if err == ErrorCode::Unimplemented {
+                conn.close();
+            }
         } else {
             conn.pipeline.push_back(Pending::Refused { xid, err });
         }
@@ -105,7 +177,9 @@ impl Core {
             return;
         };
         match conn.pipeline.front() {
-            Some(Pending::Write { xid: front, since }) if *front == xid => {
+            Some(Pending::Write {
+                xid: front, since, ..
+            }) if *front == xid => {
                 let elapsed = since.elapsed();
                 self.metrics.proposal_seconds.observe(elapsed.as_secs_f64());
                 self.latency.record(elapsed);
@@ -120,10 +194,22 @@ impl Core {
 
     /// Answers queued local requests until the next write in the pipeline.
     pub(super) fn drain_deferred(&mut self, conn_id: ConnId, session_id: i64) {
+        let applied = self.sm.last_applied();
         loop {
             let Some(conn) = self.conns.get_mut(&conn_id) else {
                 return;
             };
+            if let Some(Pending::Sync {
+                index: Some(index), ..
+            }) = conn.pipeline.front()
+                && *index as i64 <= applied
+            {
+                if let Some(Pending::Sync { xid, path, .. }) = conn.pipeline.pop_front() {
+                    let body = Response::Sync { path };
+                    conn.send(wire::reply(xid, applied, 0, Some(&body)));
+                }
+                continue;
+            }
             match conn.pipeline.front() {
                 Some(Pending::Deferred { .. } | Pending::Refused { .. }) => {
                     match conn.pipeline.pop_front() {
@@ -132,8 +218,10 @@ impl Core {
                         }
                         Some(Pending::Refused { xid, err }) => {
                             conn.send(wire::reply(xid, -1, err.code(), None));
-                            conn.close();
-                            return;
+                            if err == ErrorCode::Unimplemented {
+                                conn.close();
+                                return;
+                            }
                         }
                         _ => return,
                     }
@@ -151,9 +239,10 @@ impl Core {
         };
         let result: Result<Option<Response>, ErrorCode> = match &request {
             Request::Ping => {
-                conn.send(wire::reply(xid::PING, zxid, 0, None));
+                conn.send(wire::reply(xid, zxid, 0, None));
                 return;
             }
+            // Only reached for a sync queued as a plain read, which `on_request` never does.
             Request::Sync { path } => Ok(Some(Response::Sync { path: path.clone() })),
             Request::Auth(packet) => {
                 match super::auth::authenticate(packet) {
@@ -161,17 +250,12 @@ impl Core {
                         if !conn.auth.contains(&id) {
                             conn.auth.push(id);
                         }
-                        conn.send(wire::reply(xid::AUTH, 0, 0, None));
+                        conn.send(wire::reply(xid, 0, 0, None));
                     }
                     Err(reason) => {
                         // ZooKeeper answers AuthFailed and closes the connection.
                         tracing::info!(peer = %conn.peer, scheme = %packet.scheme, reason, "authentication failed");
-                        conn.send(wire::reply(
-                            xid::AUTH,
-                            0,
-                            ErrorCode::AuthFailed.code(),
-                            None,
-                        ));
+                        conn.send(wire::reply(xid, 0, ErrorCode::AuthFailed.code(), None));
                         conn.close();
                     }
                 }
@@ -193,7 +277,7 @@ impl Core {
                 for event in events {
                     conn.send(wire::notification(event));
                 }
-                conn.send(wire::reply(xid::SET_WATCHES, zxid, 0, None));
+                conn.send(wire::reply(xid, zxid, 0, None));
                 return;
             }
             Request::AddWatch(req) => match AddWatchMode::from_mode(req.mode) {

@@ -18,7 +18,21 @@ pub struct AwaitingSession {
     pub timeout_ms: i32,
     pub passwd: Vec<u8>,
     pub done: oneshot::Sender<ConnectOutcome>,
+    pub since: std::time::Instant,
 }
+
+/// A reconnect at a follower waiting for the leader to confirm the session now lives here.
+#[derive(Debug)]
+pub struct AwaitingClaim {
+    pub conn: ConnId,
+    pub session_id: i64,
+    pub response: ConnectResponse,
+    pub done: oneshot::Sender<ConnectOutcome>,
+    pub since: std::time::Instant,
+}
+
+/// How long a reconnect may wait for the leader's answer to its claim.
+const CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// ZooKeeper's scheme: the member id in the top byte, then a time-derived counter, so ids
 /// proposed by different members (or by one member across restarts) never collide.
@@ -84,8 +98,8 @@ impl Core {
                     passwd: passwd.clone(),
                 },
             };
-            if let Err(e) = self.node.propose(vec![], cmd.encode()) {
-                tracing::warn!(%peer, error = %e, "cannot open a session now (no leader?); closing the connection");
+            if !self.propose_for_session(session_id, cmd.encode()) {
+                tracing::warn!(%peer, "cannot open a session now (no leader known); closing the connection");
                 conn.close();
                 let _ = done.send(ConnectOutcome::Refused);
                 return;
@@ -98,52 +112,131 @@ impl Core {
                     timeout_ms,
                     passwd,
                     done,
+                    since: std::time::Instant::now(),
                 },
             );
             return;
         }
 
-        let now = self.now_ms();
         let known = self
             .sm
             .session(req.session_id)
             .map(|s| (s.passwd.clone(), s.timeout_ms));
-        match known {
-            Some((passwd, timeout))
-                if passwd == req.passwd && self.tracker.touch(req.session_id, now) =>
-            {
-                if let Some(old) = self.session_conns.remove(&req.session_id) {
-                    // The client moved to a new connection: the old one can no longer be answered
-                    // in order, and its watches will be re-sent with setWatches.
-                    tracing::info!(session = %session_hex(req.session_id), "session reconnected; closing its previous connection");
-                    self.watches.remove_session(req.session_id);
-                    if let Some(old_conn) = self.conns.remove(&old) {
-                        old_conn.close();
-                    }
-                }
-                conn.session_id = Some(req.session_id);
-                let resp = ConnectResponse {
-                    protocol_version: 0,
-                    timeout_ms: timeout,
-                    session_id: req.session_id,
-                    passwd,
-                    read_only: false,
-                };
-                conn.send(wire::connect_response(&resp));
-                self.conns.insert(conn_id, conn);
-                self.session_conns.insert(req.session_id, conn_id);
-                tracing::debug!(%peer, session = %session_hex(req.session_id), "session resumed");
-                let _ = done.send(ConnectOutcome::Established {
-                    session_id: req.session_id,
-                });
+        let Some((passwd, timeout)) = known.filter(|(passwd, _)| *passwd == req.passwd) else {
+            tracing::info!(%peer, session = %session_hex(req.session_id), "reconnect refused: session expired, closed or wrong password");
+            conn.send(wire::connect_response(&expired_response()));
+            conn.close();
+            let _ = done.send(ConnectOutcome::Refused);
+            return;
+        };
+        let response = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: timeout,
+            session_id: req.session_id,
+            passwd,
+            read_only: false,
+        };
+        self.conns.insert(conn_id, conn);
+        let leader = self.node.raft.leader_id;
+        if leader == self.cfg.id {
+            let now = self.now_ms();
+            let alive = self.tracker.touch(req.session_id, now);
+            let term = self.term();
+            if alive {
+                self.gate.claim(term, req.session_id, self.cfg.id);
             }
-            _ => {
-                tracing::info!(%peer, session = %session_hex(req.session_id), "reconnect refused: session expired, closed or wrong password");
-                conn.send(wire::connect_response(&expired_response()));
-                conn.close();
-                let _ = done.send(ConnectOutcome::Refused);
+            self.finish_reconnect(conn_id, req.session_id, response, done, alive);
+        } else {
+            // The leader must learn that the session moved here before we answer, so that a
+            // write left behind on the client's old connection can never land after its new ones.
+            let token = self.next_claim_token;
+            self.next_claim_token += 1;
+            let claim = super::control::Control::Claim {
+                term: self.term(),
+                session_id: req.session_id,
+                token,
+            };
+            if leader == 0 || !self.send_control(leader, &claim) {
+                self.finish_reconnect(conn_id, req.session_id, response, done, false);
+                return;
+            }
+            self.awaiting_claims.insert(
+                token,
+                AwaitingClaim {
+                    conn: conn_id,
+                    session_id: req.session_id,
+                    response,
+                    done,
+                    since: std::time::Instant::now(),
+                },
+            );
+        }
+    }
+
+    /// The leader answered a claim.
+    pub(super) fn finish_claim(&mut self, token: u64, ok: bool) {
+        if let Some(c) = self.awaiting_claims.remove(&token) {
+            self.finish_reconnect(c.conn, c.session_id, c.response, c.done, ok);
+        }
+    }
+
+    /// Claims the leader never answered (it died, or the link broke): the client retries.
+    pub(super) fn expire_stuck_claims(&mut self) {
+        let stuck: Vec<u64> = self
+            .awaiting_claims
+            .iter()
+            .filter(|(_, c)| c.since.elapsed() > CLAIM_TIMEOUT)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in stuck {
+            self.finish_claim(token, false);
+        }
+        let stuck: Vec<i64> = self
+            .awaiting_sessions
+            .iter()
+            .filter(|(_, a)| a.since.elapsed() > CLAIM_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
+        for session_id in stuck {
+            tracing::warn!(session = %session_hex(session_id), "no answer to opening a session; closing the connection");
+            self.finish_create_session(session_id, false);
+        }
+    }
+
+    /// Attaches a resumed session to its new connection, or closes the connection without an
+    /// answer when the leader could not confirm it: only an applied close may tell a client its
+    /// session expired, so a doubtful reconnect is simply retried.
+    fn finish_reconnect(
+        &mut self,
+        conn_id: ConnId,
+        session_id: i64,
+        response: ConnectResponse,
+        done: oneshot::Sender<ConnectOutcome>,
+        ok: bool,
+    ) {
+        if !ok {
+            self.drop_connection(conn_id);
+            let _ = done.send(ConnectOutcome::Refused);
+            return;
+        }
+        if let Some(old) = self.session_conns.remove(&session_id) {
+            // The client moved to a new connection: the old one can no longer be answered in
+            // order, and its watches will be re-sent with setWatches.
+            tracing::info!(session = %session_hex(session_id), "session reconnected; closing its previous connection");
+            self.watches.remove_session(session_id);
+            if let Some(old_conn) = self.conns.remove(&old) {
+                old_conn.close();
             }
         }
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            let _ = done.send(ConnectOutcome::Refused);
+            return;
+        };
+        conn.session_id = Some(session_id);
+        conn.send(wire::connect_response(&response));
+        self.session_conns.insert(session_id, conn_id);
+        tracing::debug!(peer = %conn.peer, session = %session_hex(session_id), "session resumed");
+        let _ = done.send(ConnectOutcome::Established { session_id });
     }
 
     /// Completes a handshake once its CreateSession entry has applied.
@@ -190,6 +283,7 @@ impl Core {
     }
 
     /// Proposes closing a session (the client asked, or the leader saw it expire).
+    /// Proposes closing an expired session (the leader's decision).
     pub(super) fn propose_close(&mut self, session_id: i64, expired: bool) {
         let cmd = Command {
             session_id,
@@ -202,9 +296,34 @@ impl Core {
         }
     }
 
-    /// Drops everything this member holds for a session closed by an applied entry.
+    /// Proposes a session-level command that no client request precedes (opening a session):
+    /// at the leader directly, elsewhere forwarded to it. `false` when no leader can take it.
+    fn propose_for_session(&mut self, session_id: i64, command: Vec<u8>) -> bool {
+        let leader = self.node.raft.leader_id;
+        let term = self.term();
+        if leader == self.cfg.id {
+            let p = super::gate::Proposal {
+                member: self.cfg.id,
+                session_id,
+                xid: 0,
+                prev_xid: None,
+            };
+            self.gate.admit(term, p).is_ok() && self.node.propose(vec![], command).is_ok()
+        } else {
+            let msg = super::control::Control::Propose {
+                term,
+                session_id,
+                xid: 0,
+                prev_xid: None,
+                command,
+            };
+            leader != 0 && self.send_control(leader, &msg)
+        }
+    }
+
     pub(super) fn forget_session(&mut self, session_id: i64) {
         self.tracker.remove(session_id);
+        self.gate.forget(session_id);
         self.watches.remove_session(session_id);
         if let Some(conn_id) = self.session_conns.remove(&session_id)
             && let Some(conn) = self.conns.get(&conn_id)

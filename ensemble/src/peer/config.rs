@@ -21,7 +21,8 @@ pub struct PeerConfig<L = TcpListener> {
     pub listener: L,
     /// Other members' peer addresses (HOST:PORT) by id; this member's own entry is ignored.
     pub peers: HashMap<u64, String>,
-    /// Largest encoded message accepted or sent on the Raft lane.
+    /// Largest frame accepted or sent on the message lane: an encoded Raft message or a
+    /// control payload, plus its 1-byte kind tag.
     pub max_message_bytes: usize,
     /// Limits, timeouts and pacing; the defaults suit a LAN.
     pub tuning: PeerTuning,
@@ -51,7 +52,8 @@ impl<L> PeerConfig<L> {
 pub struct PeerTuning {
     /// Largest encoded `MsgSnapshot` accepted or sent on the snapshot lane (at most 4 GiB - 1).
     pub max_snapshot_bytes: usize,
-    /// Messages queued per peer on the Raft lane before `send` starts dropping.
+    /// Raft messages and control payloads queued per peer on the message lane before `send`
+    /// and `send_control` start refusing them.
     pub queue_capacity: usize,
     /// Snapshots queued per peer before `send` starts dropping (and reporting failure).
     pub snapshot_queue_capacity: usize,

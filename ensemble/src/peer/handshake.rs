@@ -12,8 +12,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// First bytes of every hello and reply: "Baton peer".
 pub(crate) const MAGIC: [u8; 4] = *b"BTNP";
-/// The only protocol version this build speaks.
-pub(crate) const VERSION: u16 = 1;
+/// The only protocol version this build speaks. Version 1 framed bare Raft messages; version
+/// 2 tags every message-lane frame with its kind (Raft or control). Members of different
+/// versions refuse each other at the handshake rather than misread each other's frames.
+pub(crate) const VERSION: u16 = 2;
 /// Longest cluster id a hello may carry.
 pub const MAX_CLUSTER_ID_BYTES: usize = 255;
 /// Longest refusal reason a reply may carry.
@@ -25,7 +27,8 @@ pub(crate) const SNAPSHOT_ACK: u8 = 0x06;
 /// hundreds of megabytes never sits in front of heartbeats and appends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lane {
-    /// Every message but snapshots; small frames, batched writes.
+    /// Raft messages but snapshots, and control payloads, in one order; small frames,
+    /// batched writes.
     Raft,
     /// `MsgSnapshot` only: large frames, one at a time, each acknowledged by the receiver.
     Snapshot,
@@ -286,12 +289,14 @@ mod tests {
             Err(HandshakeError::BadMagic(_))
         ));
 
-        let mut v2 = MAGIC.to_vec();
-        v2.extend_from_slice(&2u16.to_be_bytes());
-        assert!(matches!(
-            read_hello(&mut &v2[..]).await,
-            Err(HandshakeError::UnsupportedVersion(2))
-        ));
+        for other in [1, VERSION + 1] {
+            let mut hello = MAGIC.to_vec();
+            hello.extend_from_slice(&other.to_be_bytes());
+            assert!(matches!(
+                read_hello(&mut &hello[..]).await,
+                Err(HandshakeError::UnsupportedVersion(v)) if v == other
+            ));
+        }
 
         let mut long = MAGIC.to_vec();
         long.extend_from_slice(&VERSION.to_be_bytes());

@@ -1,6 +1,7 @@
 //! The peer port: accept connections, check the handshake, then decode frames into Raft
-//! messages for the core. Nothing is decoded as Raft protobuf before a good handshake; any
-//! malformed input closes that one connection and is never a panic.
+//! messages and control payloads for the core, in the order they arrive. Nothing is decoded
+//! as Raft protobuf before a good handshake; any malformed input closes that one connection
+//! and is never a panic.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use raft::eraftpb::Message;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -16,12 +16,12 @@ use tokio::time::timeout;
 use tracing::Instrument;
 
 use super::backoff::WarnThrottle;
-use super::frame::{self, FrameError, LEN_BYTES};
+use super::frame::{self, Envelope, FrameError, LEN_BYTES};
 use super::handshake::{
     self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK, VERSION,
 };
 use super::stats::PeerCounters;
-use super::{Listener, PeerStream, Shared};
+use super::{Listener, PeerInbound, PeerStream, Shared};
 
 /// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -33,7 +33,7 @@ const THROTTLE_KEYS: usize = 1024;
 /// What every inbound connection needs.
 pub(crate) struct InboundCtx {
     pub shared: Arc<Shared>,
-    pub tx: mpsc::Sender<Message>,
+    pub tx: mpsc::Sender<PeerInbound>,
     pub max_message_bytes: usize,
     pub max_snapshot_bytes: usize,
     pub handshake_timeout: Duration,
@@ -325,7 +325,7 @@ async fn refuse<S: PeerStream>(
     let _ = stream.shutdown().await;
 }
 
-/// Reads frames until the peer closes or misbehaves, handing messages to the Raft core.
+/// Reads frames until the peer closes or misbehaves, handing them to the core in order.
 async fn deliver<S: PeerStream>(
     ctx: &InboundCtx,
     stream: S,
@@ -360,11 +360,22 @@ async fn deliver<S: PeerStream>(
             }
             Err(error) => return bad_frame(ctx, hello, &error),
         };
-        let msg = match frame::decode(&payload) {
-            Ok(msg) => msg,
+        let decoded = match hello.lane {
+            Lane::Raft => frame::decode_envelope(&payload),
+            Lane::Snapshot => frame::decode(&payload).map(Envelope::Raft),
+        };
+        let inbound = match decoded {
+            Ok(Envelope::Raft(msg)) => PeerInbound::Raft(msg),
+            // The handshake authenticated the sender; the payload itself is not ours to read.
+            Ok(Envelope::Control(payload)) => PeerInbound::Control {
+                from: hello.from,
+                payload,
+            },
             Err(error) => return bad_frame(ctx, hello, &error),
         };
-        if msg.from != hello.from || msg.to != ctx.shared.me {
+        if let PeerInbound::Raft(msg) = &inbound
+            && (msg.from != hello.from || msg.to != ctx.shared.me)
+        {
             PeerCounters::add(&ctx.shared.inbound.wrong_sender, 1);
             wrong_sender += 1;
             // Once per connection: the sender is buggy or lying, either way it is persistent.
@@ -381,11 +392,14 @@ async fn deliver<S: PeerStream>(
             Some(c) => {
                 PeerCounters::add(&c.received, 1);
                 PeerCounters::add(&c.received_bytes, bytes);
+                if matches!(inbound, PeerInbound::Control { .. }) {
+                    PeerCounters::add(&c.control_received, 1);
+                }
             }
             None => PeerCounters::add(&ctx.shared.inbound.received_from_unknown, 1),
         }
-        if ctx.tx.send(msg).await.is_err() {
-            tracing::debug!("the Raft core is gone; closing the peer connection");
+        if ctx.tx.send(inbound).await.is_err() {
+            tracing::debug!("the core is gone; closing the peer connection");
             return;
         }
         if hello.lane == Lane::Snapshot {

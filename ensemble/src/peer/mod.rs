@@ -1,15 +1,18 @@
-//! Member-to-member transport for Raft messages.
+//! Member-to-member transport for Raft messages and the ensemble's own control payloads
+//! (forwarded writes, session claims and the like, opaque to the transport).
 //!
 //! Every member listens on its peer port and keeps, per peer, two outbound connections opened
-//! lazily: the Raft lane (heartbeats, votes, appends; writes batched) and the snapshot lane
+//! lazily: the message lane, `Lane::Raft` (heartbeats, votes, appends and control payloads,
+//! in the order they were queued; writes batched) and the snapshot lane
 //! (`MsgSnapshot` only, much larger frame limit, one acknowledged transfer at a time), so a
 //! snapshot of hundreds of megabytes never delays a heartbeat. Each connection opens with a
 //! handshake naming the cluster and both member ids (see `handshake`); a member refuses peers
 //! of another cluster or connections meant for another member. Inbound connections only
 //! deliver; replies travel on the receiver's own outbound connection.
 //!
-//! The Raft core runs on its own thread and must never wait on the network: `send` only
-//! queues (bounded, per peer and lane) and drops when full, since Raft retransmits. What the
+//! The Raft core runs on its own thread and must never wait on the network: `send` and
+//! `send_control` only queue (bounded, per peer and lane) and drop when full, since Raft
+//! retransmits and the core checks control payloads' sequence. What the
 //! core must learn back (unreachable peers, snapshot outcomes) arrives as `PeerEvent`s.
 //! The network sits behind `seam::{Connector, Listener}` so TLS or a simulation can replace TCP.
 
@@ -28,6 +31,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use bytes::Bytes;
 use raft::SnapshotStatus;
 use raft::eraftpb::{Message, MessageType};
 use tokio::runtime::Handle;
@@ -43,7 +47,19 @@ pub use seam::{Connector, Listener, PeerStream, TcpConnector};
 pub use stats::{PeerStats, TransportStats};
 
 use backoff::WarnThrottle;
+use frame::Envelope;
+use outbound::Queued;
 use stats::{InboundCounters, PeerCounters};
+
+/// What the transport delivers to the core, per sender in the order it was sent (snapshots
+/// excepted: they travel on their own lane).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PeerInbound {
+    /// A Raft message whose `from` matches the member that sent it.
+    Raft(Message),
+    /// An opaque control payload from member `from` (as authenticated by the handshake).
+    Control { from: u64, payload: Bytes },
+}
 
 /// What the Raft core must hear back from the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +86,10 @@ pub struct PeerTransport {
 pub(crate) struct Shared {
     me: u64,
     cluster_id: String,
+    max_message_bytes: usize,
     links: RwLock<HashMap<u64, Link>>,
     dropped_unknown: AtomicU64,
-    unknown_throttle: Mutex<WarnThrottle>,
+    send_throttle: Mutex<WarnThrottle>,
     inbound: InboundCounters,
     events: mpsc::UnboundedSender<PeerEvent>,
 }
@@ -80,7 +97,7 @@ pub(crate) struct Shared {
 /// One configured peer: its queues and the two tasks draining them.
 struct Link {
     addr: String,
-    raft_tx: mpsc::Sender<Message>,
+    raft_tx: mpsc::Sender<Envelope>,
     snapshot_tx: mpsc::Sender<Message>,
     counters: Arc<PeerCounters>,
     throttle: Arc<Mutex<WarnThrottle>>,
@@ -97,13 +114,15 @@ impl Shared {
             .map(|l| l.counters.clone())
     }
 
-    /// Counts a message that will not be sent; a snapshot's failure is reported to Raft.
-    fn dropped(&self, counters: Option<&PeerCounters>, msg: &Message) {
+    /// Counts an item that will not be sent; a snapshot's failure is reported to Raft.
+    fn dropped(&self, counters: Option<&PeerCounters>, item: &impl Queued) {
         match counters {
             Some(c) => PeerCounters::add(&c.dropped, 1),
             None => PeerCounters::add(&self.dropped_unknown, 1),
         }
-        if msg.get_msg_type() == MessageType::MsgSnapshot {
+        if let Some(msg) = item.as_raft()
+            && msg.get_msg_type() == MessageType::MsgSnapshot
+        {
             if let Some(c) = counters {
                 PeerCounters::add(&c.snapshots_failed, 1);
             }
@@ -120,7 +139,7 @@ impl PeerTransport {
     /// Must be called inside a tokio runtime; later calls may come from any thread.
     pub fn start(
         config: PeerConfig,
-        inbound: mpsc::Sender<Message>,
+        inbound: mpsc::Sender<PeerInbound>,
     ) -> Result<Self, PeerConfigError> {
         Self::start_with(config, TcpConnector, inbound)
     }
@@ -129,7 +148,7 @@ impl PeerTransport {
     pub fn start_with<L: Listener, C: Connector>(
         config: PeerConfig<L>,
         connector: C,
-        inbound: mpsc::Sender<Message>,
+        inbound: mpsc::Sender<PeerInbound>,
     ) -> Result<Self, PeerConfigError> {
         config::validate(&config)?;
         let runtime = Handle::try_current().map_err(|_| PeerConfigError::NoRuntime)?;
@@ -138,9 +157,10 @@ impl PeerTransport {
         let shared = Arc::new(Shared {
             me: config.member_id,
             cluster_id: config.cluster_id,
+            max_message_bytes: config.max_message_bytes,
             links: RwLock::new(HashMap::new()),
             dropped_unknown: AtomicU64::new(0),
-            unknown_throttle: Mutex::new(WarnThrottle::new(tuning.backoff_max)),
+            send_throttle: Mutex::new(WarnThrottle::new(tuning.backoff_max)),
             inbound: InboundCounters::default(),
             events: events_tx,
         });
@@ -211,46 +231,85 @@ impl PeerTransport {
         Ok(transport)
     }
 
-    /// Queues `msg` for `msg.to` without waiting. If the peer is unknown or its queue is
-    /// full the message is dropped and counted (a dropped snapshot is reported as failed).
-    pub fn send(&self, msg: Message) {
+    /// Queues `msg` for `msg.to` without waiting; `true` if it was queued. If the peer is
+    /// unknown or its queue is full the message is dropped and counted (a dropped snapshot
+    /// is reported as failed). Queued is no promise of delivery; Raft retransmits what is lost.
+    pub fn send(&self, msg: Message) -> bool {
+        let to = msg.to;
+        if msg.get_msg_type() == MessageType::MsgSnapshot {
+            self.enqueue(to, msg, |link| &link.snapshot_tx)
+        } else {
+            self.enqueue(to, Envelope::Raft(msg), |link| &link.raft_tx)
+        }
+    }
+
+    /// Queues a control payload for member `to` on the same ordered lane as its Raft
+    /// messages, never waiting; `false` if it was dropped (unknown peer, full queue, larger
+    /// than the message limit), and the caller must treat it as lost.
+    ///
+    /// Payloads and Raft messages to one peer are delivered in the order `send` and
+    /// `send_control` were called, unless dropped. `true` promises no delivery: if the
+    /// connection breaks, whatever was queued or in flight is lost while what is queued
+    /// after the reconnect arrives, so of two payloads the first may be lost and the second
+    /// delivered. The receiver must detect such gaps (e.g. by sequence number).
+    #[must_use = "a dropped control payload is lost unless the caller handles it"]
+    pub fn send_control(&self, to: u64, payload: Bytes) -> bool {
+        let max = self.shared.max_message_bytes;
+        // The peer would close the connection over it, losing the messages around it too,
+        // so it is refused here, where the caller still learns of it.
+        if frame::TAG_BYTES + payload.len() > max {
+            let warn = self.send_warning("oversized");
+            let (me, bytes) = (self.shared.me, payload.len());
+            match warn {
+                Some(n) => tracing::warn!(
+                    me,
+                    to,
+                    bytes,
+                    max,
+                    earlier = n,
+                    "dropping a control payload larger than the peer message limit"
+                ),
+                None => tracing::debug!(me, to, bytes, "dropping an oversized control payload"),
+            }
+            let counters = self.shared.counters_for(to);
+            self.shared
+                .dropped(counters.as_deref(), &Envelope::Control(payload));
+            return false;
+        }
+        self.enqueue(to, Envelope::Control(payload), |link| &link.raft_tx)
+    }
+
+    /// Puts `item` on the peer's queue chosen by `queue`, or drops and counts it.
+    fn enqueue<T: Queued>(
+        &self,
+        to: u64,
+        item: T,
+        queue: impl FnOnce(&Link) -> &mpsc::Sender<T>,
+    ) -> bool {
         let links = self
             .shared
             .links
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        let Some(link) = links.get(&msg.to) else {
+        let Some(link) = links.get(&to) else {
             drop(links);
-            let suppressed = self
-                .shared
-                .unknown_throttle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .should_warn("unknown");
-            match suppressed {
+            let (me, kind) = (self.shared.me, item.kind());
+            match self.send_warning("unknown") {
                 Some(n) => tracing::warn!(
-                    me = self.shared.me,
-                    to = msg.to,
+                    me,
+                    to,
+                    %kind,
                     earlier_drops = n,
-                    "dropping a Raft message to a member that is not a configured peer"
+                    "dropping a message to a member that is not a configured peer"
                 ),
-                None => tracing::debug!(
-                    me = self.shared.me,
-                    to = msg.to,
-                    "dropping a Raft message to an unknown peer"
-                ),
+                None => tracing::debug!(me, to, %kind, "dropping a message to an unknown peer"),
             }
-            self.shared.dropped(None, &msg);
-            return;
+            self.shared.dropped(None, &item);
+            return false;
         };
-        let queue = if msg.get_msg_type() == MessageType::MsgSnapshot {
-            &link.snapshot_tx
-        } else {
-            &link.raft_tx
-        };
-        match queue.try_send(msg) {
-            Ok(()) => {}
-            Err(TrySendError::Full(msg) | TrySendError::Closed(msg)) => {
+        match queue(link).try_send(item) {
+            Ok(()) => true,
+            Err(TrySendError::Full(item) | TrySendError::Closed(item)) => {
                 let suppressed = link
                     .throttle
                     .lock()
@@ -259,19 +318,30 @@ impl PeerTransport {
                 match suppressed {
                     Some(n) => {
                         tracing::warn!(
-                            me = self.shared.me, peer = msg.to, addr = %link.addr, earlier = n,
-                            "peer queue full: dropping Raft messages (peer slow or unreachable)"
+                            me = self.shared.me, peer = to, addr = %link.addr, earlier = n,
+                            "peer queue full: dropping messages (peer slow or unreachable)"
                         )
                     }
                     None => tracing::debug!(
                         me = self.shared.me,
-                        peer = msg.to,
+                        peer = to,
+                        kind = %item.kind(),
                         "peer queue full: message dropped"
                     ),
                 }
-                self.shared.dropped(Some(&link.counters), &msg);
+                self.shared.dropped(Some(&link.counters), &item);
+                false
             }
         }
+    }
+
+    /// Throttles warnings about sends that never reach a link (unknown peer, oversized).
+    fn send_warning(&self, kind: &'static str) -> Option<u64> {
+        self.shared
+            .send_throttle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .should_warn(kind)
     }
 
     /// Adds a peer or moves it to a new address; a no-op if it is already at `addr`, and for

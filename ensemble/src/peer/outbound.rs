@@ -1,21 +1,24 @@
 //! One outbound lane to one peer: a task that waits for queued messages, connects lazily,
 //! handshakes, writes, and on any failure drops what is queued (Raft retransmits fresher
-//! versions), tells the core the peer is unreachable and backs off before the next attempt.
+//! versions; the core detects lost control payloads by their sequence), tells the core the
+//! peer is unreachable and backs off before the next attempt.
 
+use std::fmt;
+use std::future::Future;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use raft::SnapshotStatus;
-use raft::eraftpb::Message;
+use raft::eraftpb::{Message, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use tracing::Instrument;
 
 use super::backoff::{Backoff, WarnThrottle};
-use super::frame::{FrameError, encode_into};
+use super::frame::{Envelope, FrameError, encode_envelope, encode_into};
 use super::handshake::{self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK};
 use super::stats::PeerCounters;
 use super::{Connector, PeerEvent, PeerTuning, Shared};
@@ -75,6 +78,79 @@ impl LinkError {
     }
 }
 
+/// An item of one lane's queue: an `Envelope` on the message lane, a `MsgSnapshot` on the
+/// snapshot lane.
+pub(crate) trait Queued: Send + Sized + 'static {
+    /// The Raft message, if this is one (a dropped snapshot must be reported to Raft).
+    fn as_raft(&self) -> Option<&Message>;
+
+    /// Writes `first` and then whatever else is queued over a handshaken `stream`, until it
+    /// breaks (`Err`) or the queue is closed (`Ok`).
+    fn pump<'a, C: Connector>(
+        ctx: &'a LaneCtx<C>,
+        stream: C::Stream,
+        first: Self,
+        rx: &'a mut mpsc::Receiver<Self>,
+    ) -> impl Future<Output = Result<(), LinkError>> + Send + 'a;
+
+    /// What this is, for logs.
+    fn kind(&self) -> Kind {
+        match self.as_raft() {
+            Some(msg) => Kind::Raft(msg.get_msg_type()),
+            None => Kind::Control,
+        }
+    }
+}
+
+/// What kind of item was dropped, for logs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kind {
+    Raft(MessageType),
+    Control,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Raft(t) => write!(f, "{t:?}"),
+            Kind::Control => f.write_str("control"),
+        }
+    }
+}
+
+impl Queued for Envelope {
+    fn as_raft(&self) -> Option<&Message> {
+        match self {
+            Envelope::Raft(msg) => Some(msg),
+            Envelope::Control(_) => None,
+        }
+    }
+
+    fn pump<'a, C: Connector>(
+        ctx: &'a LaneCtx<C>,
+        stream: C::Stream,
+        first: Self,
+        rx: &'a mut mpsc::Receiver<Self>,
+    ) -> impl Future<Output = Result<(), LinkError>> + Send + 'a {
+        pump_messages(ctx, stream, first, rx)
+    }
+}
+
+impl Queued for Message {
+    fn as_raft(&self) -> Option<&Message> {
+        Some(self)
+    }
+
+    fn pump<'a, C: Connector>(
+        ctx: &'a LaneCtx<C>,
+        stream: C::Stream,
+        first: Self,
+        rx: &'a mut mpsc::Receiver<Self>,
+    ) -> impl Future<Output = Result<(), LinkError>> + Send + 'a {
+        pump_snapshots(ctx, stream, first, rx)
+    }
+}
+
 /// What one lane task owns.
 pub(crate) struct LaneCtx<C> {
     pub connector: Arc<C>,
@@ -89,7 +165,7 @@ pub(crate) struct LaneCtx<C> {
 }
 
 /// Runs one lane until its queue is closed or the task is aborted (peer removed).
-pub(crate) async fn run_lane<C: Connector>(ctx: LaneCtx<C>, mut rx: mpsc::Receiver<Message>) {
+pub(crate) async fn run_lane<C: Connector, T: Queued>(ctx: LaneCtx<C>, mut rx: mpsc::Receiver<T>) {
     let span = tracing::info_span!(
         "peer_link", me = ctx.shared.me, peer = ctx.peer, addr = %ctx.addr, lane = ctx.lane.as_str()
     );
@@ -104,10 +180,7 @@ pub(crate) async fn run_lane<C: Connector>(ctx: LaneCtx<C>, mut rx: mpsc::Receiv
                 Ok(stream) => {
                     let up_since = Instant::now();
                     let _connected = ctx.on_connected();
-                    let result = match ctx.lane {
-                        Lane::Raft => pump_raft(&ctx, stream, first, &mut rx).await,
-                        Lane::Snapshot => pump_snapshots(&ctx, stream, first, &mut rx).await,
-                    };
+                    let result = T::pump(&ctx, stream, first, &mut rx).await;
                     if up_since.elapsed() >= backoff.max() {
                         backoff.reset();
                     }
@@ -245,24 +318,27 @@ async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError>
     }
 }
 
-/// Writes everything queued in batches until the connection breaks (`Err`) or the queue is
-/// closed (`Ok`). While idle it watches the socket, so a peer that restarts is noticed
-/// before the next message is written into a dead connection.
-async fn pump_raft<C: Connector>(
+/// Writes everything queued in batches, in queue order, until the connection breaks (`Err`)
+/// or the queue is closed (`Ok`). While idle it watches the socket, so a peer that restarts
+/// is noticed before the next message is written into a dead connection.
+async fn pump_messages<C: Connector>(
     ctx: &LaneCtx<C>,
     mut stream: C::Stream,
-    first: Message,
-    rx: &mut mpsc::Receiver<Message>,
+    first: Envelope,
+    rx: &mut mpsc::Receiver<Envelope>,
 ) -> Result<(), LinkError> {
     let mut buf = Vec::with_capacity(64 << 10);
     let mut next = Some(first);
     let mut probe = [0u8; 1];
     loop {
-        let mut batch = 0u64;
-        while let Some(msg) = next.take() {
-            match encode_into(&msg, ctx.max_frame, &mut buf) {
-                Ok(_) => batch += 1,
-                Err(e) => ctx.unsendable(&msg, &e),
+        let (mut batch, mut controls) = (0u64, 0u64);
+        while let Some(envelope) = next.take() {
+            match encode_envelope(&envelope, ctx.max_frame, &mut buf) {
+                Ok(_) => {
+                    batch += 1;
+                    controls += u64::from(matches!(envelope, Envelope::Control(_)));
+                }
+                Err(e) => ctx.unsendable(&envelope, &e),
             }
             if buf.len() < BATCH_BYTES {
                 next = rx.try_recv().ok();
@@ -291,6 +367,7 @@ async fn pump_raft<C: Connector>(
                 return Err(error);
             }
             PeerCounters::add(&ctx.counters.sent, batch);
+            PeerCounters::add(&ctx.counters.control_sent, controls);
             PeerCounters::add(&ctx.counters.sent_bytes, buf.len() as u64);
             buf.clear();
             if buf.capacity() > KEEP_BUFFER_BYTES {
@@ -379,8 +456,8 @@ async fn pump_snapshots<C: Connector>(
 impl<C> LaneCtx<C> {
     /// A message this lane can never carry (too large for the peer's limit): dropped loudly,
     /// since retransmitting it will fail the same way.
-    fn unsendable(&self, msg: &Message, error: &FrameError) {
-        let kind = msg.get_msg_type();
+    fn unsendable(&self, item: &impl Queued, error: &FrameError) {
+        let kind = item.kind();
         match self
             .throttle
             .lock()
@@ -388,10 +465,10 @@ impl<C> LaneCtx<C> {
             .should_warn("unsendable")
         {
             Some(n) => {
-                tracing::warn!(%error, ?kind, earlier = n, "dropping a Raft message the peer would refuse")
+                tracing::warn!(%error, %kind, earlier = n, "dropping a message the peer would refuse")
             }
-            None => tracing::debug!(%error, ?kind, "dropping a Raft message the peer would refuse"),
+            None => tracing::debug!(%error, %kind, "dropping a message the peer would refuse"),
         }
-        self.shared.dropped(Some(&self.counters), msg);
+        self.shared.dropped(Some(&self.counters), item);
     }
 }

@@ -14,6 +14,8 @@ pub(crate) struct PeerCounters {
     pub dropped: AtomicU64,
     pub received: AtomicU64,
     pub received_bytes: AtomicU64,
+    pub control_sent: AtomicU64,
+    pub control_received: AtomicU64,
     pub connects: AtomicU64,
     pub connect_failures: AtomicU64,
     pub refusals: AtomicU64,
@@ -41,6 +43,8 @@ impl PeerCounters {
             dropped: self.dropped.load(Relaxed),
             received: self.received.load(Relaxed),
             received_bytes: self.received_bytes.load(Relaxed),
+            control_sent: self.control_sent.load(Relaxed),
+            control_received: self.control_received.load(Relaxed),
             connects: self.connects.load(Relaxed),
             connect_failures: self.connect_failures.load(Relaxed),
             refusals: self.refusals.load(Relaxed),
@@ -73,17 +77,22 @@ pub struct PeerStats {
     pub addr: String,
     /// Whether the Raft lane currently has an open, handshaken connection.
     pub connected: bool,
-    /// Messages written to the peer's socket (not proof of delivery).
+    /// Messages written to the peer's socket (not proof of delivery), control payloads included.
     pub sent: u64,
     /// Bytes of those messages, framing included.
     pub sent_bytes: u64,
-    /// Messages dropped on the way out: queue full, peer unreachable, too large, or lost
-    /// with a broken connection. Raft retransmits.
+    /// Messages and control payloads dropped on the way out: queue full, peer unreachable,
+    /// too large, or lost with a broken connection. Raft retransmits; lost control payloads
+    /// are the core's to detect.
     pub dropped: u64,
-    /// Messages received from this peer and handed to the Raft core.
+    /// Messages received from this peer and handed to the core, control payloads included.
     pub received: u64,
     /// Bytes of those messages, framing included.
     pub received_bytes: u64,
+    /// Of `sent`, the control payloads.
+    pub control_sent: u64,
+    /// Of `received`, the control payloads.
+    pub control_received: u64,
     /// Outbound connections that completed the handshake.
     pub connects: u64,
     /// Outbound attempts that failed (connect, handshake, refusal).
@@ -103,7 +112,7 @@ pub struct PeerStats {
 pub struct TransportStats {
     /// Per configured peer, by member id.
     pub peers: BTreeMap<u64, PeerStats>,
-    /// Messages dropped because their `to` is not a configured peer.
+    /// Messages and control payloads dropped because their receiver is not a configured peer.
     pub dropped_unknown_peer: u64,
     /// Inbound connections accepted at the socket level.
     pub inbound_accepted: u64,

@@ -32,7 +32,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, ctx: Clien
     }
     let first4 = [buf[0], buf[1], buf[2], buf[3]];
     if let Some(word) = four_letter_word(&first4) {
-        let text = four_letter::answer(word, &ctx.status.borrow());
+        let status = fresh_status(&ctx).await;
+        let text = four_letter::answer(word, &status);
         let _ = wr.write_all(text.as_bytes()).await;
         let _ = wr.shutdown().await;
         return;
@@ -101,12 +102,25 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, ctx: Clien
     finish(&ctx, conn).await
 }
 
+/// The core's current figures (a four-letter word must reflect the request just before it),
+/// or the last published ones if the core cannot answer.
+pub(crate) async fn fresh_status(ctx: &ClientContext) -> crate::status::Status {
+    let (tx, rx) = oneshot::channel();
+    if ctx.core.send(CoreMsg::Status(tx)).await.is_ok()
+        && let Ok(status) = rx.await
+    {
+        return status;
+    }
+    ctx.status.borrow().clone()
+}
+
 async fn finish(ctx: &ClientContext, conn: ConnId) {
     let _ = ctx.core.send(CoreMsg::Disconnected { conn }).await;
 }
 
-/// Decodes one request frame and queues it for the core. Unknown opcodes are answered with
-/// Unimplemented in order (as ZooKeeper does); a request that does not parse ends the connection.
+/// Decodes one request frame and queues it for the core. As in ZooKeeper, an unknown opcode is
+/// answered with Unimplemented (and the core then closes the connection), a body that does not
+/// parse with MarshallingError; only a header too short to name its xid ends the connection here.
 async fn forward(
     ctx: &ClientContext,
     conn: ConnId,
@@ -130,10 +144,12 @@ async fn forward(
             }
         }
         Err(e) => {
-            return Err(format!(
-                "malformed request (xid {}, opcode {}): {e}",
-                hdr.xid, hdr.opcode
-            ));
+            tracing::info!(%peer, xid = hdr.xid, opcode = hdr.opcode, error = %e, "request does not parse");
+            CoreMsg::BadRequest {
+                conn,
+                xid: hdr.xid,
+                err: ErrorCode::MarshallingError,
+            }
         }
     };
     ctx.core

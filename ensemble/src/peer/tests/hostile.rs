@@ -6,6 +6,7 @@ use protobuf::Message as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::peer::frame::{KIND_CONTROL, KIND_RAFT};
 
 /// Waits until the transport closes `stream`: EOF, or a reset when it left bytes unread.
 async fn assert_closed_by_peer(mut stream: TcpStream, what: &str) {
@@ -17,10 +18,16 @@ async fn assert_closed_by_peer(mut stream: TcpStream, what: &str) {
     }
 }
 
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
-    f.extend_from_slice(payload);
+/// A message-lane frame: length, kind tag, body.
+fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32 + 1).to_be_bytes().to_vec();
+    f.push(kind);
+    f.extend_from_slice(body);
     f
+}
+
+fn raft_frame(msg: &Message) -> Vec<u8> {
+    frame(KIND_RAFT, &msg.write_to_bytes().expect("encode"))
 }
 
 #[tokio::test]
@@ -54,29 +61,49 @@ async fn bad_input_closes_only_that_connection() {
 
     // A good handshake, then bytes that are not a Raft message.
     let (_, mut garbage) = connect_by_hand(a2, 5, 2, CLUSTER).await;
-    garbage.write_all(&frame(&[0xff; 16])).await.expect("write");
-    assert_closed_by_peer(garbage, "an undecodable frame to close the connection").await;
-
-    // A message whose `from` contradicts the handshake is dropped, the connection kept.
-    let (_, mut liar) = connect_by_hand(a2, 5, 2, CLUSTER).await;
-    let forged = heartbeat(6, 2, 100).write_to_bytes().expect("encode");
-    let honest = heartbeat(5, 2, 101).write_to_bytes().expect("encode");
-    liar.write_all(&[frame(&forged), frame(&honest)].concat())
+    garbage
+        .write_all(&frame(KIND_RAFT, &[0xff; 16]))
         .await
         .expect("write");
+    assert_closed_by_peer(garbage, "an undecodable frame to close the connection").await;
+
+    // A kind this version does not know, and a frame too short to carry any kind.
+    let (_, mut unknown) = connect_by_hand(a2, 5, 2, CLUSTER).await;
+    unknown.write_all(&frame(9, b"??")).await.expect("write");
+    assert_closed_by_peer(unknown, "an unknown frame kind to close the connection").await;
+    let (_, mut empty) = connect_by_hand(a2, 5, 2, CLUSTER).await;
+    empty.write_all(&0u32.to_be_bytes()).await.expect("write");
+    assert_closed_by_peer(empty, "an untagged frame to close the connection").await;
+
+    // A message whose `from` contradicts the handshake is dropped, the connection kept; a
+    // control payload is attributed to the member the handshake named.
+    let (_, mut liar) = connect_by_hand(a2, 5, 2, CLUSTER).await;
+    let frames = [
+        raft_frame(&heartbeat(6, 2, 100)),
+        raft_frame(&heartbeat(5, 2, 101)),
+        frame(KIND_CONTROL, b"claim"),
+    ];
+    liar.write_all(&frames.concat()).await.expect("write");
     let got = two.recv().await;
     assert_eq!(
         (got.from, got.term),
         (5, 101),
         "the forged message never reaches the core"
     );
+    assert_eq!(
+        two.recv_any().await,
+        PeerInbound::Control {
+            from: 5,
+            payload: bytes::Bytes::from_static(b"claim")
+        }
+    );
 
     let stats = two.transport.stats();
     assert_eq!(stats.inbound_failed_handshakes, 1);
-    assert_eq!(stats.inbound_bad_frames, 2);
+    assert_eq!(stats.inbound_bad_frames, 4);
     assert_eq!(stats.inbound_wrong_sender, 1);
     assert_eq!(
-        stats.received_from_unknown, 1,
+        stats.received_from_unknown, 2,
         "member 5 is not configured, but same cluster"
     );
     assert_eq!(stats.peers[&1].received, 1);
@@ -119,17 +146,19 @@ async fn a_newer_connection_replaces_a_half_open_one() {
     let (_, mut fresh) = connect_by_hand(a2, 5, 2, CLUSTER).await;
     assert_closed_by_peer(stale, "the half-open connection to be closed").await;
 
-    let msg = heartbeat(5, 2, 3).write_to_bytes().expect("encode");
-    fresh.write_all(&frame(&msg)).await.expect("write");
+    fresh
+        .write_all(&raft_frame(&heartbeat(5, 2, 3)))
+        .await
+        .expect("write");
     assert_eq!(two.recv().await.term, 3, "the new connection serves");
     // Another member's connection is not affected.
     let (_, mut other) = connect_by_hand(a2, 6, 2, CLUSTER).await;
-    let msg = heartbeat(6, 2, 4).write_to_bytes().expect("encode");
-    other.write_all(&frame(&msg)).await.expect("write");
+    other
+        .write_all(&raft_frame(&heartbeat(6, 2, 4)))
+        .await
+        .expect("write");
     fresh
-        .write_all(&frame(
-            &heartbeat(5, 2, 5).write_to_bytes().expect("encode"),
-        ))
+        .write_all(&raft_frame(&heartbeat(5, 2, 5)))
         .await
         .expect("write");
     let mut terms = [two.recv().await.term, two.recv().await.term];

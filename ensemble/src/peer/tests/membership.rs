@@ -107,3 +107,57 @@ async fn peers_added_and_removed_at_run_time() {
     assert!(stats.peers.is_empty());
     assert_eq!(stats.dropped_unknown_peer, 2);
 }
+
+#[tokio::test]
+async fn members_of_another_protocol_version_refuse_each_other() {
+    use tokio::io::AsyncWriteExt;
+
+    use crate::peer::handshake::{MAGIC, VERSION};
+
+    // A version-1 member (bare Raft frames, no kind tag) connecting to us is refused with
+    // a reason it can log.
+    let (l2, a2) = bind().await;
+    let mut two = Member::start(config(2, l2, &[]));
+    let mut old = TcpStream::connect(a2).await.expect("connect");
+    let mut hello = MAGIC.to_vec();
+    hello.extend_from_slice(&1u16.to_be_bytes());
+    hello.push(0);
+    hello.extend_from_slice(&1u64.to_be_bytes());
+    hello.extend_from_slice(&2u64.to_be_bytes());
+    hello.extend_from_slice(&(CLUSTER.len() as u16).to_be_bytes());
+    hello.extend_from_slice(CLUSTER.as_bytes());
+    old.write_all(&hello).await.expect("hello");
+    let reply = within("a refusal", handshake::read_reply(&mut old))
+        .await
+        .expect("a readable reply");
+    let Reply::Refused { code, reason } = reply else {
+        panic!("a version-1 member was accepted")
+    };
+    assert_eq!(code, RefusalCode::UnsupportedVersion);
+    assert!(
+        reason.contains(&format!("version {VERSION}, not 1")),
+        "{reason}"
+    );
+    assert_eq!(two.transport.stats().inbound_refused, 1);
+    assert!(two.inbound.try_recv().is_err());
+
+    // We connect to a version-1 member: its reply is not ours, and we say so.
+    let (l1, _) = bind().await;
+    let (fake, fake_addr) = bind().await;
+    let mut one = Member::start(config(1, l1, &[(2, fake_addr)]));
+    assert!(one.transport.send(heartbeat(1, 2, 1)));
+    let (mut stream, _) = within("a connection", fake.accept()).await.expect("accept");
+    within("a hello", handshake::read_hello(&mut stream))
+        .await
+        .expect("a hello of our version");
+    let mut old_reply = MAGIC.to_vec();
+    old_reply.extend_from_slice(&1u16.to_be_bytes());
+    old_reply.push(0);
+    stream.write_all(&old_reply).await.expect("reply");
+    assert_eq!(one.event().await, PeerEvent::Unreachable { peer: 2 });
+    let error = one.transport.stats().peers[&2]
+        .last_error
+        .clone()
+        .expect("failure recorded");
+    assert!(error.contains("protocol version 1"), "{error}");
+}

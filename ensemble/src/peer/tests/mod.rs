@@ -1,6 +1,7 @@
 //! Transport tests over real loopback TCP. They wait on events (messages, `PeerEvent`s,
 //! closed sockets), never on sleeps; `within` only turns a hang into a failure.
 
+mod control;
 mod hostile;
 mod membership;
 mod snapshot;
@@ -15,7 +16,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
 use super::handshake::{self, Hello, Lane, Reply};
-use super::{PeerConfig, PeerEvent, PeerTransport};
+use super::{PeerConfig, PeerEvent, PeerInbound, PeerTransport};
 
 pub(super) const CLUSTER: &str = "test-cluster";
 
@@ -39,7 +40,7 @@ pub(super) fn heartbeat(from: u64, to: u64, term: u64) -> Message {
 /// One running transport and the channels the Raft core would own.
 pub(super) struct Member {
     pub transport: PeerTransport,
-    pub inbound: mpsc::Receiver<Message>,
+    pub inbound: mpsc::Receiver<PeerInbound>,
     pub events: mpsc::UnboundedReceiver<PeerEvent>,
 }
 
@@ -55,10 +56,19 @@ impl Member {
         }
     }
 
-    pub(super) async fn recv(&mut self) -> Message {
+    /// The next delivery, Raft message or control payload.
+    pub(super) async fn recv_any(&mut self) -> PeerInbound {
         within("an inbound message", self.inbound.recv())
             .await
             .expect("inbound channel open")
+    }
+
+    /// The next delivery, which the test expects to be a Raft message.
+    pub(super) async fn recv(&mut self) -> Message {
+        match self.recv_any().await {
+            PeerInbound::Raft(msg) => msg,
+            other => panic!("expected a Raft message, got {other:?}"),
+        }
     }
 
     pub(super) async fn event(&mut self) -> PeerEvent {
@@ -175,16 +185,18 @@ async fn full_queue_drops_and_counts_instead_of_blocking() {
 
     // No await between start and these sends: on this single-threaded runtime the lane
     // tasks have not run yet, so exactly the queue's capacity is accepted.
-    for term in 0..10 {
-        one.transport.send(heartbeat(1, 2, term));
-    }
+    let queued: Vec<bool> = (0..10)
+        .map(|term| one.transport.send(heartbeat(1, 2, term)))
+        .collect();
+    let fits: Vec<bool> = (0..10).map(|i| i < 4).collect();
+    assert_eq!(queued, fits, "the first 4 are queued, the rest refused");
     let mut snap = heartbeat(1, 2, 1);
     snap.set_msg_type(MessageType::MsgSnapshot);
-    one.transport.send(snap.clone());
-    one.transport.send(snap.clone());
+    assert!(one.transport.send(snap.clone()));
+    assert!(!one.transport.send(snap.clone()));
     snap.to = 9;
-    one.transport.send(snap);
-    one.transport.send(heartbeat(1, 9, 1));
+    assert!(!one.transport.send(snap));
+    assert!(!one.transport.send(heartbeat(1, 9, 1)));
 
     let stats = one.transport.stats();
     assert_eq!(stats.peers[&2].dropped, 6 + 1);
@@ -274,4 +286,5 @@ fn transport_can_be_shared_with_the_core_thread() {
     fn shareable<T: Send + Sync + 'static>() {}
     shareable::<PeerTransport>();
     shareable::<PeerEvent>();
+    shareable::<PeerInbound>();
 }

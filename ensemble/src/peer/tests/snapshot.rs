@@ -40,7 +40,10 @@ async fn large_snapshot_does_not_delay_later_heartbeats() {
         frame::read_frame(&mut raft_stream, 1 << 20),
     )
     .await;
-    let hb = frame::decode(&payload.expect("read").expect("a frame")).expect("decode");
+    let envelope = frame::decode_envelope(&payload.expect("read").expect("a frame"));
+    let Ok(frame::Envelope::Raft(hb)) = envelope else {
+        panic!("expected a Raft frame, got {envelope:?}")
+    };
     assert_eq!((hb.get_msg_type(), hb.term), (MessageType::MsgHeartbeat, 7));
     assert!(
         one.events.try_recv().is_err(),

@@ -1,0 +1,196 @@
+//! Messages between members that are not Raft's own: forwarded client writes and their
+//! refusals, session claims on reconnect, and batches of session touches for the leader.
+//! They ride the peer transport's ordered lane next to Raft messages, as opaque payloads.
+
+use baton_proto::{DecodeError, Reader, Writer};
+
+/// One control message. Every variant that depends on who leads names the term it assumes,
+/// so a message that outlives a leader change is refused instead of misapplied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// A client write for the leader to append, from the member holding the connection.
+    Propose {
+        term: u64,
+        session_id: i64,
+        xid: i32,
+        prev_xid: Option<i32>,
+        command: Vec<u8>,
+    },
+    /// The leader refused a forwarded write; the sender drops the connection so the client retries.
+    Rejected { session_id: i64, xid: i32, err: i32 },
+    /// "This session now lives on me": sent by a member before it answers a reconnect.
+    Claim {
+        term: u64,
+        session_id: i64,
+        token: u64,
+    },
+    /// The leader's answer to a claim: `ok` when the session is alive and now owned by the sender.
+    ClaimAck { token: u64, ok: bool },
+    /// Sessions that showed activity on the sender since its last batch.
+    Touches { sessions: Vec<i64> },
+}
+
+const PROPOSE: i32 = 1;
+const REJECTED: i32 = 2;
+const CLAIM: i32 = 3;
+const CLAIM_ACK: i32 = 4;
+const TOUCHES: i32 = 5;
+
+impl Control {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(32);
+        match self {
+            Control::Propose {
+                term,
+                session_id,
+                xid,
+                prev_xid,
+                command,
+            } => {
+                w.write_i32(PROPOSE);
+                w.write_i64(*term as i64);
+                w.write_i64(*session_id);
+                w.write_i32(*xid);
+                w.write_bool(prev_xid.is_some());
+                w.write_i32(prev_xid.unwrap_or(0));
+                w.write_buffer(command);
+            }
+            Control::Rejected {
+                session_id,
+                xid,
+                err,
+            } => {
+                w.write_i32(REJECTED);
+                w.write_i64(*session_id);
+                w.write_i32(*xid);
+                w.write_i32(*err);
+            }
+            Control::Claim {
+                term,
+                session_id,
+                token,
+            } => {
+                w.write_i32(CLAIM);
+                w.write_i64(*term as i64);
+                w.write_i64(*session_id);
+                w.write_i64(*token as i64);
+            }
+            Control::ClaimAck { token, ok } => {
+                w.write_i32(CLAIM_ACK);
+                w.write_i64(*token as i64);
+                w.write_bool(*ok);
+            }
+            Control::Touches { sessions } => {
+                w.write_i32(TOUCHES);
+                w.write_vec(sessions, |w, s| w.write_i64(*s));
+            }
+        }
+        w.into_inner()
+    }
+
+    /// Decodes a payload from an authenticated member; garbage is an error, never a panic.
+    pub fn decode(buf: &[u8]) -> Result<Control, DecodeError> {
+        let mut r = Reader::new(buf);
+        let msg = match r.read_i32()? {
+            PROPOSE => {
+                let term = r.read_i64()? as u64;
+                let session_id = r.read_i64()?;
+                let xid = r.read_i32()?;
+                let has_prev = r.read_bool()?;
+                let prev = r.read_i32()?;
+                let command = r.read_buffer()?;
+                Control::Propose {
+                    term,
+                    session_id,
+                    xid,
+                    prev_xid: has_prev.then_some(prev),
+                    command,
+                }
+            }
+            REJECTED => Control::Rejected {
+                session_id: r.read_i64()?,
+                xid: r.read_i32()?,
+                err: r.read_i32()?,
+            },
+            CLAIM => Control::Claim {
+                term: r.read_i64()? as u64,
+                session_id: r.read_i64()?,
+                token: r.read_i64()? as u64,
+            },
+            CLAIM_ACK => Control::ClaimAck {
+                token: r.read_i64()? as u64,
+                ok: r.read_bool()?,
+            },
+            TOUCHES => Control::Touches {
+                sessions: r.read_vec(8, |r| r.read_i64())?,
+            },
+            other => {
+                return Err(DecodeError::BadValue {
+                    field: "control message kind",
+                    value: other,
+                });
+            }
+        };
+        r.finish()?;
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_variant() {
+        let all = [
+            Control::Propose {
+                term: 3,
+                session_id: -5,
+                xid: 9,
+                prev_xid: Some(8),
+                command: vec![1, 2, 3],
+            },
+            Control::Propose {
+                term: 3,
+                session_id: 5,
+                xid: 9,
+                prev_xid: None,
+                command: vec![],
+            },
+            Control::Rejected {
+                session_id: 5,
+                xid: 9,
+                err: -118,
+            },
+            Control::Claim {
+                term: 7,
+                session_id: 5,
+                token: 11,
+            },
+            Control::ClaimAck {
+                token: 11,
+                ok: true,
+            },
+            Control::Touches {
+                sessions: vec![1, 2, 3],
+            },
+        ];
+        for msg in all {
+            assert_eq!(Control::decode(&msg.encode()), Ok(msg));
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(Control::decode(&[]).is_err());
+        assert!(Control::decode(&[0, 0, 0, 99]).is_err());
+        let mut truncated = Control::Claim {
+            term: 1,
+            session_id: 2,
+            token: 3,
+        }
+        .encode();
+        truncated.pop();
+        assert!(Control::decode(&truncated).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! Command-line flags, each with an environment variable for the injected form (DESIGN.md §2).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::duration::parse_duration;
+use crate::recipe::ResourceName;
+
+/// Election names that would collide with the sub-resources of `/leader`.
+const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
+
+/// Leader election and locks for one pod, over localhost HTTP.
+///
+/// Holds one session to a Baton (or Apache ZooKeeper) ensemble, stands in the named elections,
+/// takes locks on the application's behalf, and serves:
+///
+///   GET  /leader[/NAME]            leader and this pod's role (?wait=30s&token=T long-polls)
+///   GET  /leader[/NAME]/ready      200 on the leader, 503 elsewhere (a readinessProbe)
+///   POST /leader[/NAME]/resign     step down and queue again at the back
+///   POST /lock/NAME                ?wait=10s&ttl=30s&mode=exclusive|read|write
+///   POST /lock/NAME/renew          ?ttl=30s
+///   DELETE /lock/NAME              release
+///   GET  /lock/NAME                holders, waiters, whether this pod holds it
+///   GET  /healthz, /readyz, /metrics
+///
+/// SIGTERM resigns every election and releases every lock at once, closes the session and
+/// exits 0.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "baton-sidecar", version, verbatim_doc_comment)]
+pub struct Config {
+    /// Ensemble client endpoints, HOST:PORT[,HOST:PORT...] (the session fails over between them).
+    #[arg(long, env = "BATON_ENSEMBLE", value_parser = parse_ensemble)]
+    pub ensemble: String,
+
+    /// Where the HTTP API listens. Keep it on localhost: anyone who reaches it can take locks
+    /// and resign as this pod. Port 0 picks a free port (logged at startup).
+    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:4040")]
+    pub listen: SocketAddr,
+
+    /// This member's name in elections and locks, unique among the members (the pod name).
+    #[arg(long, env = "BATON_IDENTITY", value_parser = parse_identity)]
+    pub identity: String,
+
+    /// An election to stand in; repeat the flag for several (BATON_ELECTION takes a
+    /// comma-separated list). The first is the one `/leader` without a name refers to.
+    /// Names: letters, digits, '-', '_', '.'; "ready" and "resign" are reserved.
+    #[arg(long = "election", env = "BATON_ELECTION", value_delimiter = ',', value_parser = parse_election)]
+    pub elections: Vec<ResourceName>,
+
+    /// The application's address (e.g. POD_IP:8080), published to followers as the leader's
+    /// `address` while this pod leads.
+    #[arg(long, env = "BATON_ADDRESS")]
+    pub address: Option<String>,
+
+    /// Requested session timeout: how long the ensemble keeps this pod's leadership and locks
+    /// through a disconnection (the server may clamp it). 1s to 10m.
+    #[arg(long, env = "BATON_SESSION_TIMEOUT", default_value = "10s", value_parser = parse_session_timeout)]
+    pub session_timeout: Duration,
+
+    /// This pod's name (downward API), to label it `baton.dev/role=leader|candidate`. Needs
+    /// --namespace.
+    #[arg(long, env = "BATON_POD", requires = "namespace")]
+    pub pod: Option<String>,
+
+    /// This pod's namespace (downward API). Needs --pod.
+    #[arg(long, env = "BATON_NAMESPACE", requires = "pod")]
+    pub namespace: Option<String>,
+}
+
+impl Config {
+    /// Checks what single flags cannot: no election named twice.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, name) in self.elections.iter().enumerate() {
+            if self.elections[..i].contains(name) {
+                return Err(format!("election {name:?} is given twice"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_ensemble(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err("no endpoints given".into());
+    }
+    for endpoint in value.split(',') {
+        let Some((host, port)) = endpoint.rsplit_once(':') else {
+            return Err(format!("{endpoint:?} is not HOST:PORT"));
+        };
+        if host.is_empty() || host.contains('/') {
+            return Err(format!(
+                "{endpoint:?}: bad host (and no chroot: the recipes own /baton)"
+            ));
+        }
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("{endpoint:?}: bad port {port:?}")),
+        }
+    }
+    Ok(value.to_owned())
+}
+
+fn parse_identity(value: &str) -> Result<String, String> {
+    if value.is_empty() || value.len() > 253 {
+        return Err("must be 1 to 253 bytes".into());
+    }
+    if value.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    Ok(value.to_owned())
+}
+
+fn parse_election(value: &str) -> Result<ResourceName, String> {
+    if RESERVED_ELECTIONS.contains(&value) {
+        return Err(format!(
+            "{value:?} is reserved (it is a sub-resource of /leader)"
+        ));
+    }
+    ResourceName::new(value).map_err(|e| e.to_string())
+}
+
+fn parse_session_timeout(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value).map_err(|e| e.to_string())?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
+        return Err("must be between 1s and 10m".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        Config::try_parse_from(["baton-sidecar"].iter().chain(args))
+    }
+
+    #[test]
+    fn the_contract_form_parses() {
+        let cfg = parse(&[
+            "--ensemble",
+            "a:2181,b:2181",
+            "--listen",
+            "127.0.0.1:4040",
+            "--identity",
+            "pod-0",
+            "--election",
+            "orders",
+            "--election",
+            "billing",
+            "--session-timeout",
+            "15s",
+            "--pod",
+            "pod-0",
+            "--namespace",
+            "shop",
+        ])
+        .expect("parses");
+        assert_eq!(cfg.ensemble, "a:2181,b:2181");
+        assert_eq!(
+            cfg.elections.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+            ["orders", "billing"]
+        );
+        assert_eq!(cfg.session_timeout, Duration::from_secs(15));
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        let base = ["--ensemble", "a:2181", "--identity", "x"];
+        let with = |extra: &[&str]| parse(&[&base[..], extra].concat());
+        assert!(with(&[]).is_ok());
+        assert!(with(&["--election", "ready"]).is_err());
+        assert!(with(&["--election", "a/b"]).is_err());
+        assert!(with(&["--session-timeout", "10"]).is_err());
+        assert!(with(&["--session-timeout", "0"]).is_err());
+        assert!(with(&["--pod", "p"]).is_err(), "--pod needs --namespace");
+        assert!(parse(&["--ensemble", "a", "--identity", "x"]).is_err());
+        assert!(parse(&["--ensemble", "a:0", "--identity", "x"]).is_err());
+        assert!(parse(&["--ensemble", "a:2181/chroot", "--identity", "x"]).is_err());
+        assert!(parse(&["--ensemble", "a:2181", "--identity", ""]).is_err());
+        let twice = with(&["--election", "e", "--election", "e"]).expect("parses");
+        assert!(twice.validate().is_err());
+    }
+}

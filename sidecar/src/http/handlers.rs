@@ -1,0 +1,303 @@
+//! What each route does. Every answer is JSON; errors use the envelope in [`super::reply`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Response, StatusCode};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::query::Query;
+use super::reply::{ApiError, Body, json, text};
+use super::route::Route;
+use crate::leases::{Lease, LockTable};
+use crate::metrics::Metrics;
+use crate::recipe::timestamp::rfc3339;
+use crate::recipe::{
+    ConnectionState, ElectionRecipe, ElectionView, LockEntry, LockMode, LockRecipe, ResourceName,
+    SessionHandle,
+};
+
+/// Longest accepted `wait` for long-polls and lock acquisitions.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+/// Default `wait` for a lock acquisition.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
+/// Default, shortest and longest lease of an HTTP lock.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a plain `GET /leader` waits for a fresh look at the queue before answering from
+/// the last one.
+const REFRESH_BOUND: Duration = Duration::from_secs(2);
+
+/// Everything the handlers use.
+pub struct ApiState {
+    pub identity: String,
+    pub session: SessionHandle,
+    /// In flag order; the first is the default election of `/leader`.
+    pub elections: Vec<ElectionRecipe>,
+    pub locks: LockTable,
+    pub metrics: Arc<Metrics>,
+    /// Set on SIGTERM: readiness fails, long-polls return, new acquisitions are refused.
+    pub draining: watch::Receiver<bool>,
+}
+
+impl ApiState {
+    fn election(&self, name: Option<&ResourceName>) -> Result<&ElectionRecipe, ApiError> {
+        let found = match name {
+            None => self.elections.first(),
+            Some(name) => self.elections.iter().find(|e| e.name() == name),
+        };
+        found.ok_or_else(|| {
+            let known: Vec<_> = self.elections.iter().map(|e| e.name().as_str()).collect();
+            match (name, known.is_empty()) {
+                (_, true) => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "NoElection",
+                    "this sidecar stands in no election; start it with --election NAME",
+                ),
+                (Some(name), false) => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "UnknownElection",
+                    format!(
+                        "this sidecar does not stand in election {name}; it stands in: {}",
+                        known.join(", ")
+                    ),
+                ),
+                (None, false) => {
+                    ApiError::new(StatusCode::NOT_FOUND, "NoElection", "no default election")
+                }
+            }
+        })
+    }
+
+    fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    async fn drained(&self) {
+        let mut draining = self.draining.clone();
+        // The guard `wait_for` returns must not live across an await.
+        let _ = draining.wait_for(|d| *d).await.is_ok();
+    }
+}
+
+/// Runs `route` with the raw query string.
+pub async fn handle(
+    state: &ApiState,
+    route: Route,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    match route {
+        Route::Leader(name) => leader(state, name.as_ref(), query).await,
+        Route::LeaderReady(name) => {
+            Query::parse(query, &[])?;
+            ready(state, state.election(name.as_ref())?)
+        }
+        Route::LeaderResign(name) => {
+            Query::parse(query, &[])?;
+            let election = state.election(name.as_ref())?;
+            let resigned = election.resign().await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "election": election.name(), "resigned": resigned }),
+            ))
+        }
+        Route::LockAcquire(name) => acquire(state, &name, query).await,
+        Route::LockRenew(name) => {
+            let q = Query::parse(query, &["ttl"])?;
+            let ttl = match q.get("ttl") {
+                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
+                None => None,
+            };
+            let lease = state.locks.renew(&name, ttl).await?;
+            Ok(json(StatusCode::OK, &lease_body(&lease)))
+        }
+        Route::LockRelease(name) => {
+            Query::parse(query, &[])?;
+            state.locks.release(&name).await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "lock": name, "released": true }),
+            ))
+        }
+        Route::LockInspect(name) => {
+            Query::parse(query, &[])?;
+            inspect(state, &name).await
+        }
+        Route::Healthz => {
+            Query::parse(query, &[])?;
+            Ok(json(StatusCode::OK, &json!({ "status": "ok" })))
+        }
+        Route::Readyz => {
+            Query::parse(query, &[])?;
+            readyz(state)
+        }
+        Route::Metrics => {
+            Query::parse(query, &[])?;
+            Ok(text(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                state.metrics.render(),
+            ))
+        }
+    }
+}
+
+async fn leader(
+    state: &ApiState,
+    name: Option<&ResourceName>,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "token"])?;
+    let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
+    let token = match q.get("token") {
+        None => 0,
+        Some(raw) => raw.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(
+                "InvalidToken",
+                format!("token: {raw:?} is not an integer fencing token"),
+            )
+        })?,
+    };
+    let election = state.election(name)?;
+    let deadline = Instant::now() + wait;
+    // A fresh look first: followers far from the head of the queue do not watch the leader.
+    let mut view = election.refresh(REFRESH_BOUND).await;
+    if !wait.is_zero() && view.leader_token() == token && !state.is_draining() {
+        view = tokio::select! {
+            view = election.wait_for_leader_change(token, deadline) => view,
+            _ = state.drained() => election.view(),
+        };
+    }
+    Ok(json(StatusCode::OK, &leader_body(&state.identity, &view)))
+}
+
+/// The body of `GET /leader`.
+pub fn leader_body(identity: &str, view: &ElectionView) -> serde_json::Value {
+    json!({
+        "election": view.election,
+        "leader": view.leader,
+        "self": { "identity": identity, "isLeader": view.is_leader, "state": view.state },
+    })
+}
+
+fn ready(state: &ApiState, election: &ElectionRecipe) -> Result<Response<Body>, ApiError> {
+    let view = election.view();
+    if view.is_leader && !state.is_draining() {
+        return Ok(json(
+            StatusCode::OK,
+            &json!({ "election": view.election, "isLeader": true, "token": view.leader_token() }),
+        ));
+    }
+    let why = match view.state {
+        ConnectionState::Connected if state.is_draining() => "this pod is shutting down".to_owned(),
+        ConnectionState::Connected => "this pod is a candidate, not the leader".to_owned(),
+        other => format!("the session is {}: leadership is uncertain", other.as_str()),
+    };
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "NotLeader",
+        format!("election {}: {why}", view.election),
+    ))
+}
+
+async fn acquire(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "ttl", "mode"])?;
+    let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
+    let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
+    let mode = match q.get("mode") {
+        None | Some("exclusive") => LockMode::Exclusive,
+        Some("read") => LockMode::Read,
+        Some("write") => LockMode::Write,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidMode",
+                format!("mode: {other:?} is not one of exclusive, read, write"),
+            ));
+        }
+    };
+    if state.is_draining() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        ));
+    }
+    let lease = tokio::select! {
+        lease = state.locks.acquire(name, mode, wait, ttl) => lease?,
+        _ = state.drained() => {
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ShuttingDown", "this sidecar is shutting down"));
+        }
+    };
+    Ok(json(StatusCode::OK, &lease_body(&lease)))
+}
+
+fn lease_body(lease: &Lease) -> serde_json::Value {
+    json!({
+        "lock": lease.lock,
+        "mode": lease.mode,
+        "token": lease.token,
+        "expiresAt": rfc3339(lease.expires_at),
+    })
+}
+
+async fn inspect(state: &ApiState, name: &ResourceName) -> Result<Response<Body>, ApiError> {
+    let recipe = LockRecipe::new(state.session.clone(), name.clone(), state.identity.clone());
+    let queue = recipe.inspect().await?;
+    let held = state.locks.held(name);
+    let entry = |e: &LockEntry| {
+        json!({
+            "identity": e.identity,
+            "mode": e.mode,
+            "token": e.token,
+            "leaseExpiresAt": e.lease_expires_at,
+            "node": e.node,
+        })
+    };
+    let holders: Vec<_> = queue.holders.iter().map(entry).collect();
+    let waiters: Vec<_> = queue.waiters.iter().map(entry).collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "lock": name,
+            "holder": holders.first(),
+            "holders": holders,
+            "waiters": waiters,
+            "self": {
+                "identity": state.identity,
+                "holds": held.is_some(),
+                "mode": held.as_ref().map(|l| l.mode),
+                "token": held.as_ref().map(|l| l.token),
+                "expiresAt": held.as_ref().map(|l| rfc3339(l.expires_at)),
+                "state": state.session.state(),
+            },
+        }),
+    ))
+}
+
+fn readyz(state: &ApiState) -> Result<Response<Body>, ApiError> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        ));
+    }
+    match state.session.state() {
+        ConnectionState::Connected => Ok(json(
+            StatusCode::OK,
+            &json!({ "status": "ready", "state": "CONNECTED" }),
+        )),
+        other => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "NotConnected",
+            format!("the session is {}", other.as_str()),
+        )),
+    }
+}

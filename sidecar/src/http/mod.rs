@@ -1,0 +1,134 @@
+//! The localhost HTTP API on `--listen` (DESIGN.md §2): hyper HTTP/1.1, one task per
+//! connection, JSON answers, small bodies only.
+
+mod handlers;
+mod query;
+mod reply;
+mod route;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use handlers::{
+    ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, leader_body,
+};
+pub use reply::{ApiError, Body};
+pub use route::{Route, route};
+
+use crate::metrics::HttpLabels;
+
+/// Largest request body accepted. The API takes its parameters in the query string; a body is
+/// tolerated (and ignored) only up to this size.
+pub const MAX_BODY: usize = 4096;
+
+/// Serves the API on `listener` until `stop` is set; open connections finish their current
+/// request (long-polls end when `state.draining` is set).
+pub async fn serve(listener: TcpListener, state: Arc<ApiState>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "HTTP accept failed");
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let state = state.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(respond(&state, req).await) }
+            });
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stopped(&mut stop) => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns must not live across an await.
+    let _ = stop.wait_for(|s| *s).await.is_ok();
+}
+
+/// Answers one request, counting it by route and status.
+async fn respond(state: &ApiState, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().map(str::to_owned);
+    let routed = route(&method, &path);
+    let label = routed.as_ref().map_or("unknown", Route::label);
+    let result = match routed {
+        Ok(route) => match read_body(req).await {
+            Ok(()) => handlers::handle(state, route, query.as_deref()).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let response = result.unwrap_or_else(ApiError::into_response);
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "HTTP request");
+    state
+        .metrics
+        .http_requests
+        .get_or_create(&HttpLabels {
+            route: label.to_owned(),
+            status: response.status().as_u16().to_string(),
+        })
+        .inc();
+    response
+}
+
+/// Reads (and drops) the body, refusing more than [`MAX_BODY`] bytes with 413.
+async fn read_body(req: Request<Incoming>) -> Result<(), ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PayloadTooLarge",
+            format!(
+                "request bodies are limited to {MAX_BODY} bytes; parameters go in the query string"
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Err(e) => Err(ApiError::bad_request(
+            "BadBody",
+            format!("could not read the request body: {e}"),
+        )),
+    }
+}

@@ -1,0 +1,160 @@
+//! Query strings: `key=value` pairs, percent-decoded, checked against what a route accepts.
+
+use std::time::Duration;
+
+use super::reply::ApiError;
+use crate::duration::{format_duration, parse_duration};
+
+/// The parameters of one request, each at most once and each known to the route.
+#[derive(Debug, Default)]
+pub struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    /// Parses `raw` (without the `?`), refusing parameters not in `allowed`, repeated ones
+    /// and undecodable ones: a typo like `ttl=30s&wiat=5s` is an error, not a silent default.
+    pub fn parse(raw: Option<&str>, allowed: &[&str]) -> Result<Self, ApiError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for part in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').unwrap_or((part, ""));
+            let key = decode(key)?;
+            let value = decode(value)?;
+            if !allowed.contains(&key.as_str()) {
+                let expected = if allowed.is_empty() {
+                    "this endpoint takes no parameters".to_owned()
+                } else {
+                    format!("expected one of: {}", allowed.join(", "))
+                };
+                return Err(ApiError::bad_request(
+                    "UnknownParameter",
+                    format!("unknown query parameter {key:?}; {expected}"),
+                ));
+            }
+            if pairs.iter().any(|(k, _)| *k == key) {
+                return Err(ApiError::bad_request(
+                    "DuplicateParameter",
+                    format!("query parameter {key:?} is given more than once"),
+                ));
+            }
+            pairs.push((key, value));
+        }
+        Ok(Self { pairs })
+    }
+
+    /// The raw value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `key` as a duration in `min..=max`, or `default` when absent.
+    pub fn duration(
+        &self,
+        key: &str,
+        default: Duration,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Duration, ApiError> {
+        let Some(value) = self.get(key) else {
+            return Ok(default);
+        };
+        let d = parse_duration(value)
+            .map_err(|e| ApiError::bad_request("InvalidDuration", format!("{key}: {e}")))?;
+        if d < min || d > max {
+            return Err(ApiError::bad_request(
+                "InvalidDuration",
+                format!(
+                    "{key}: {value} is out of range; use {} to {}",
+                    format_duration(min),
+                    format_duration(max)
+                ),
+            ));
+        }
+        Ok(d)
+    }
+}
+
+/// Percent-decodes one component (`+` stays `+`: these are not form bodies).
+fn decode(raw: &str) -> Result<String, ApiError> {
+    let bad = || {
+        ApiError::bad_request(
+            "InvalidQuery",
+            format!("query component {raw:?} is not valid percent-encoded UTF-8"),
+        )
+    };
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn reads_known_parameters() {
+        let q = Query::parse(Some("wait=10s&ttl=1m&mode=read"), &["wait", "ttl", "mode"])
+            .expect("parses");
+        assert_eq!(q.get("mode"), Some("read"));
+        assert_eq!(q.duration("wait", S, Duration::ZERO, 600 * S), Ok(10 * S));
+        assert_eq!(q.duration("ttl", S, S, 600 * S), Ok(60 * S));
+        assert_eq!(q.duration("absent", 7 * S, S, 600 * S), Ok(7 * S));
+        let q = Query::parse(Some("wait=1%30s"), &["wait"]).expect("parses");
+        assert_eq!(q.duration("wait", S, Duration::ZERO, 600 * S), Ok(10 * S));
+        assert!(Query::parse(None, &[]).is_ok());
+        assert!(Query::parse(Some(""), &[]).is_ok());
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_understand() {
+        let code = |r: Result<Query, ApiError>| r.expect_err("refused").code;
+        assert_eq!(
+            code(Query::parse(Some("wiat=5s"), &["wait"])),
+            "UnknownParameter"
+        );
+        assert_eq!(code(Query::parse(Some("x=1"), &[])), "UnknownParameter");
+        assert_eq!(
+            code(Query::parse(Some("wait=1s&wait=2s"), &["wait"])),
+            "DuplicateParameter"
+        );
+        assert_eq!(
+            code(Query::parse(Some("wait=%zz"), &["wait"])),
+            "InvalidQuery"
+        );
+        assert_eq!(
+            code(Query::parse(Some("wait=%"), &["wait"])),
+            "InvalidQuery"
+        );
+        assert_eq!(
+            code(Query::parse(Some("wait=%ff"), &["wait"])),
+            "InvalidQuery"
+        );
+        let q = Query::parse(Some("wait=soon&ttl=0"), &["wait", "ttl"]).expect("parses");
+        assert_eq!(
+            q.duration("wait", S, Duration::ZERO, S)
+                .expect_err("bad")
+                .code,
+            "InvalidDuration"
+        );
+        let err = q.duration("ttl", S, S, 600 * S).expect_err("bad");
+        assert_eq!(err.code, "InvalidDuration");
+        assert!(err.message.contains("out of range"), "{}", err.message);
+    }
+}

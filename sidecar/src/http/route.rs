@@ -1,0 +1,229 @@
+//! The API's routes: path shape first (404), then method (405), then names (400).
+
+use hyper::Method;
+
+use super::reply::ApiError;
+use crate::recipe::ResourceName;
+
+/// One endpoint of the API, with its validated path parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /leader[/NAME]`; `None` is the first configured election.
+    Leader(Option<ResourceName>),
+    /// `GET /leader[/NAME]/ready`.
+    LeaderReady(Option<ResourceName>),
+    /// `POST /leader[/NAME]/resign`.
+    LeaderResign(Option<ResourceName>),
+    /// `POST /lock/NAME`.
+    LockAcquire(ResourceName),
+    /// `POST /lock/NAME/renew`.
+    LockRenew(ResourceName),
+    /// `DELETE /lock/NAME`.
+    LockRelease(ResourceName),
+    /// `GET /lock/NAME`.
+    LockInspect(ResourceName),
+    Healthz,
+    Readyz,
+    Metrics,
+}
+
+impl Route {
+    /// A fixed name for metrics (never the raw path: names would explode the label set).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Route::Leader(_) => "leader",
+            Route::LeaderReady(_) => "leader_ready",
+            Route::LeaderResign(_) => "leader_resign",
+            Route::LockAcquire(_) => "lock_acquire",
+            Route::LockRenew(_) => "lock_renew",
+            Route::LockRelease(_) => "lock_release",
+            Route::LockInspect(_) => "lock_inspect",
+            Route::Healthz => "healthz",
+            Route::Readyz => "readyz",
+            Route::Metrics => "metrics",
+        }
+    }
+}
+
+fn name(kind: &str, raw: &str) -> Result<ResourceName, ApiError> {
+    ResourceName::new(raw)
+        .map_err(|e| ApiError::bad_request("InvalidName", format!("{kind} name: {e}")))
+}
+
+fn election(raw: Option<&str>) -> Result<Option<ResourceName>, ApiError> {
+    raw.map(|r| name("election", r)).transpose()
+}
+
+/// Maps a request line to a route, or to the error answer for it.
+pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = match path.strip_prefix('/') {
+        Some(rest) => rest.split('/').collect(),
+        None => return Err(ApiError::no_route(path)),
+    };
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::no_route(path));
+    }
+    let only = |allowed: Method, allow: &'static str| {
+        if *method == allowed {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(method, path, allow))
+        }
+    };
+    match segments.as_slice() {
+        ["healthz"] => only(Method::GET, "GET").map(|()| Route::Healthz),
+        ["readyz"] => only(Method::GET, "GET").map(|()| Route::Readyz),
+        ["metrics"] => only(Method::GET, "GET").map(|()| Route::Metrics),
+        ["leader"] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::Leader(None))
+        }
+        ["leader", "ready"] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::LeaderReady(None))
+        }
+        ["leader", "resign"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::LeaderResign(None))
+        }
+        ["leader", raw] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::Leader(election(Some(raw))?))
+        }
+        ["leader", raw, "ready"] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::LeaderReady(election(Some(raw))?))
+        }
+        ["leader", raw, "resign"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::LeaderResign(election(Some(raw))?))
+        }
+        ["lock", raw] => {
+            let route = match *method {
+                Method::POST => Route::LockAcquire,
+                Method::DELETE => Route::LockRelease,
+                Method::GET => Route::LockInspect,
+                _ => {
+                    return Err(ApiError::method_not_allowed(
+                        method,
+                        path,
+                        "GET, POST, DELETE",
+                    ));
+                }
+            };
+            Ok(route(name("lock", raw)?))
+        }
+        ["lock", raw, "renew"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::LockRenew(name("lock", raw)?))
+        }
+        _ => Err(ApiError::no_route(path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::StatusCode;
+
+    fn n(s: &str) -> ResourceName {
+        ResourceName::new(s).expect("valid")
+    }
+
+    #[test]
+    fn every_documented_endpoint_routes() {
+        let cases = [
+            (Method::GET, "/leader", Route::Leader(None)),
+            (
+                Method::GET,
+                "/leader/orders",
+                Route::Leader(Some(n("orders"))),
+            ),
+            (Method::GET, "/leader/ready", Route::LeaderReady(None)),
+            (
+                Method::GET,
+                "/leader/orders/ready",
+                Route::LeaderReady(Some(n("orders"))),
+            ),
+            (Method::POST, "/leader/resign", Route::LeaderResign(None)),
+            (
+                Method::POST,
+                "/leader/orders/resign",
+                Route::LeaderResign(Some(n("orders"))),
+            ),
+            (Method::POST, "/lock/db", Route::LockAcquire(n("db"))),
+            (Method::DELETE, "/lock/db", Route::LockRelease(n("db"))),
+            (Method::GET, "/lock/db", Route::LockInspect(n("db"))),
+            (Method::POST, "/lock/db/renew", Route::LockRenew(n("db"))),
+            (Method::POST, "/lock/renew", Route::LockAcquire(n("renew"))),
+            (Method::GET, "/healthz", Route::Healthz),
+            (Method::GET, "/readyz", Route::Readyz),
+            (Method::GET, "/metrics", Route::Metrics),
+        ];
+        for (method, path, expected) in cases {
+            assert_eq!(route(&method, path), Ok(expected), "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn unknown_paths_are_404() {
+        for path in [
+            "/",
+            "",
+            "/leaders",
+            "/leader/",
+            "/leader/a/b",
+            "/lock",
+            "/lock/",
+            "/lock//renew",
+            "/lock/a/b",
+            "/healthz/x",
+            "//leader",
+        ] {
+            let err = route(&Method::GET, path).expect_err(path);
+            assert_eq!(
+                (err.status, err.code),
+                (StatusCode::NOT_FOUND, "NotFound"),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_methods_are_405_with_allow() {
+        let cases = [
+            (Method::POST, "/leader", "GET"),
+            (Method::DELETE, "/leader/x/ready", "GET"),
+            (Method::GET, "/leader/resign", "POST"),
+            (Method::PUT, "/lock/db", "GET, POST, DELETE"),
+            (Method::GET, "/lock/db/renew", "POST"),
+            (Method::POST, "/metrics", "GET"),
+        ];
+        for (method, path, allow) in cases {
+            let err = route(&method, path).expect_err(path);
+            assert_eq!(
+                (err.status, err.allow),
+                (StatusCode::METHOD_NOT_ALLOWED, Some(allow)),
+                "{method} {path}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_names_are_400() {
+        for (method, path) in [
+            (Method::POST, "/lock/-x"),
+            (Method::POST, "/lock/a%2Fb"),
+            (Method::POST, "/lock/.."),
+            (Method::GET, "/leader/%20"),
+            (Method::POST, "/lock/a b/renew"),
+        ] {
+            let err = route(&method, path).expect_err(path);
+            assert_eq!(
+                (err.status, err.code),
+                (StatusCode::BAD_REQUEST, "InvalidName"),
+                "{path}"
+            );
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Baton's sidecar: one ZooKeeper session per pod, the election and lock recipes on it, and a
+//! localhost HTTP API so any application can use them (DESIGN.md §2).
+//!
+//! [`recipe`] is usable on its own by Rust applications; the rest wires it to HTTP,
+//! Prometheus metrics and the pod's labels.
+
+pub mod config;
+pub mod duration;
+pub mod http;
+pub mod leases;
+pub mod metrics;
+pub mod pod;
+pub mod recipe;
+pub mod sidecar;

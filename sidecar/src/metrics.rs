@@ -1,0 +1,155 @@
+//! Prometheus metrics of the sidecar, rendered at `GET /metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels naming an election (bounded: elections come from flags).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ElectionLabels {
+    pub election: String,
+}
+
+/// Labels naming a session state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+/// Labels of a lock acquisition's outcome (lock names are not labels: apps choose them freely).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+/// Labels of an HTTP answer: the route's name (not the raw path) and the status code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub route: String,
+    pub status: String,
+}
+
+/// Every metric the sidecar exports; updates are atomics, safe from any task.
+pub struct Metrics {
+    registry: Registry,
+    /// 1 for the current session state, 0 for the others.
+    pub session_state: Family<StateLabels, Gauge>,
+    pub sessions_established: Counter,
+    pub is_leader: Family<ElectionLabels, Gauge>,
+    pub leader_terms: Family<ElectionLabels, Counter>,
+    pub lock_acquisitions: Family<OutcomeLabels, Counter>,
+    pub locks_held: Gauge,
+    pub lease_expirations: Counter,
+    pub http_requests: Family<HttpLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `baton_sidecar` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("baton_sidecar");
+        let m = Self {
+            registry: Registry::default(),
+            session_state: Family::default(),
+            sessions_established: Counter::default(),
+            is_leader: Family::default(),
+            leader_terms: Family::default(),
+            lock_acquisitions: Family::default(),
+            locks_held: Gauge::default(),
+            lease_expirations: Counter::default(),
+            http_requests: Family::default(),
+        };
+        registry.register(
+            "session_state",
+            "1 for the session's current state (CONNECTED, SUSPENDED, LOST)",
+            m.session_state.clone(),
+        );
+        registry.register(
+            "sessions_established",
+            "Sessions established with the ensemble (more than one means a session was lost)",
+            m.sessions_established.clone(),
+        );
+        registry.register(
+            "is_leader",
+            "1 while this pod leads the election",
+            m.is_leader.clone(),
+        );
+        registry.register(
+            "leader_terms",
+            "Times this pod became the leader",
+            m.leader_terms.clone(),
+        );
+        registry.register(
+            "lock_acquisitions",
+            "HTTP lock acquisitions by outcome (granted, not_granted, busy, error)",
+            m.lock_acquisitions.clone(),
+        );
+        registry.register(
+            "locks_held",
+            "HTTP locks this pod holds",
+            m.locks_held.clone(),
+        );
+        registry.register(
+            "lease_expirations",
+            "HTTP locks released because their lease ran out",
+            m.lease_expirations.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            m.http_requests.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// Counts one lock acquisition outcome.
+    pub fn lock_outcome(&self, outcome: &str) {
+        self.lock_acquisitions
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_registered_metrics() {
+        let m = Metrics::new();
+        m.lock_outcome("granted");
+        m.is_leader
+            .get_or_create(&ElectionLabels {
+                election: "orders".into(),
+            })
+            .set(1);
+        let text = m.render();
+        assert!(
+            text.contains("baton_sidecar_lock_acquisitions_total{outcome=\"granted\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("baton_sidecar_is_leader{election=\"orders\"} 1"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Leader election: candidates queue as `/baton/elections/<name>/candidate-<seq>`, the lowest
+//! sequence leads, and each candidate watches only its predecessor.
+//!
+//! [`ElectionRecipe::start`] spawns one candidate task that owns the candidacy; the handle
+//! reads its published [`ElectionView`] and sends it commands (resign, refresh, leave).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::election_task::CandidateTask;
+use super::{ConnectionState, RecipeError, ResourceName, SessionHandle};
+
+/// Who this process is, as written into its candidate node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Unique name of this member (usually the pod name).
+    pub identity: String,
+    /// Where followers can reach the leader's application, if it says.
+    pub address: Option<String>,
+    /// The Kubernetes pod, if known.
+    pub pod: Option<String>,
+}
+
+/// The JSON data of a candidate node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateData {
+    #[serde(default)]
+    pub identity: String,
+    #[serde(default)]
+    pub address: Option<String>,
+    #[serde(default)]
+    pub pod: Option<String>,
+    /// When the candidate joined the queue; the leader rewrites it to when it took office.
+    #[serde(default)]
+    pub since: String,
+    /// Owner id, for recovering a create whose reply was lost.
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// The current leader of an election.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderInfo {
+    pub identity: String,
+    pub address: Option<String>,
+    pub pod: Option<String>,
+    /// When the leader took office (RFC 3339), or joined if it has not said yet.
+    pub since: String,
+    /// Fencing token: the czxid of the leader's candidate node, rising with every new term.
+    pub token: i64,
+    /// The leader's candidate node name.
+    #[serde(skip)]
+    pub node: String,
+}
+
+/// What this process knows about one election, as of the candidate task's last look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionView {
+    pub election: ResourceName,
+    /// The leader, `None` when there is none or it cannot be known (no session).
+    pub leader: Option<LeaderInfo>,
+    /// Whether this process leads. Only ever true while CONNECTED: at most one process in
+    /// the ensemble reports true at any instant.
+    pub is_leader: bool,
+    pub state: ConnectionState,
+    /// This process's candidate node, while it has one.
+    pub node: Option<String>,
+    /// When this process took office, while it leads.
+    pub leader_since: Option<SystemTime>,
+    /// Session generation the view was computed on.
+    pub generation: u64,
+}
+
+impl ElectionView {
+    pub(crate) fn empty(election: ResourceName) -> Self {
+        Self {
+            election,
+            leader: None,
+            is_leader: false,
+            state: ConnectionState::Lost,
+            node: None,
+            leader_since: None,
+            generation: 0,
+        }
+    }
+
+    /// The leader's fencing token, 0 when there is no leader (tokens are positive zxids).
+    pub fn leader_token(&self) -> i64 {
+        self.leader.as_ref().map_or(0, |l| l.token)
+    }
+}
+
+/// Commands the handle sends to the candidate task.
+pub(crate) enum Command {
+    /// Step down if leading, then queue again at the back; answers whether it was leading.
+    Resign(oneshot::Sender<Result<bool, RecipeError>>),
+    /// Re-read the folder and publish a fresh view, then answer.
+    Refresh(oneshot::Sender<()>),
+    /// Withdraw the candidacy and stop.
+    Leave(oneshot::Sender<()>),
+}
+
+/// Long-pollers waiting for a leader change; while any wait, the task also watches the leader.
+#[derive(Debug, Default)]
+pub(crate) struct Interest {
+    pub waiting: AtomicUsize,
+    pub arrived: Notify,
+}
+
+struct InterestGuard(Arc<Interest>);
+
+impl Drop for InterestGuard {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A running candidacy in one election. Cloneable; the candidacy ends with [`Self::leave`].
+#[derive(Clone)]
+pub struct ElectionRecipe {
+    name: ResourceName,
+    session: SessionHandle,
+    view: watch::Receiver<ElectionView>,
+    commands: mpsc::Sender<Command>,
+    interest: Arc<Interest>,
+    task: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl ElectionRecipe {
+    /// Joins election `name` as `candidate` and keeps the candidacy alive across
+    /// disconnections and lost sessions (re-entering at the back after a loss).
+    pub fn start(session: SessionHandle, name: ResourceName, candidate: Candidate) -> Self {
+        let (view_tx, view_rx) = watch::channel(ElectionView::empty(name.clone()));
+        let (cmd_tx, cmd_rx) = mpsc::channel(16);
+        let interest = Arc::new(Interest::default());
+        let task = CandidateTask::new(
+            session.clone(),
+            name.clone(),
+            candidate,
+            view_tx,
+            cmd_rx,
+            interest.clone(),
+        );
+        let join = tokio::spawn(task.run());
+        Self {
+            name,
+            session,
+            view: view_rx,
+            commands: cmd_tx,
+            interest,
+            task: Arc::new(std::sync::Mutex::new(Some(join))),
+        }
+    }
+
+    /// The election's name.
+    pub fn name(&self) -> &ResourceName {
+        &self.name
+    }
+
+    /// The latest view, with `is_leader` cleared unless the session is CONNECTED right now (the
+    /// task may not have processed a disconnection yet).
+    pub fn view(&self) -> ElectionView {
+        self.masked(self.view.borrow().clone())
+    }
+
+    /// Whether this process leads right now.
+    pub fn is_leader(&self) -> bool {
+        self.view().is_leader
+    }
+
+    fn masked(&self, mut view: ElectionView) -> ElectionView {
+        let snap = self.session.snapshot();
+        if snap.state != ConnectionState::Connected || snap.generation != view.generation {
+            view.is_leader = false;
+            view.state = snap.state;
+        }
+        view
+    }
+
+    /// A receiver of every view the task publishes (unmasked: combine with the session state).
+    pub fn subscribe(&self) -> watch::Receiver<ElectionView> {
+        self.view.clone()
+    }
+
+    /// Re-reads who leads (so followers far from the head are not stale) and returns the
+    /// view; falls back to the last view if the task cannot answer within `bound`.
+    pub async fn refresh(&self, bound: std::time::Duration) -> ElectionView {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Refresh(tx)).await.is_ok() {
+            let _ = tokio::time::timeout(bound, rx).await;
+        }
+        self.view()
+    }
+
+    /// Waits until the leader's token differs from `token` (0: until there is a leader) or
+    /// `deadline` passes, and returns the view then. While it waits, the task watches the
+    /// leader's node, so a change anywhere in the queue is seen.
+    pub async fn wait_for_leader_change(&self, token: i64, deadline: Instant) -> ElectionView {
+        self.interest.waiting.fetch_add(1, Ordering::SeqCst);
+        let _guard = InterestGuard(self.interest.clone());
+        self.interest.arrived.notify_one();
+        let mut views = self.view.clone();
+        let mut session = self.session.subscribe();
+        loop {
+            let view = self.masked(views.borrow_and_update().clone());
+            if view.leader_token() != token {
+                return view;
+            }
+            tokio::select! {
+                changed = views.changed() => if changed.is_err() { return view },
+                changed = session.changed() => if changed.is_err() { return view },
+                _ = tokio::time::sleep_until(deadline) => return view,
+            }
+        }
+    }
+
+    /// Steps down if this process leads and queues again at the back. `Ok(true)` if it led.
+    pub async fn resign(&self) -> Result<bool, RecipeError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Resign(tx))
+            .await
+            .map_err(|_| RecipeError::ShuttingDown)?;
+        rx.await.map_err(|_| RecipeError::ShuttingDown)?
+    }
+
+    /// Withdraws the candidacy (deleting the node if connected) and stops the task.
+    pub async fn leave(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Leave(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+        let join = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(join) = join {
+            let _ = join.await;
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Fair locks: exclusive (`lock-<seq>`) and read/write (`read-<seq>` / `write-<seq>`) in
+//! `/baton/locks/<name>`, granted in sequence order without herd effect.
+//!
+//! A grant's fencing token is the czxid of its node: unique and increasing across the
+//! ensemble, so a protected resource can refuse a holder whose token is lower than one it saw.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::owned_node::{OwnedCreate, OwnedNode, wait_reconnected};
+use super::queue::{NodeKind, Queue};
+use super::timestamp::rfc3339;
+use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle, names};
+
+/// How a lock is requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockMode {
+    /// `lock-<seq>`: one holder at a time.
+    Exclusive,
+    /// `read-<seq>`: shared with other readers, excluded by writers queued earlier.
+    Read,
+    /// `write-<seq>`: one holder at a time, like exclusive, ordered with readers.
+    Write,
+}
+
+impl LockMode {
+    /// The queue-node kind this mode creates.
+    pub fn kind(self) -> NodeKind {
+        match self {
+            LockMode::Exclusive => NodeKind::Exclusive,
+            LockMode::Read => NodeKind::Read,
+            LockMode::Write => NodeKind::Write,
+        }
+    }
+
+    fn from_kind(kind: NodeKind) -> Option<Self> {
+        match kind {
+            NodeKind::Exclusive => Some(LockMode::Exclusive),
+            NodeKind::Read => Some(LockMode::Read),
+            NodeKind::Write => Some(LockMode::Write),
+            NodeKind::Candidate => None,
+        }
+    }
+
+    /// The name used in JSON and query strings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Exclusive => "exclusive",
+            LockMode::Read => "read",
+            LockMode::Write => "write",
+        }
+    }
+}
+
+/// The JSON data of a lock node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockData {
+    #[serde(default)]
+    pub identity: String,
+    #[serde(default)]
+    pub owner: String,
+    /// When the holder's lease runs out (RFC 3339); `None` for holders without a lease.
+    #[serde(default)]
+    pub lease_expires_at: Option<String>,
+}
+
+/// Why an acquisition did not produce a grant.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LockError {
+    #[error("not granted within {}ms", .waited.as_millis())]
+    NotGranted { waited: Duration },
+    #[error(transparent)]
+    Recipe(#[from] RecipeError),
+}
+
+/// One node in a lock's queue, as [`LockRecipe::inspect`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockEntry {
+    pub node: String,
+    pub mode: LockMode,
+    pub identity: String,
+    pub owner: String,
+    /// The czxid of the node: its fencing token once granted.
+    pub token: i64,
+    pub lease_expires_at: Option<String>,
+}
+
+/// A lock's queue split into who holds it and who waits, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LockState {
+    pub holders: Vec<LockEntry>,
+    pub waiters: Vec<LockEntry>,
+}
+
+/// A named lock that this process can request in any mode.
+#[derive(Clone, Debug)]
+pub struct LockRecipe {
+    session: SessionHandle,
+    name: ResourceName,
+    dir: String,
+    identity: String,
+}
+
+/// The node of an acquisition in progress, deleted in the background if the acquisition is
+/// dropped (an HTTP client that hangs up must not leave a node blocking the queue).
+struct PendingNode {
+    conn: Connection,
+    create: OwnedCreate,
+    node: Option<OwnedNode>,
+    armed: bool,
+}
+
+impl PendingNode {
+    /// Deletes the node (or a node a lost create made), waiting at most `bound`; the deletion
+    /// carries on in the background past it. `Ok` once the node is gone.
+    async fn remove(&mut self, bound: Duration) -> Result<(), RecipeError> {
+        self.armed = false;
+        let task = tokio::spawn(cleanup(
+            self.conn.client.clone(),
+            self.create.clone(),
+            self.node.clone(),
+        ));
+        match tokio::time::timeout(bound, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) | Err(_) => Err(RecipeError::Suspended),
+        }
+    }
+}
+
+impl Drop for PendingNode {
+    fn drop(&mut self) {
+        if !self.armed || !(self.create.maybe_created() || self.node.is_some()) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(cleanup(
+                self.conn.client.clone(),
+                self.create.clone(),
+                self.node.take(),
+            ));
+        }
+    }
+}
+
+/// Deletes the node, riding out disconnections; a lost session already deleted it.
+async fn cleanup(
+    client: zk::Client,
+    mut create: OwnedCreate,
+    node: Option<OwnedNode>,
+) -> Result<(), RecipeError> {
+    loop {
+        match create.cleanup(&client, node.as_ref()).await {
+            Ok(()) | Err(RecipeError::SessionLost) => return Ok(()),
+            Err(RecipeError::Suspended) => {
+                if wait_reconnected(&client).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Err(e) => {
+                tracing::warn!(owner = %create.owner(), error = %e, "could not delete a lock node; it ends with the session");
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// What one look at the queue found.
+enum Look {
+    Granted,
+    Again,
+    Blocked(zk::OneshotWatcher),
+}
+
+impl LockRecipe {
+    /// A lock named `name`, requested as `identity`.
+    pub fn new(session: SessionHandle, name: ResourceName, identity: impl Into<String>) -> Self {
+        Self {
+            dir: name.lock_dir(),
+            session,
+            name,
+            identity: identity.into(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &ResourceName {
+        &self.name
+    }
+
+    /// Queues for the lock and waits up to `wait` for it (zero: try once). The ensemble calls
+    /// themselves are bounded by the session timeout. On failure nothing stays queued.
+    pub async fn acquire(
+        &self,
+        mode: LockMode,
+        wait: Duration,
+        lease_expires_at: Option<SystemTime>,
+    ) -> Result<LockGrant, LockError> {
+        let conn = match self.session.connected_now() {
+            Some(conn) => conn,
+            None if self.session.state() == ConnectionState::Suspended => {
+                return Err(RecipeError::Suspended.into());
+            }
+            None => return Err(RecipeError::SessionLost.into()),
+        };
+        let owner = self.session.next_owner_id(&self.identity, &conn);
+        let data = self.data(&owner, lease_expires_at);
+        let create = OwnedCreate::new(
+            names::LOCKS,
+            self.dir.clone(),
+            mode.kind().prefix(),
+            owner,
+            data,
+        );
+        let mut pending = PendingNode {
+            conn,
+            create,
+            node: None,
+            armed: true,
+        };
+        let started = Instant::now();
+        let deadline = started + wait;
+        let ops_deadline = deadline.max(started + self.session.session_timeout());
+        let outcome =
+            tokio::time::timeout_at(ops_deadline, self.wait_for_grant(&mut pending, deadline))
+                .await;
+        let failure = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(LockError::NotGranted { .. })) | Err(_) => {
+                Some(LockError::NotGranted { waited: wait })
+            }
+            Ok(Err(e)) => Some(e),
+        };
+        match (failure, pending.node.clone()) {
+            (None, Some(node)) => {
+                tracing::debug!(lock = %self.name, node = %node.name, token = node.czxid, "lock granted");
+                Ok(LockGrant {
+                    name: self.name.clone(),
+                    mode,
+                    node,
+                    identity: self.identity.clone(),
+                    session: self.session.clone(),
+                    pending,
+                })
+            }
+            (failure, _) => {
+                if let Err(e) = pending.remove(self.session.session_timeout()).await {
+                    tracing::warn!(lock = %self.name, error = %e, "abandoned lock node not deleted yet");
+                }
+                Err(failure.unwrap_or(LockError::Recipe(RecipeError::SessionLost)))
+            }
+        }
+    }
+
+    async fn wait_for_grant(
+        &self,
+        pending: &mut PendingNode,
+        deadline: Instant,
+    ) -> Result<(), LockError> {
+        let client = pending.conn.client.clone();
+        loop {
+            let node = match &pending.node {
+                Some(node) => node.clone(),
+                None => match pending.create.run(&client).await {
+                    Ok(node) => {
+                        pending.node = Some(node.clone());
+                        node
+                    }
+                    Err(RecipeError::Suspended) => {
+                        wait_reconnected(&client).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+            };
+            match self.look(&client, &node).await {
+                Ok(Look::Granted) => return Ok(()),
+                Ok(Look::Again) => {}
+                Ok(Look::Blocked(watcher)) => {
+                    // `waited` is filled in by the caller, which knows what was asked.
+                    let not_granted = LockError::NotGranted {
+                        waited: Duration::ZERO,
+                    };
+                    if Instant::now() >= deadline {
+                        return Err(not_granted);
+                    }
+                    tokio::select! {
+                        _ = watcher.changed() => {}
+                        _ = tokio::time::sleep_until(deadline) => return Err(not_granted),
+                    }
+                }
+                Err(RecipeError::Suspended) => wait_reconnected(&client).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// One look at the queue: granted, or the watch on the one node we wait for.
+    async fn look(&self, client: &zk::Client, node: &OwnedNode) -> Result<Look, RecipeError> {
+        let children = match client.list_children(&self.dir).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => return Err(RecipeError::NodeVanished(node.path.clone())),
+            Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
+        };
+        let queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        let Some(index) = queue.position(&node.name) else {
+            return Err(RecipeError::NodeVanished(node.path.clone()));
+        };
+        let Some(blocker) = queue.blocker(index) else {
+            return Ok(Look::Granted);
+        };
+        let path = format!("{}/{}", self.dir, blocker.name);
+        let (stat, watcher) = client
+            .check_and_watch_stat(&path)
+            .await
+            .map_err(|e| RecipeError::from_zk("exists", &path, e))?;
+        Ok(if stat.is_some() {
+            Look::Blocked(watcher)
+        } else {
+            Look::Again
+        })
+    }
+
+    /// Reads the queue: who holds the lock, who waits (in order), with their data.
+    pub async fn inspect(&self) -> Result<LockState, RecipeError> {
+        let conn = self.session.connected_now().ok_or(RecipeError::Suspended)?;
+        let client = &conn.client;
+        let children = match client.list_children(&self.dir).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => return Ok(LockState::default()),
+            Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
+        };
+        let queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        let mut state = LockState::default();
+        for (index, node) in queue.nodes().iter().enumerate() {
+            let Some(mode) = LockMode::from_kind(node.kind) else {
+                continue;
+            };
+            let path = format!("{}/{}", self.dir, node.name);
+            let (data, stat) = match client.get_data(&path).await {
+                Ok(found) => found,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
+            };
+            let data: LockData = serde_json::from_slice(&data).unwrap_or(LockData {
+                identity: String::new(),
+                owner: String::new(),
+                lease_expires_at: None,
+            });
+            let entry = LockEntry {
+                node: node.name.clone(),
+                mode,
+                identity: data.identity,
+                owner: data.owner,
+                token: stat.czxid,
+                lease_expires_at: data.lease_expires_at,
+            };
+            if queue.is_granted(index) {
+                state.holders.push(entry);
+            } else {
+                state.waiters.push(entry);
+            }
+        }
+        Ok(state)
+    }
+
+    fn data(&self, owner: &str, lease_expires_at: Option<SystemTime>) -> Vec<u8> {
+        let data = LockData {
+            identity: self.identity.clone(),
+            owner: owner.to_owned(),
+            lease_expires_at: lease_expires_at.map(rfc3339),
+        };
+        serde_json::to_vec(&data).unwrap_or_default()
+    }
+}
+
+/// A granted lock. Dropping it releases the lock in the background; [`LockGrant::release`]
+/// releases it and waits.
+pub struct LockGrant {
+    name: ResourceName,
+    mode: LockMode,
+    node: OwnedNode,
+    identity: String,
+    session: SessionHandle,
+    pending: PendingNode,
+}
+
+impl std::fmt::Debug for LockGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGrant")
+            .field("name", &self.name)
+            .field("mode", &self.mode)
+            .field("node", &self.node.path)
+            .field("token", &self.node.czxid)
+            .finish()
+    }
+}
+
+impl LockGrant {
+    /// The fencing token: czxid of the granted node, higher than every earlier grant's.
+    pub fn token(&self) -> i64 {
+        self.node.czxid
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &ResourceName {
+        &self.name
+    }
+
+    /// The mode it was granted in.
+    pub fn mode(&self) -> LockMode {
+        self.mode
+    }
+
+    /// The granted node's path.
+    pub fn path(&self) -> &str {
+        &self.node.path
+    }
+
+    /// The session generation the grant lives in.
+    pub fn generation(&self) -> u64 {
+        self.pending.conn.generation
+    }
+
+    /// Whether the grant certainly still holds: its session is CONNECTED (SUSPENDED makes it
+    /// uncertain, a new session means it is gone).
+    pub fn is_held(&self) -> bool {
+        self.session
+            .connected_now()
+            .is_some_and(|c| c.generation == self.generation())
+    }
+
+    /// Records a new lease expiry in the node's data, for observers; the lease itself is
+    /// enforced by whoever holds this grant.
+    pub async fn set_lease(&self, expires_at: SystemTime) -> Result<(), RecipeError> {
+        self.lease_writer(expires_at).await
+    }
+
+    /// [`Self::set_lease`] as a future that borrows nothing, to run after letting go of a lock
+    /// guarding the grant.
+    pub fn lease_writer(
+        &self,
+        expires_at: SystemTime,
+    ) -> impl Future<Output = Result<(), RecipeError>> + Send + 'static {
+        let data = LockData {
+            identity: self.identity.clone(),
+            owner: self.pending.create.owner().to_owned(),
+            lease_expires_at: Some(rfc3339(expires_at)),
+        };
+        let bytes = serde_json::to_vec(&data).unwrap_or_default();
+        let client = self.pending.conn.client.clone();
+        let path = self.node.path.clone();
+        async move {
+            match client.set_data(&path, &bytes, None).await {
+                Ok(_) => Ok(()),
+                Err(zk::Error::NoNode) => Err(RecipeError::NodeVanished(path)),
+                Err(e) => Err(RecipeError::from_zk("set", &path, e)),
+            }
+        }
+    }
+
+    /// Releases the lock, waiting at most `bound` for the delete; past it the delete goes on
+    /// in the background and `Err(Suspended)` says so.
+    pub async fn release(mut self, bound: Duration) -> Result<(), RecipeError> {
+        self.pending.remove(bound).await
+    }
+}

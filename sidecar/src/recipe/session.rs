@@ -1,0 +1,319 @@
+//! One ZooKeeper session per process, kept alive across disconnections and replaced when lost.
+//!
+//! The supervisor owns the `zookeeper_client::Client` and publishes a [`SessionSnapshot`] on a
+//! watch channel; recipes read the connection state from it and take the client from it, so a
+//! recipe always knows which session (generation) its ephemeral nodes belong to.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zookeeper_client as zk;
+
+use super::RecipeError;
+
+/// The session's state as recipes and the HTTP API report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ConnectionState {
+    /// Connected: leadership and locks are what the recipes say.
+    Connected,
+    /// Disconnected while the session may still be alive: leadership and locks are uncertain,
+    /// so nothing is reported as held; ephemeral nodes survive if the client reconnects in time.
+    Suspended,
+    /// No live session (expired, closed, or not established yet): nothing is held.
+    Lost,
+}
+
+impl ConnectionState {
+    /// The name used in JSON answers and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionState::Connected => "CONNECTED",
+            ConnectionState::Suspended => "SUSPENDED",
+            ConnectionState::Lost => "LOST",
+        }
+    }
+}
+
+/// What the supervisor publishes: the state, and the client while a session exists.
+#[derive(Clone, Debug)]
+pub struct SessionSnapshot {
+    pub state: ConnectionState,
+    /// Present while the session is CONNECTED or SUSPENDED.
+    pub client: Option<zk::Client>,
+    /// Counts sessions: a new generation means every ephemeral node of the old one is gone.
+    pub generation: u64,
+    /// Set once the supervisor was told to stop; no new session will follow.
+    pub closed: bool,
+}
+
+/// A connected session's client, tagged with its generation.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub client: zk::Client,
+    pub generation: u64,
+}
+
+/// How to reach the ensemble.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// `HOST:PORT[,HOST:PORT...]`.
+    pub ensemble: String,
+    /// Requested session timeout; the server may negotiate it within its bounds.
+    pub session_timeout: Duration,
+}
+
+/// A cheap, cloneable view of the supervised session, handed to every recipe.
+#[derive(Clone, Debug)]
+pub struct SessionHandle {
+    rx: watch::Receiver<SessionSnapshot>,
+    owners: Arc<AtomicU64>,
+    session_timeout: Duration,
+}
+
+impl SessionHandle {
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> SessionSnapshot {
+        self.rx.borrow().clone()
+    }
+
+    /// The latest connection state.
+    pub fn state(&self) -> ConnectionState {
+        self.rx.borrow().state
+    }
+
+    /// The current session generation (0 before the first session).
+    pub fn generation(&self) -> u64 {
+        self.rx.borrow().generation
+    }
+
+    /// The requested session timeout.
+    pub fn session_timeout(&self) -> Duration {
+        self.session_timeout
+    }
+
+    /// A receiver that sees every published snapshot.
+    pub fn subscribe(&self) -> watch::Receiver<SessionSnapshot> {
+        self.rx.clone()
+    }
+
+    /// The client, if the session is CONNECTED right now.
+    pub fn connected_now(&self) -> Option<Connection> {
+        let snap = self.rx.borrow();
+        match (&snap.client, snap.state) {
+            (Some(client), ConnectionState::Connected) => Some(Connection {
+                client: client.clone(),
+                generation: snap.generation,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Waits until a session of generation `min_generation` or later is CONNECTED; fails only
+    /// when the supervisor is closed.
+    pub async fn connected(&self, min_generation: u64) -> Result<Connection, RecipeError> {
+        let mut rx = self.rx.clone();
+        loop {
+            {
+                let snap = rx.borrow_and_update();
+                if snap.closed {
+                    return Err(RecipeError::ShuttingDown);
+                }
+                if let (Some(client), ConnectionState::Connected) = (&snap.client, snap.state)
+                    && snap.generation >= min_generation
+                {
+                    return Ok(Connection {
+                        client: client.clone(),
+                        generation: snap.generation,
+                    });
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Err(RecipeError::ShuttingDown);
+            }
+        }
+    }
+
+    /// Resolves once session `generation` is no longer CONNECTED (suspended, lost or closed).
+    pub async fn left_connected(&self, generation: u64) {
+        let mut rx = self.rx.clone();
+        loop {
+            {
+                let snap = rx.borrow_and_update();
+                if snap.closed
+                    || snap.generation != generation
+                    || snap.state != ConnectionState::Connected
+                {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A fresh owner id for a node created on `conn`: unique across the ensemble because it
+    /// names the session, and across this process because of the counter.
+    pub(crate) fn next_owner_id(&self, identity: &str, conn: &Connection) -> String {
+        let n = self.owners.fetch_add(1, Ordering::Relaxed);
+        format!("{identity}/{:x}/{n}", conn.client.session_id().0)
+    }
+}
+
+/// Owns the supervisor task; [`SessionControl::close`] ends the session cleanly.
+pub struct SessionControl {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl SessionControl {
+    /// Stops reconnecting, drops the supervisor's client and waits (at most `bound`) for the
+    /// client library to send closeSession, which it does once every `Client` clone is gone:
+    /// release recipe resources first.
+    pub async fn close(self, bound: Duration) {
+        let _ = self.stop.send(true);
+        if tokio::time::timeout(bound, self.task).await.is_err() {
+            tracing::warn!("the session did not close in time; the ensemble will expire it");
+        }
+    }
+}
+
+/// Starts the supervisor: connects (retrying forever), reports state changes, and replaces a
+/// lost session with a new one.
+pub fn start_session(options: SessionOptions) -> (SessionHandle, SessionControl) {
+    let (tx, rx) = watch::channel(SessionSnapshot {
+        state: ConnectionState::Lost,
+        client: None,
+        generation: 0,
+        closed: false,
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let handle = SessionHandle {
+        rx,
+        owners: Arc::new(AtomicU64::new(1)),
+        session_timeout: options.session_timeout,
+    };
+    let task = tokio::spawn(supervise(options, tx, stop_rx));
+    (
+        handle,
+        SessionControl {
+            stop: stop_tx,
+            task,
+        },
+    )
+}
+
+fn map_state(state: zk::SessionState) -> ConnectionState {
+    match state {
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+            ConnectionState::Connected
+        }
+        zk::SessionState::Disconnected => ConnectionState::Suspended,
+        _ => ConnectionState::Lost,
+    }
+}
+
+async fn supervise(
+    options: SessionOptions,
+    tx: watch::Sender<SessionSnapshot>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut generation = 0u64;
+    'sessions: loop {
+        let client = tokio::select! {
+            client = connect_with_retry(&options) => client,
+            _ = stopped(&mut stop) => break 'sessions,
+        };
+        generation += 1;
+        tracing::info!(session = %client.session_id(), generation,
+            timeout_ms = client.session_timeout().as_millis() as u64, "session established");
+        let mut watcher = client.state_watcher();
+        let mut state = map_state(client.state());
+        tx.send_replace(SessionSnapshot {
+            state,
+            client: Some(client.clone()),
+            generation,
+            closed: false,
+        });
+        loop {
+            let next = tokio::select! {
+                s = watcher.changed() => s,
+                _ = stopped(&mut stop) => {
+                    close(&tx, generation, client, watcher).await;
+                    return;
+                }
+            };
+            let mapped = map_state(next);
+            if mapped != state {
+                state = mapped;
+                tracing::warn!(session = %client.session_id(), state = state.as_str(),
+                    cause = %next, "session state changed");
+                tx.send_modify(|snap| snap.state = state);
+            }
+            if state == ConnectionState::Lost {
+                tx.send_modify(|snap| snap.client = None);
+                tracing::warn!(
+                    "session lost: its ephemeral nodes are gone; starting a new session"
+                );
+                continue 'sessions;
+            }
+        }
+    }
+    tx.send_modify(|snap| {
+        snap.closed = true;
+        snap.client = None;
+        snap.state = ConnectionState::Lost;
+    });
+}
+
+/// Publishes the end, drops our client and waits for the library to report the session closed
+/// (it sends closeSession when the last clone is dropped).
+async fn close(
+    tx: &watch::Sender<SessionSnapshot>,
+    generation: u64,
+    client: zk::Client,
+    mut watcher: zk::StateWatcher,
+) {
+    tx.send_replace(SessionSnapshot {
+        state: ConnectionState::Lost,
+        client: None,
+        generation,
+        closed: true,
+    });
+    let id = client.session_id();
+    drop(client);
+    while !watcher.peek_state().is_terminated() {
+        watcher.changed().await;
+    }
+    tracing::info!(session = %id, "session closed");
+}
+
+/// Resolves when told to stop (or when the control was dropped, which also means stop).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // Either outcome means stop; the guard it returns must not live across an await.
+    let _ = stop.wait_for(|s| *s).await.is_ok();
+}
+
+async fn connect_with_retry(options: &SessionOptions) -> zk::Client {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let attempt = zk::Client::connector()
+            .with_session_timeout(options.session_timeout)
+            .connect(&options.ensemble)
+            .await;
+        match attempt {
+            Ok(client) => return client,
+            Err(e) => {
+                tracing::warn!(ensemble = %options.ensemble, error = %e,
+                    retry_in_ms = backoff.as_millis() as u64, "cannot establish a session");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The sidecar process: one session, the configured elections, the HTTP locks, the API, the
+//! pod view and the metrics, started together and shut down in the order SIGTERM needs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::http::{ApiState, serve};
+use crate::leases::LockTable;
+use crate::metrics::{ElectionLabels, Metrics, StateLabels};
+use crate::pod::{PodLabeler, run_pod_view};
+use crate::recipe::{
+    Candidate, ConnectionState, ElectionRecipe, SessionHandle, SessionOptions, start_session,
+};
+
+/// Why the sidecar could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How long the pod view may take to write the final labels at shutdown.
+const LABEL_FLUSH_BOUND: Duration = Duration::from_secs(5);
+
+/// Runs until `shutdown` is set, then resigns every election and releases every lock at once,
+/// relabels the pod, closes the session and returns.
+pub async fn run(
+    config: Config,
+    labeler: Arc<dyn PodLabeler>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), RunError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| RunError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| RunError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    tracing::info!(%addr, identity = %config.identity, "serving the HTTP API");
+
+    let (session, session_control) = start_session(SessionOptions {
+        ensemble: config.ensemble.clone(),
+        session_timeout: config.session_timeout,
+    });
+    let candidate = Candidate {
+        identity: config.identity.clone(),
+        address: config.address.clone(),
+        pod: config.pod.clone(),
+    };
+    let elections: Vec<_> = config
+        .elections
+        .iter()
+        .map(|name| ElectionRecipe::start(session.clone(), name.clone(), candidate.clone()))
+        .collect();
+    let metrics = Arc::new(Metrics::new());
+    let locks = LockTable::new(session.clone(), config.identity.clone(), metrics.clone());
+    let (draining_tx, draining) = watch::channel(false);
+    let (stop_tx, stop) = watch::channel(false);
+    let state = Arc::new(ApiState {
+        identity: config.identity.clone(),
+        session: session.clone(),
+        elections: elections.clone(),
+        locks: locks.clone(),
+        metrics: metrics.clone(),
+        draining,
+    });
+    let http = tokio::spawn(serve(listener, state, stop.clone()));
+    let pod_view = tokio::spawn(run_pod_view(elections.clone(), labeler, stop.clone()));
+    let observer = tokio::spawn(observe(
+        session.clone(),
+        elections.clone(),
+        metrics,
+        stop.clone(),
+    ));
+
+    // The guard `wait_for` returns must not live across an await.
+    let _ = shutdown.wait_for(|s| *s).await.is_ok();
+    tracing::info!("shutting down: resigning and releasing everything");
+    let _ = draining_tx.send(true);
+    let bound = config.session_timeout;
+    let mut handover = JoinSet::new();
+    for election in elections {
+        handover.spawn(async move { election.leave().await });
+    }
+    handover.spawn(async move { locks.release_all(bound).await });
+    if tokio::time::timeout(bound, handover.join_all())
+        .await
+        .is_err()
+    {
+        tracing::warn!("resign/release did not finish in time; the session close ends them");
+    }
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(LABEL_FLUSH_BOUND, pod_view)
+        .await
+        .is_err()
+    {
+        tracing::warn!("pod labels not updated before exit");
+    }
+    let _ = http.await;
+    let _ = observer.await;
+    session_control.close(bound).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Keeps the session and leadership metrics current until `stop` is set.
+async fn observe(
+    session: SessionHandle,
+    elections: Vec<ElectionRecipe>,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tasks = JoinSet::new();
+    for election in elections {
+        let metrics = metrics.clone();
+        let mut views = election.subscribe();
+        let mut stop = stop.clone();
+        tasks.spawn(async move {
+            let labels = ElectionLabels {
+                election: election.name().to_string(),
+            };
+            let mut led = false;
+            loop {
+                let leads = views.borrow_and_update().is_leader;
+                metrics
+                    .is_leader
+                    .get_or_create(&labels)
+                    .set(i64::from(leads));
+                if leads && !led {
+                    metrics.leader_terms.get_or_create(&labels).inc();
+                }
+                led = leads;
+                tokio::select! {
+                    changed = views.changed() => if changed.is_err() { break },
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            }
+            metrics.is_leader.get_or_create(&labels).set(0);
+        });
+    }
+    let mut snapshots = session.subscribe();
+    let mut generation = 0;
+    loop {
+        let (state, current) = {
+            let snap = snapshots.borrow_and_update();
+            (snap.state, snap.generation)
+        };
+        if current > generation {
+            metrics.sessions_established.inc_by(current - generation);
+            generation = current;
+        }
+        for s in [
+            ConnectionState::Connected,
+            ConnectionState::Suspended,
+            ConnectionState::Lost,
+        ] {
+            let labels = StateLabels {
+                state: s.as_str().to_owned(),
+            };
+            metrics
+                .session_state
+                .get_or_create(&labels)
+                .set(i64::from(s == state));
+        }
+        tokio::select! {
+            changed = snapshots.changed() => if changed.is_err() { break },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    tasks.join_all().await;
+}

@@ -1,0 +1,514 @@
+//! A multi-member Baton ensemble of real `baton-ensemble` processes on loopback, for
+//! replication, failover and membership tests.
+//!
+//! ```ignore
+//! async fn replicates(cluster: &mut Cluster) -> anyhow::Result<()> {
+//!     let leader = cluster.leader().await?;
+//!     let client = cluster.connect_to(leader).await?;
+//!     client.create("/a", b"x", &baton_tests::PERSISTENT).await?;
+//!     Ok(())
+//! }
+//! #[tokio::test]
+//! async fn replicates_test() { baton_tests::cluster::run_cluster_case(3, replicates).await }
+//! ```
+//!
+//! Every wait polls `/v1/status` with a short backoff under an overall deadline, and fails
+//! at once (with the log) if a member the harness did not kill has exited.
+
+mod admin;
+mod clients;
+mod member;
+pub mod write_load;
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+pub use admin::{Method, Reply, Status};
+pub use member::Member;
+use member::{LOG_TAIL_LINES, Ports};
+
+/// Upper bound for one whole cluster case, start-up included.
+pub const CLUSTER_CASE_DEADLINE: Duration = Duration::from_secs(240);
+/// How long the harness waits for the cluster to reach a state (a leader, a catch-up...).
+pub const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
+/// How many times `start` begins again on fresh ports after a member died during start-up
+/// (a port taken between our probe and its bind).
+const START_ATTEMPTS: usize = 3;
+/// `restart` keeps the ports, so an early exit (a port not yet released) is retried, spaced out.
+const RESTART_ATTEMPTS: usize = 5;
+const RESTART_BACKOFF: Duration = Duration::from_millis(300);
+const POLL_MIN: Duration = Duration::from_millis(20);
+const POLL_MAX: Duration = Duration::from_millis(200);
+
+/// `/v1/status` of every running member that answered, by member id.
+pub type Statuses = BTreeMap<u64, Status>;
+
+/// Starts an `n`-member cluster, runs `case` on it within `CLUSTER_CASE_DEADLINE`, and panics
+/// with the error and every member's log tail if the case fails.
+pub async fn run_cluster_case<F>(n: usize, case: F)
+where
+    F: AsyncFnOnce(&mut Cluster) -> Result<()>,
+{
+    let mut cluster = match Cluster::start(n).await {
+        Ok(cluster) => cluster,
+        Err(err) => panic!("could not start a {n}-member cluster: {err:#}"),
+    };
+    let outcome = tokio::time::timeout(CLUSTER_CASE_DEADLINE, case(&mut cluster))
+        .await
+        .unwrap_or_else(|_| {
+            Err(anyhow!(
+                "case did not finish within {CLUSTER_CASE_DEADLINE:?}"
+            ))
+        });
+    if let Err(err) = outcome {
+        cluster.dump_logs();
+        panic!("failed against a {n}-member cluster: {err:?}");
+    }
+}
+
+/// Real member processes, each with its own data dir and ports; all killed when dropped.
+pub struct Cluster {
+    binary: PathBuf,
+    /// Members of the ensemble (running or stopped by the harness), by id.
+    members: BTreeMap<u64, Member>,
+    /// Members removed from the ensemble: stopped, kept for their logs.
+    removed: Vec<Member>,
+    /// Every port ever handed to a member, so a new member never takes a stopped one's port.
+    used_ports: HashSet<u16>,
+}
+
+impl Cluster {
+    /// Starts `n` members bootstrapped together and waits until they agree on a leader and
+    /// are all ready.
+    pub async fn start(n: usize) -> Result<Cluster> {
+        if n == 0 {
+            bail!("a cluster needs at least one member");
+        }
+        let mut cluster = Cluster {
+            binary: baton_binary()?,
+            members: BTreeMap::new(),
+            removed: Vec::new(),
+            used_ports: HashSet::new(),
+        };
+        let mut attempt = 1;
+        loop {
+            let ids: Vec<u64> = (1..=n as u64).collect();
+            let ports = cluster.pick_ports(n)?;
+            let members_flag = members_flag(ids.iter().copied().zip(ports.iter().copied()));
+            cluster.members.clear();
+            for (id, ports) in ids.iter().copied().zip(ports) {
+                let member = Member::new(id, ports, members_flag.clone(), None)?;
+                cluster.members.insert(id, member);
+            }
+            let binary = cluster.binary.clone();
+            for member in cluster.members.values_mut() {
+                member.spawn(&binary)?;
+            }
+            match cluster.wait_for_leader().await {
+                Ok(_) => return Ok(cluster),
+                // A member that died during start-up most likely lost a race for its port.
+                Err(err) if attempt < START_ATTEMPTS && cluster.any_stopped() => {
+                    eprintln!(
+                        "cluster start attempt {attempt} failed, retrying on new ports: {err:#}"
+                    );
+                    attempt += 1;
+                    for member in cluster.members.values_mut() {
+                        member.kill9()?;
+                    }
+                }
+                Err(err) => {
+                    cluster.dump_logs();
+                    return Err(err.context(format!("start a {n}-member cluster")));
+                }
+            }
+        }
+    }
+
+    /// Ids of the ensemble's members (running or stopped; not removed ones), in order.
+    pub fn ids(&self) -> Vec<u64> {
+        self.members.keys().copied().collect()
+    }
+
+    /// Ids of the members the harness has running.
+    pub fn running_ids(&self) -> Vec<u64> {
+        self.members
+            .values()
+            .filter(|member| member.is_started())
+            .map(Member::id)
+            .collect()
+    }
+
+    /// Member `id` (its client and admin addresses, its log).
+    pub fn member(&self, id: u64) -> Result<&Member> {
+        self.members
+            .get(&id)
+            .with_context(|| format!("no member {id} in the cluster (members {:?})", self.ids()))
+    }
+
+    fn member_mut(&mut self, id: u64) -> Result<&mut Member> {
+        let ids = self.ids();
+        self.members
+            .get_mut(&id)
+            .with_context(|| format!("no member {id} in the cluster (members {ids:?})"))
+    }
+
+    /// `host:port,...` of every member's client port, for clients that fail over.
+    pub fn connect_string(&self) -> String {
+        self.members
+            .values()
+            .map(|member| member.client_addr().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The leader every running member agrees on, once they are all ready.
+    pub async fn leader(&mut self) -> Result<u64> {
+        self.wait_for_leader().await
+    }
+
+    /// Waits until every running member reports the same leader, that leader is running and
+    /// says it leads, and every running member has applied what it knows committed.
+    pub async fn wait_for_leader(&mut self) -> Result<u64> {
+        let running = self.running_ids();
+        let statuses = self
+            .wait_for(
+                "the running members to agree on a leader and be ready",
+                |statuses| agreed_leader(&running, statuses).is_some(),
+            )
+            .await?;
+        agreed_leader(&running, &statuses).context("the leader vanished between two looks")
+    }
+
+    /// `/v1/status` of every running member that answers within the probe deadline.
+    pub async fn statuses(&mut self) -> Result<Statuses> {
+        let mut statuses = Statuses::new();
+        for member in self.members.values_mut() {
+            member.check_alive()?;
+            if !member.is_started() {
+                continue;
+            }
+            if let Ok(status) = member.status().await {
+                statuses.insert(member.id(), status);
+            }
+        }
+        Ok(statuses)
+    }
+
+    /// Polls the running members' statuses until `condition` holds, and returns those statuses.
+    /// Fails after `CONVERGE_DEADLINE` with the last statuses seen, or at once if a member the
+    /// harness did not stop has exited.
+    pub async fn wait_for<F>(&mut self, what: &str, mut condition: F) -> Result<Statuses>
+    where
+        F: FnMut(&Statuses) -> bool,
+    {
+        let deadline = Instant::now() + CONVERGE_DEADLINE;
+        let mut backoff = POLL_MIN;
+        loop {
+            let statuses = self
+                .statuses()
+                .await
+                .with_context(|| format!("waiting for {what}"))?;
+            if condition(&statuses) {
+                return Ok(statuses);
+            }
+            if Instant::now() >= deadline {
+                let seen: Vec<String> = statuses.values().map(Status::to_string).collect();
+                bail!(
+                    "{what}: not reached within {CONVERGE_DEADLINE:?}; running {:?}; last statuses:\n  {}",
+                    self.running_ids(),
+                    seen.join("\n  ")
+                );
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(POLL_MAX);
+        }
+    }
+
+    /// Kills member `id` with SIGKILL; its data dir and ports are kept for `restart`.
+    pub fn kill9(&mut self, id: u64) -> Result<()> {
+        self.member_mut(id)?.kill9()
+    }
+
+    /// Starts member `id` again (killing it first if it runs) with the same data dir, ports and
+    /// flags, and waits until its `/readyz` answers 200.
+    pub async fn restart(&mut self, id: u64) -> Result<()> {
+        self.restart_all(&[id]).await
+    }
+
+    /// Restarts several members at once (a member alone may have no quorum to become ready
+    /// with), then waits until each is ready.
+    pub async fn restart_all(&mut self, ids: &[u64]) -> Result<()> {
+        let binary = self.binary.clone();
+        for &id in ids {
+            let member = self.member_mut(id)?;
+            member.kill9()?;
+            member.spawn(&binary)?;
+        }
+        let mut attempts = BTreeMap::new();
+        let deadline = Instant::now() + CONVERGE_DEADLINE;
+        let mut pending: Vec<u64> = ids.to_vec();
+        let mut backoff = POLL_MIN;
+        while !pending.is_empty() {
+            let mut still = Vec::new();
+            for id in pending {
+                let member = self.member_mut(id)?;
+                if let Err(exited) = member.check_alive() {
+                    // The old incarnation's ports can stay busy for a moment after it died.
+                    let attempt = attempts.entry(id).or_insert(1);
+                    if *attempt >= RESTART_ATTEMPTS {
+                        return Err(exited.context(format!("restart member {id}")));
+                    }
+                    *attempt += 1;
+                    tokio::time::sleep(RESTART_BACKOFF).await;
+                    member.spawn(&binary)?;
+                    still.push(id);
+                    continue;
+                }
+                let ready = member
+                    .admin(Method::Get, "/readyz", None)
+                    .await
+                    .is_ok_and(|reply| reply.status == 200);
+                if !ready {
+                    still.push(id);
+                }
+            }
+            pending = still;
+            if pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let tails: Vec<String> = pending
+                    .iter()
+                    .filter_map(|id| self.members.get(id))
+                    .map(|member| {
+                        format!(
+                            "member {}:\n{}",
+                            member.id(),
+                            member.log_tail(LOG_TAIL_LINES)
+                        )
+                    })
+                    .collect();
+                bail!(
+                    "members {pending:?} not ready within {CONVERGE_DEADLINE:?} after a restart\n{}",
+                    tails.join("\n")
+                );
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(POLL_MAX);
+        }
+        Ok(())
+    }
+
+    /// One admin API request to member `id`.
+    pub async fn admin(
+        &self,
+        id: u64,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Reply> {
+        self.member(id)?.admin(method, path, body).await
+    }
+
+    /// Starts a new member (next free id, fresh ports and dir) with the ensemble's cluster id and
+    /// `--members` listing the current members plus itself, then asks the leader to add it
+    /// (POST /v1/members, 202). Returns its id without waiting for it to catch up or be promoted.
+    pub async fn add_member(&mut self) -> Result<u64> {
+        let leader = self.wait_for_leader().await?;
+        let cluster_id = self.member(leader)?.status().await?.cluster_id;
+        let id = self
+            .members
+            .keys()
+            .copied()
+            .chain(self.removed.iter().map(Member::id))
+            .max()
+            .map_or(1, |max| max + 1);
+        let ports = self.pick_ports(1)?.remove(0);
+        let listed = self
+            .members
+            .values()
+            .map(|member| (member.id(), member.ports()))
+            .chain([(id, ports)]);
+        let mut member = Member::new(id, ports, members_flag(listed), Some(cluster_id))?;
+        member.spawn(&self.binary)?;
+        self.members.insert(id, member);
+        self.wait_until_serving(id).await?;
+
+        let body = json!({ "id": id, "peerAddr": self.member(id)?.peer_addr().to_string() });
+        self.leader_command(Method::Post, "/v1/members", Some(&body))
+            .await
+            .with_context(|| format!("add member {id}"))?;
+        Ok(id)
+    }
+
+    /// Asks the leader to remove member `id` (DELETE /v1/members/{id}, 202), waits until every
+    /// other running member has applied the change, then stops the process.
+    pub async fn remove_member(&mut self, id: u64) -> Result<()> {
+        self.member(id)?;
+        self.leader_command(Method::Delete, &format!("/v1/members/{id}"), None)
+            .await
+            .with_context(|| format!("remove member {id}"))?;
+        self.wait_for(
+            &format!("every other member to drop member {id}"),
+            |statuses| {
+                statuses
+                    .values()
+                    .filter(|status| status.id != id)
+                    .all(|status| !status.members.contains(&id))
+            },
+        )
+        .await?;
+        let mut member = self.members.remove(&id).context("member vanished")?;
+        member.kill9()?;
+        self.removed.push(member);
+        Ok(())
+    }
+
+    /// Sends a membership command to the leader and expects 202. Follows a 421's leader hint
+    /// and retries a 409 "another change in progress" (a learner's promotion) until the deadline.
+    async fn leader_command(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Reply> {
+        let deadline = Instant::now() + CONVERGE_DEADLINE;
+        let mut backoff = POLL_MIN;
+        loop {
+            let leader = self.wait_for_leader().await?;
+            let reply = self.admin(leader, method, path, body).await?;
+            let retry = match reply.status {
+                202 => return Ok(reply),
+                421 => true,
+                409 => reply
+                    .body
+                    .to_string()
+                    .contains("another membership change is still in progress"),
+                _ => false,
+            };
+            if !retry || Instant::now() >= deadline {
+                bail!("{method} {path} on leader {leader} answered {reply}");
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(POLL_MAX);
+        }
+    }
+
+    /// Waits until member `id` answers `/healthz` (its listeners are up).
+    async fn wait_until_serving(&mut self, id: u64) -> Result<()> {
+        let deadline = Instant::now() + CONVERGE_DEADLINE;
+        let mut backoff = POLL_MIN;
+        loop {
+            let member = self.member_mut(id)?;
+            member.check_alive()?;
+            if member
+                .admin(Method::Get, "/healthz", None)
+                .await
+                .is_ok_and(|reply| reply.status == 200)
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("member {id} did not answer /healthz within {CONVERGE_DEADLINE:?}");
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(POLL_MAX);
+        }
+    }
+
+    /// Prints every member's log tail to stderr (each at most once).
+    pub fn dump_logs(&mut self) {
+        for member in self.members.values_mut().chain(self.removed.iter_mut()) {
+            member.dump_log();
+        }
+    }
+
+    /// Whether a member is not running although `start` spawned them all: it exited.
+    fn any_stopped(&self) -> bool {
+        self.members.values().any(|member| !member.is_started())
+    }
+
+    /// `n` sets of ports that were free a moment ago and were never given to another member.
+    fn pick_ports(&mut self, n: usize) -> Result<Vec<Ports>> {
+        // Hold every probe listener at once so no port is handed out twice.
+        let mut listeners = Vec::new();
+        let mut ports = Vec::new();
+        while ports.len() < 3 * n {
+            let listener =
+                TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("bind a probe port")?;
+            let port = listener.local_addr().context("probe port")?.port();
+            if self.used_ports.insert(port) {
+                ports.push(port);
+            }
+            listeners.push(listener);
+        }
+        drop(listeners);
+        Ok(ports
+            .chunks_exact(3)
+            .map(|chunk| Ports {
+                client: chunk[0],
+                peer: chunk[1],
+                admin: chunk[2],
+            })
+            .collect())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Members kill themselves on drop and print their logs if a test panicked.
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+    }
+}
+
+/// The leader all of `running` agree on, if they do, it is among them, it says it leads, and
+/// every one of them is ready.
+fn agreed_leader(running: &[u64], statuses: &Statuses) -> Option<u64> {
+    let first = statuses.values().next()?.leader_id;
+    let all_answered = running.iter().all(|id| statuses.contains_key(id));
+    let agreed = statuses
+        .values()
+        .all(|status| status.leader_id == first && status.is_ready());
+    let leads = statuses
+        .get(&first)
+        .is_some_and(|status| status.role == "leader");
+    (first != 0 && all_answered && agreed && leads).then_some(first)
+}
+
+fn members_flag(members: impl Iterator<Item = (u64, Ports)>) -> String {
+    members
+        .map(|(id, ports)| format!("{id}=127.0.0.1:{}", ports.peer))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `baton-ensemble` next to the test executable (`target/<profile>/deps/<test>-<hash>` →
+/// `target/<profile>/baton-ensemble`), or `$BATON_ENSEMBLE_BIN`; the same lookup as `Server`.
+fn baton_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("BATON_ENSEMBLE_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().context("locate the test executable")?;
+    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| {
+        anyhow!(
+            "test executable {} has no target/<profile> dir",
+            exe.display()
+        )
+    })?;
+    let binary = profile_dir.join("baton-ensemble");
+    if !binary.is_file() {
+        bail!(
+            "{} is missing: run `cargo build -p baton-ensemble` first (or set BATON_ENSEMBLE_BIN)",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}

@@ -1,0 +1,193 @@
+//! Baton's admin HTTP API as the cluster harness uses it: any method, an optional JSON body,
+//! and `/v1/status` parsed into a typed `Status`.
+//!
+//! Every exchange is bounded by a deadline, so a member that accepts but never answers fails
+//! the probe instead of hanging the test.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// An HTTP method the admin API takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Delete => "DELETE",
+        })
+    }
+}
+
+/// An admin API answer: the status code and the body, parsed as JSON when it is JSON
+/// (`Value::String` with the raw text otherwise, e.g. `/readyz`'s "ready").
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The `error.code` of an error body (`NotLeader`, `Conflict`, ...), if there is one.
+    pub fn error_code(&self) -> Option<&str> {
+        self.body
+            .get("error")
+            .and_then(|error| error.get("code"))
+            .and_then(Value::as_str)
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.body)
+    }
+}
+
+/// Sends one request over HTTP/1.0 (the body of the answer is close-delimited, never chunked).
+pub async fn request(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+    deadline: Duration,
+) -> Result<Reply> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.context("connect")?;
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .context("send the request")?;
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .await
+            .context("read the response")?;
+        parse_response(&response)
+    };
+    tokio::time::timeout(deadline, exchange)
+        .await
+        .map_err(|_| anyhow!("no answer to {method} http://{addr}{path} within {deadline:?}"))?
+        .with_context(|| format!("{method} http://{addr}{path}"))
+}
+
+fn parse_response(response: &[u8]) -> Result<Reply> {
+    let text = String::from_utf8_lossy(response);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("response without a header/body separator: {text:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| anyhow!("malformed status line in {head:?}"))?;
+    let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
+    Ok(Reply { status, body })
+}
+
+/// One member's `GET /v1/status`, typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub id: u64,
+    /// "leader", "follower", "candidate" or "learner".
+    pub role: String,
+    /// 0 when the member knows no leader.
+    pub leader_id: u64,
+    pub term: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    /// Voters and learners.
+    pub members: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub cluster_id: String,
+    pub sessions: u64,
+    pub znodes: u64,
+}
+
+impl Status {
+    /// Parses the JSON of `/v1/status`; a missing or mistyped field is an error naming it.
+    pub fn from_json(json: &Value) -> Result<Status> {
+        let number = |key: &str| {
+            json.get(key)
+                .and_then(Value::as_u64)
+                .with_context(|| format!("no unsigned integer {key:?} in status {json}"))
+        };
+        let text = |key: &str| {
+            json.get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .with_context(|| format!("no string {key:?} in status {json}"))
+        };
+        let ids = |key: &str| -> Result<Vec<u64>> {
+            json.get(key)
+                .and_then(Value::as_array)
+                .and_then(|ids| ids.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+                .with_context(|| format!("no array of ids {key:?} in status {json}"))
+        };
+        Ok(Status {
+            id: number("id")?,
+            role: text("role")?,
+            leader_id: number("leaderId")?,
+            term: number("term")?,
+            commit_index: number("commitIndex")?,
+            applied_index: number("appliedIndex")?,
+            members: ids("members")?,
+            learners: ids("learners")?,
+            cluster_id: text("clusterId")?,
+            sessions: number("sessions")?,
+            znodes: number("znodes")?,
+        })
+    }
+
+    /// The same condition as `/readyz`: a leader is known and everything known committed is
+    /// applied.
+    pub fn is_ready(&self) -> bool {
+        self.leader_id != 0 && self.applied_index >= self.commit_index
+    }
+
+    /// Members that vote (members that are not learners), in id order.
+    pub fn voters(&self) -> Vec<u64> {
+        let mut voters: Vec<u64> = self
+            .members
+            .iter()
+            .copied()
+            .filter(|id| !self.learners.contains(id))
+            .collect();
+        voters.sort_unstable();
+        voters
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "member {} {} (leader {}, term {}, commit {}, applied {}, members {:?}, learners {:?})",
+            self.id,
+            self.role,
+            self.leader_id,
+            self.term,
+            self.commit_index,
+            self.applied_index,
+            self.members,
+            self.learners
+        )
+    }
+}
