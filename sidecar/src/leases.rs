@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::duration::format_duration;
 use crate::metrics::Metrics;
 use crate::recipe::{
     LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName, SessionHandle,
@@ -32,7 +33,7 @@ pub enum LeaseError {
     AlreadyHeld { lock: ResourceName, token: i64 },
     #[error("this pod is already acquiring lock {lock}")]
     AcquireInProgress { lock: ResourceName },
-    #[error("lock {lock} was not granted within {waited:?}")]
+    #[error("lock {lock} was not granted within wait={}", format_duration(*.waited))]
     NotGranted {
         lock: ResourceName,
         waited: Duration,

@@ -267,7 +267,11 @@ impl Core {
                     .iter()
                     .map(|id| ClientInfo {
                         auth_scheme: id.scheme.clone(),
-                        user: id.id.clone(),
+                        // ZooKeeper's digest provider names the user, not the hashed id.
+                        user: match id.scheme.as_str() {
+                            "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
+                            _ => id.id.clone(),
+                        },
                     })
                     .collect(),
             })),

@@ -193,20 +193,27 @@ impl LockRecipe {
         &self.name
     }
 
-    /// Queues for the lock and waits up to `wait` for it (zero: try once). The ensemble calls
-    /// themselves are bounded by the session timeout. On failure nothing stays queued.
+    /// Queues for the lock and waits up to `wait` for it (zero: try once), including for the
+    /// session to connect. The ensemble calls themselves are bounded by the session timeout.
+    /// On failure nothing stays queued.
     pub async fn acquire(
         &self,
         mode: LockMode,
         wait: Duration,
         lease_expires_at: Option<SystemTime>,
     ) -> Result<LockGrant, LockError> {
+        let started = Instant::now();
+        let deadline = started + wait;
+        // A disconnected session is waited for like a holder would be: within `wait`.
         let conn = match self.session.connected_now() {
             Some(conn) => conn,
-            None if self.session.state() == ConnectionState::Suspended => {
-                return Err(RecipeError::Suspended.into());
-            }
-            None => return Err(RecipeError::SessionLost.into()),
+            None => match tokio::time::timeout_at(deadline, self.session.connected(0)).await {
+                Ok(connected) => connected?,
+                Err(_) if self.session.state() == ConnectionState::Suspended => {
+                    return Err(RecipeError::Suspended.into());
+                }
+                Err(_) => return Err(RecipeError::SessionLost.into()),
+            },
         };
         let owner = self.session.next_owner_id(&self.identity, &conn);
         let data = self.data(&owner, lease_expires_at);
@@ -223,8 +230,6 @@ impl LockRecipe {
             node: None,
             armed: true,
         };
-        let started = Instant::now();
-        let deadline = started + wait;
         let ops_deadline = deadline.max(started + self.session.session_timeout());
         let outcome =
             tokio::time::timeout_at(ops_deadline, self.wait_for_grant(&mut pending, deadline))

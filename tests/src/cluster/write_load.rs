@@ -72,9 +72,13 @@ impl WriteLog {
                 names.insert(name),
                 "sequential name {name} was acknowledged twice"
             );
-            let data = nodes
-                .get(name)
-                .with_context(|| format!("acknowledged create {} ({}) is lost", ack.path, show(&ack.data)))?;
+            let data = nodes.get(name).with_context(|| {
+                format!(
+                    "acknowledged create {} ({}) is lost",
+                    ack.path,
+                    show(&ack.data)
+                )
+            })?;
             ensure!(
                 *data == ack.data,
                 "{} holds {} but its acknowledged create wrote {}",
@@ -86,7 +90,10 @@ impl WriteLog {
         let mut seen: HashMap<&[u8], &str> = HashMap::new();
         for (name, data) in nodes {
             if let Some(first) = seen.insert(data, name) {
-                bail!("one create was applied twice: {first} and {name} both hold {}", show(data));
+                bail!(
+                    "one create was applied twice: {first} and {name} both hold {}",
+                    show(data)
+                );
             }
         }
         let writers: HashSet<usize> = self.acks.iter().map(|ack| ack.writer).collect();

@@ -1,0 +1,280 @@
+//! Shared test harness: the ensemble to test against, sidecar processes, and an HTTP client.
+//!
+//! `BATON_TEST_ZK=HOST:PORT` points the tests at a running ensemble (Baton's, or Apache
+//! ZooKeeper). Unset, each test binary starts one Apache ZooKeeper 3.8 reference server with
+//! `scripts/reference-zookeeper.sh` and it dies with the test process.
+
+#![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+pub mod proxy;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long any single wait in these tests may take before the test fails.
+pub const BOUND: Duration = Duration::from_secs(60);
+
+/// The ensemble under test: `BATON_TEST_ZK`, or a reference server started on first use.
+pub fn zk_address() -> String {
+    if let Ok(addr) = std::env::var("BATON_TEST_ZK") {
+        return addr;
+    }
+    static REFERENCE: OnceLock<ReferenceServer> = OnceLock::new();
+    REFERENCE.get_or_init(ReferenceServer::start).address.clone()
+}
+
+/// A reference ZooKeeper for this test process. It is started by a shell that kills it when
+/// its stdin reaches EOF, which happens when this process exits however it exits: statics
+/// are never dropped, so no destructor could do it.
+struct ReferenceServer {
+    address: String,
+    _lifeline: Mutex<ChildStdin>,
+}
+
+impl ReferenceServer {
+    fn start() -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("baton-sidecar-zk-{}-{port}", std::process::id()));
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference-zookeeper.sh");
+        let mut child = Command::new("bash")
+            .arg("-c")
+            .arg(r#""$0" "$1" "$2" >"$2.log" 2>&1 </dev/null & zk=$!; cat >/dev/null; kill $zk; wait $zk; rm -rf "$2" "$2.log""#)
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start the reference ZooKeeper");
+        let lifeline = child.stdin.take().expect("piped stdin");
+        let address = format!("127.0.0.1:{port}");
+        let started = Instant::now();
+        // Polling an external process's startup: there is no event to wait for.
+        while !four_letter_word(&address, "ruok").is_some_and(|r| r == "imok") {
+            assert!(started.elapsed() < BOUND, "reference ZooKeeper did not start on {address}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Self {
+            address,
+            _lifeline: Mutex::new(lifeline),
+        }
+    }
+}
+
+fn four_letter_word(address: &str, word: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(word.as_bytes()).ok()?;
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut out).ok()?;
+    Some(out)
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A name no other test (or earlier run against a shared ensemble) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A running `baton-sidecar` process, killed when dropped.
+pub struct Sidecar {
+    pub identity: String,
+    pub addr: SocketAddr,
+    child: Option<Child>,
+    log: Arc<(Mutex<Vec<String>>, Condvar)>,
+}
+
+impl Sidecar {
+    /// Starts a sidecar named `identity` standing in `elections`, and waits until it serves
+    /// HTTP and has a session.
+    pub fn start(identity: &str, elections: &[&str]) -> Self {
+        Self::start_with(identity, elections, &[])
+    }
+
+    /// [`Sidecar::start`] with extra flags.
+    pub fn start_with(identity: &str, elections: &[&str], extra: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_baton-sidecar"));
+        command
+            .args(["--ensemble", &zk_address(), "--listen", "127.0.0.1:0", "--identity", identity])
+            .args(["--session-timeout", "10s"])
+            .args(extra)
+            .env("BATON_LOG", "info,baton_sidecar=debug")
+            .env_remove("BATON_ELECTION")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for election in elections {
+            command.args(["--election", election]);
+        }
+        let mut child = command.spawn().expect("start baton-sidecar");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let (lines, wake) = &*sink;
+                lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                wake.notify_all();
+            }
+        });
+        let mut sidecar = Self {
+            identity: identity.to_owned(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            child: Some(child),
+            log,
+        };
+        let line = sidecar.wait_log("serving the HTTP API");
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("addr="))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        sidecar.addr = addr;
+        sidecar.wait_log("session established");
+        sidecar
+    }
+
+    /// Waits for a log line containing `needle` (event-driven: lines arrive as they are logged).
+    pub fn wait_log(&self, needle: &str) -> String {
+        let (lines, wake) = &*self.log;
+        let deadline = Instant::now() + BOUND;
+        let mut guard = lines.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(line) = guard.iter().find(|l| l.contains(needle)) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{}: no log line with {needle:?}:\n{}", self.identity, guard.join("\n"));
+            guard = wake.wait_timeout(guard, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        self.log.0.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("still running");
+        let pid = child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match rx.recv_timeout(BOUND) {
+            Ok(status) => status.expect("wait for the sidecar"),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                panic!("{} did not exit after SIGTERM:\n{}", self.identity, self.log());
+            }
+        }
+    }
+
+    /// `METHOD path` against this sidecar; the JSON answer (or the text as a JSON string).
+    pub async fn call(&self, method: &str, path: &str) -> Response {
+        http(self.addr, method, path, &[]).await
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- log of {} ---\n{}", self.identity, self.log());
+        }
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Response {
+    /// The header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The error code of an error answer, checking the envelope's shape on the way.
+    pub fn error_code(&self) -> &str {
+        let error = &self.body["error"];
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "no message: {self:?}");
+        assert_eq!(self.header("content-type"), Some("application/json"), "{self:?}");
+        error["code"].as_str().unwrap_or_else(|| panic!("not an error envelope: {self:?}"))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; `extra` is raw header lines and body.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, extra: &[u8]) -> Response {
+    let request = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect to the sidecar");
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        stream.write_all(head.as_bytes()).await.expect("send");
+        if extra.is_empty() {
+            stream.write_all(b"Content-Length: 0\r\n\r\n").await.expect("send");
+        } else {
+            stream.write_all(extra).await.expect("send");
+        }
+        let mut raw = Vec::new();
+        // A server may answer and close before reading all of a refused body: keep what came.
+        let _ = stream.read_to_end(&mut raw).await;
+        raw
+    };
+    let raw = tokio::time::timeout(BOUND, request)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no answer within {BOUND:?}"));
+    parse_response(&raw).unwrap_or_else(|| panic!("{method} {path}: unparsable answer {:?}", String::from_utf8_lossy(&raw)))
+}
+
+fn parse_response(raw: &[u8]) -> Option<Response> {
+    let text = std::str::from_utf8(raw).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
+    Some(Response { status, headers, body })
+}
