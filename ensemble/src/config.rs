@@ -45,6 +45,13 @@ pub struct Config {
     #[arg(long, env = "BATON_CLUSTER_ID")]
     pub cluster_id: Option<String>,
 
+    /// Join a running ensemble instead of bootstrapping one: start with no configuration and
+    /// wait for the leader to add this member (POST /v1/members on the leader). Needs
+    /// --cluster-id, and --members naming the current members so their addresses are known.
+    /// Ignored once the data dir holds a configuration.
+    #[arg(long, env = "BATON_JOIN")]
+    pub join: bool,
+
     /// Smallest session timeout granted to clients.
     #[arg(long, default_value = "4s", value_parser = parse_duration)]
     pub min_session_timeout: Duration,
@@ -125,6 +132,9 @@ impl Config {
         ids.sort_unstable();
         if ids.windows(2).any(|w| w[0] == w[1]) {
             return Err("--members names the same id twice".into());
+        }
+        if self.join && self.cluster_id.is_none() {
+            return Err("--join needs --cluster-id (the ensemble's, from GET /v1/status)".into());
         }
         if self.min_session_timeout > self.max_session_timeout {
             return Err("--min-session-timeout is larger than --max-session-timeout".into());

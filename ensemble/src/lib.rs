@@ -94,6 +94,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         snapshot_entries: cfg.snapshot_entries,
         tick: cfg.tick,
         reap_interval: cfg.housekeeping_interval,
+        join: cfg.join,
     };
     let core = Core::new(
         core_cfg,

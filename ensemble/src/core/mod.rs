@@ -49,6 +49,9 @@ pub struct CoreConfig {
     pub tick: Duration,
     /// How often the leader looks for empty containers and expired TTL nodes.
     pub reap_interval: Duration,
+    /// Start with no configuration and wait to be added by the leader (a member joining a
+    /// running ensemble).
+    pub join: bool,
 }
 
 /// Why the core stopped.
@@ -97,6 +100,7 @@ pub struct Core {
     next_session_id: i64,
     conf_state: ConfState,
     last_snapshot_index: u64,
+    snapshot_after_membership_change: bool,
     last_reap: Instant,
     started: Instant,
     last_leader: u64,
@@ -170,6 +174,7 @@ impl Core {
             transport,
             conf_state,
             last_snapshot_index,
+            snapshot_after_membership_change: false,
             last_reap: started,
             started,
             last_leader: 0,

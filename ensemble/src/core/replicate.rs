@@ -33,7 +33,16 @@ pub(super) fn open_node(
     let members: Vec<u64> = initial_members.iter().map(|(id, _)| *id).collect();
     let state = log.initial_state()?;
     let mut conf_state = state.conf_state.clone();
-    if conf_state.voters.is_empty() && conf_state.learners.is_empty() {
+    let fresh = conf_state.voters.is_empty() && conf_state.learners.is_empty();
+    if fresh && cfg.join {
+        // A member joining a running ensemble learns its configuration from the leader (the
+        // membership change that adds it, or a snapshot); bootstrapping one of its own would
+        // make it believe it is a voter of a cluster that never agreed to that.
+        tracing::info!(
+            ?members,
+            "joining: waiting for the leader to add this member (POST /v1/members)"
+        );
+    } else if fresh {
         conf_state = ConfState::from((members.clone(), Vec::<u64>::new()));
         log.set_conf_state(&conf_state)?;
         tracing::info!(?members, "bootstrapped a new ensemble");
@@ -223,6 +232,9 @@ impl Core {
             }
         }
         tracing::info!(index, voters = ?self.conf_state.voters, learners = ?self.conf_state.learners, "membership changed");
+        // A member catching up from a snapshot must find itself in the snapshot's configuration
+        // (raft refuses it otherwise), so the snapshot we serve must postdate every change.
+        self.snapshot_after_membership_change = true;
         self.sm.apply(index as i64, &NOOP);
         Ok(())
     }
@@ -269,9 +281,11 @@ impl Core {
 
     fn maybe_snapshot(&mut self) -> Result<(), CoreError> {
         let applied = self.sm.last_applied() as u64;
-        if applied < self.last_snapshot_index + self.cfg.snapshot_entries {
+        let due = applied >= self.last_snapshot_index + self.cfg.snapshot_entries;
+        if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
+        self.snapshot_after_membership_change = false;
         let started = Instant::now();
         let data = self.sm.snapshot();
         let bytes = data.len();
