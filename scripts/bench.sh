@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Benchmarks a one-member Baton against a one-member Apache ZooKeeper 3.8 on this machine, with the
-# same client (baton-bench) and the same workloads, and prints one table side by side.
+# Benchmarks Baton against Apache ZooKeeper 3.8 on this machine, the same ensemble size for both,
+# with the same client (baton-bench) and the same workloads, and prints one table side by side.
 #
-#   scripts/bench.sh [--quick] [--targets zk,baton] [--members 1]
+#   scripts/bench.sh [--quick] [--targets zk,baton] [--members 1|3|5]
 #
 #   --quick          ~2 s per cell instead of ~6 s (about 1.5 minutes instead of 3.5 on an idle build)
 #   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
-#   --members N      ensemble size; only 1 for now
+#   --members N      ensemble size (default 1: ZooKeeper standalone, Baton one member). With 3 or 5,
+#                    every member runs on loopback on this one machine, and the bench's workers are
+#                    spread round-robin across the members (worker i talks to member i mod N), so
+#                    most writes are forwarded by a follower to the leader, as in production.
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
-# Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper, and from $BATON_PORT (43181),
-# $BATON_PEER_PORT (43888) and $BATON_ADMIN_PORT (43080) for Baton.
+# Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper clients (and $ZK_QUORUM_PORT
+# (42888) for its quorum and election ports), and from $BATON_PORT (43181), $BATON_PEER_PORT
+# (43888) and $BATON_ADMIN_PORT (43080) for Baton.
+# Memory is the sum of every member's RSS.
 # Ratios read ">1 means Baton wins": Baton/ZK for ops/s, ZK/Baton for latencies and memory.
 set -euo pipefail
 
@@ -25,15 +30,15 @@ while [ $# -gt 0 ]; do
     --quick) cell=2s; election_rounds=10 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-if [ "$members" != 1 ]; then
-  echo "bench.sh: --members $members: multi-member ensembles are not yet supported (only 1)" >&2
-  exit 2
-fi
+case "$members" in
+  1|3|5) ;;
+  *) echo "bench.sh: --members must be 1, 3 or 5 (got $members)" >&2; exit 2 ;;
+esac
 command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; exit 2; }
 
 want() { [[ ",$targets," == *",$1,"* ]]; }
@@ -54,10 +59,17 @@ pick_port() {
 }
 
 work=${BENCH_DIR:-$root/target/bench}
-pick_port zk_port "${ZK_PORT:-42181}"
-pick_port baton_port "${BATON_PORT:-43181}"
-pick_port baton_peer_port "${BATON_PEER_PORT:-43888}"
-pick_port baton_admin_port "${BATON_ADMIN_PORT:-43080}"
+# Per member i (1..members): client, quorum and election ports of ZooKeeper; client, peer and
+# admin ports of Baton.
+declare -A zk_port zk_quorum_port zk_election_port baton_port baton_peer_port baton_admin_port
+for i in $(seq 1 "$members"); do
+  pick_port "zk_port[$i]" "${ZK_PORT:-42181}"
+  pick_port "zk_quorum_port[$i]" "${ZK_QUORUM_PORT:-42888}"
+  pick_port "zk_election_port[$i]" "${ZK_QUORUM_PORT:-42888}"
+  pick_port "baton_port[$i]" "${BATON_PORT:-43181}"
+  pick_port "baton_peer_port[$i]" "${BATON_PEER_PORT:-43888}"
+  pick_port "baton_admin_port[$i]" "${BATON_ADMIN_PORT:-43080}"
+done
 bench=$root/target/release/baton-bench
 results=$work/results.jsonl
 
@@ -105,44 +117,98 @@ wait_ready() {
 # True when process $2 (or a thread of it) is the one listening on port $1.
 listens() { ss -Hltnp "sport = :$1" 2>/dev/null | grep -q "pid=$2,"; }
 
+# ZooKeeper member $1 serves clients: standalone, or in a quorum that has a leader.
 zk_ready() {
-  [ "$(four_letter 127.0.0.1 "$zk_port" ruok)" = imok ] && listens "$zk_port" "${pid_of[zk]}"
+  local i=$1
+  [[ "$(four_letter 127.0.0.1 "${zk_port[$i]}" srvr)" == *"Mode: "* ]] &&
+    listens "${zk_port[$i]}" "${zk_pid[$i]}"
 }
+# Baton member $1 knows a leader and has applied what it knows committed.
 baton_ready() {
-  [ "$(four_letter 127.0.0.1 "$baton_port" ruok)" = imok ] &&
-    listens "$baton_port" "${pid_of[baton]}" &&
-    curl -sf "http://127.0.0.1:$baton_admin_port/readyz" >/dev/null
+  local i=$1
+  [ "$(four_letter 127.0.0.1 "${baton_port[$i]}" ruok)" = imok ] &&
+    listens "${baton_port[$i]}" "${baton_pid[$i]}" &&
+    curl -sf "http://127.0.0.1:${baton_admin_port[$i]}/readyz" >/dev/null
 }
 
-declare -A server pid_of
-if want zk; then
-  # The reference script execs java, so $! is the JVM whose memory we measure.
-  "$root/scripts/reference-zookeeper.sh" "$zk_port" "$work/zk" >"$work/zk.log" 2>&1 &
-  pid_of[zk]=$!; pids+=("$!")
-  server[zk]=127.0.0.1:$zk_port
-fi
-if want baton; then
-  "$root/target/release/baton-ensemble" --id 1 --data-dir "$work/baton" \
-    --client-addr "127.0.0.1:$baton_port" --peer-addr "127.0.0.1:$baton_peer_port" \
-    --admin-addr "127.0.0.1:$baton_admin_port" >"$work/baton.log" 2>&1 &
-  pid_of[baton]=$!; pids+=("$!")
-  server[baton]=127.0.0.1:$baton_port
-fi
-want zk && wait_ready ZooKeeper "${pid_of[zk]}" "$work/zk.log" zk_ready
-want baton && wait_ready Baton "${pid_of[baton]}" "$work/baton.log" baton_ready
+# Member $1 of a ZooKeeper quorum in the foreground: the same JVM flags as reference-zookeeper.sh
+# (which runs standalone only), plus the quorum's server list and this member's myid.
+zk_member() {
+  local i=$1 dir=$work/zk/$1 j
+  mkdir -p "$dir"
+  echo "$i" >"$dir/myid"
+  {
+    echo "tickTime=2000"
+    echo "initLimit=10"
+    echo "syncLimit=5"
+    echo "dataDir=$dir"
+    echo "clientPort=${zk_port[$i]}"
+    echo "maxClientCnxns=0"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=*"
+    for j in $(seq 1 "$members"); do
+      echo "server.$j=127.0.0.1:${zk_quorum_port[$j]}:${zk_election_port[$j]}"
+    done
+  } >"$dir/zoo.cfg"
+  exec java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
+    -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \
+    -cp "/usr/share/java/*:/etc/zookeeper/conf" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+}
+
+declare -A server zk_pid baton_pid
+baton_members=()
+for i in $(seq 1 "$members"); do baton_members+=("$i=127.0.0.1:${baton_peer_port[$i]}"); done
+baton_members=$(IFS=,; echo "${baton_members[*]}")
+zk_servers=() baton_servers=()
+for i in $(seq 1 "$members"); do
+  if want zk; then
+    # Both ways exec java, so $! is the JVM whose memory we measure.
+    if [ "$members" = 1 ]; then
+      "$root/scripts/reference-zookeeper.sh" "${zk_port[$i]}" "$work/zk" >"$work/zk.log" 2>&1 &
+    else
+      zk_member "$i" >"$work/zk-$i.log" 2>&1 &
+    fi
+    zk_pid[$i]=$!; pids+=("$!")
+    zk_servers+=("127.0.0.1:${zk_port[$i]}")
+  fi
+  if want baton; then
+    if [ "$members" = 1 ]; then baton_dir=$work/baton; else baton_dir=$work/baton/$i; fi
+    "$root/target/release/baton-ensemble" --id "$i" --data-dir "$baton_dir" \
+      --client-addr "127.0.0.1:${baton_port[$i]}" --peer-addr "127.0.0.1:${baton_peer_port[$i]}" \
+      --admin-addr "127.0.0.1:${baton_admin_port[$i]}" --members "$baton_members" \
+      >"$work/baton$([ "$members" = 1 ] || echo "-$i").log" 2>&1 &
+    baton_pid[$i]=$!; pids+=("$!")
+    baton_servers+=("127.0.0.1:${baton_port[$i]}")
+  fi
+done
+server[zk]=$(IFS=,; echo "${zk_servers[*]}")
+server[baton]=$(IFS=,; echo "${baton_servers[*]}")
+for i in $(seq 1 "$members"); do
+  suffix=$([ "$members" = 1 ] || echo "-$i")
+  want zk && wait_ready "ZooKeeper member $i" "${zk_pid[$i]}" "$work/zk$suffix.log" zk_ready "$i"
+  want baton && wait_ready "Baton member $i" "${baton_pid[$i]}" "$work/baton$suffix.log" baton_ready "$i"
+done
 
 names=()
 want zk && names+=(zk)
 want baton && names+=(baton)
 
+# Resident memory of every member of server $1 (zk or baton), summed, in KiB.
 rss_kib() {
-  [ -r "/proc/$1/status" ] || { echo "bench.sh: server process $1 is gone" >&2; exit 1; }
-  awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+  local -n member_pids="$1_pid"
+  local total=0 pid kib
+  for pid in "${member_pids[@]}"; do
+    [ -r "/proc/$pid/status" ] || { echo "bench.sh: $1 process $pid is gone" >&2; exit 1; }
+    kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+    total=$((total + kib))
+  done
+  echo "$total"
 }
 declare -A rss_idle rss_full
-for name in "${names[@]}"; do rss_idle[$name]=$(rss_kib "${pid_of[$name]}"); done
+for name in "${names[@]}"; do rss_idle[$name]=$(rss_kib "$name"); done
 
-echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start" >&2
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start; $members member(s) each" >&2
 
 # The disk's own fdatasync latency, the floor under every durable write. Measured before and
 # after the matrix: on a shared machine it moves with everyone else's I/O.
@@ -171,7 +237,7 @@ cell --workload lock-contended --workers 10 --duration "$cell"
 cell --workload election-failover --workers 5 --ops "$election_rounds"
 cell --workload watch-fanout --workers 100 --duration "$cell"
 cell --workload populate --workers 32 --ops 100000 --data-size 100
-for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "${pid_of[$name]}"); done
+for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "$name"); done
 
 disk_sync disk-after
 echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2

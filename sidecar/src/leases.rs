@@ -61,7 +61,7 @@ struct Inner {
 
 enum Slot {
     Acquiring,
-    Held(Held),
+    Held(Box<Held>),
 }
 
 struct Held {
@@ -189,7 +189,9 @@ impl LockTable {
             expires_at,
         };
         let lease = held.lease();
-        inner.slots().insert(lock.clone(), Slot::Held(held));
+        inner
+            .slots()
+            .insert(lock.clone(), Slot::Held(Box::new(held)));
         guard.armed = false;
         inner.metrics.lock_outcome("granted");
         inner.metrics.locks_held.inc();
@@ -250,7 +252,7 @@ impl LockTable {
 
     /// Releases every held lock at once (SIGTERM), waiting at most `bound` for the deletes.
     pub async fn release_all(&self, bound: Duration) {
-        let held: Vec<Held> = {
+        let held: Vec<Box<Held>> = {
             let mut slots = self.inner.slots();
             let names: Vec<_> = slots
                 .iter()

@@ -7,6 +7,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::recipe::ConnectionState;
+
 /// Labels naming an election (bounded: elections come from flags).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ElectionLabels {
@@ -117,6 +119,28 @@ impl Metrics {
                 outcome: outcome.to_owned(),
             })
             .inc();
+    }
+
+    /// Sets the gauges that mirror current state, so a scrape never lags what the API says.
+    pub fn set_current(&self, session: ConnectionState, leadership: &[(&str, bool)]) {
+        for s in [
+            ConnectionState::Connected,
+            ConnectionState::Suspended,
+            ConnectionState::Lost,
+        ] {
+            let labels = StateLabels {
+                state: s.as_str().to_owned(),
+            };
+            self.session_state
+                .get_or_create(&labels)
+                .set(i64::from(s == session));
+        }
+        for (election, leads) in leadership {
+            let labels = ElectionLabels {
+                election: (*election).to_owned(),
+            };
+            self.is_leader.get_or_create(&labels).set(i64::from(*leads));
+        }
     }
 
     /// The Prometheus text exposition of every metric.

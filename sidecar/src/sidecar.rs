@@ -12,11 +12,9 @@ use tokio::task::JoinSet;
 use crate::config::Config;
 use crate::http::{ApiState, serve};
 use crate::leases::LockTable;
-use crate::metrics::{ElectionLabels, Metrics, StateLabels};
+use crate::metrics::{ElectionLabels, Metrics};
 use crate::pod::{PodLabeler, run_pod_view};
-use crate::recipe::{
-    Candidate, ConnectionState, ElectionRecipe, SessionHandle, SessionOptions, start_session,
-};
+use crate::recipe::{Candidate, ElectionRecipe, SessionHandle, SessionOptions, start_session};
 
 /// Why the sidecar could not run.
 #[derive(Debug, thiserror::Error)]
@@ -116,12 +114,13 @@ pub async fn run(
     Ok(())
 }
 
-/// Keeps the session and leadership metrics current until `stop` is set.
+/// Counts session and leadership events until `stop` is set (the gauges are set at scrape
+/// time by the `/metrics` handler).
 async fn observe(
     session: SessionHandle,
     elections: Vec<ElectionRecipe>,
     metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let mut tasks = JoinSet::new();
     for election in elections {
@@ -135,10 +134,6 @@ async fn observe(
             let mut led = false;
             loop {
                 let leads = views.borrow_and_update().is_leader;
-                metrics
-                    .is_leader
-                    .get_or_create(&labels)
-                    .set(i64::from(leads));
                 if leads && !led {
                     metrics.leader_terms.get_or_create(&labels).inc();
                 }
@@ -148,32 +143,16 @@ async fn observe(
                     _ = stop.wait_for(|s| *s) => break,
                 }
             }
-            metrics.is_leader.get_or_create(&labels).set(0);
         });
     }
     let mut snapshots = session.subscribe();
+    let mut stop = stop;
     let mut generation = 0;
     loop {
-        let (state, current) = {
-            let snap = snapshots.borrow_and_update();
-            (snap.state, snap.generation)
-        };
+        let current = snapshots.borrow_and_update().generation;
         if current > generation {
             metrics.sessions_established.inc_by(current - generation);
             generation = current;
-        }
-        for s in [
-            ConnectionState::Connected,
-            ConnectionState::Suspended,
-            ConnectionState::Lost,
-        ] {
-            let labels = StateLabels {
-                state: s.as_str().to_owned(),
-            };
-            metrics
-                .session_state
-                .get_or_create(&labels)
-                .set(i64::from(s == state));
         }
         tokio::select! {
             changed = snapshots.changed() => if changed.is_err() { break },

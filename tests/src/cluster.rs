@@ -18,6 +18,7 @@
 mod admin;
 mod clients;
 mod member;
+mod membership;
 pub mod write_load;
 
 use std::collections::{BTreeMap, HashSet};
@@ -26,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
-pub use admin::{Method, Reply, Status};
+pub use admin::{MemberEntry, Method, Reply, Status};
 pub use member::Member;
 use member::{LOG_TAIL_LINES, Ports};
 
@@ -176,13 +177,18 @@ impl Cluster {
     /// says it leads, and every running member has applied what it knows committed.
     pub async fn wait_for_leader(&mut self) -> Result<u64> {
         let running = self.running_ids();
+        self.wait_for_leader_among(&running).await
+    }
+
+    /// `wait_for_leader` over `ids` only (a member started to join is not in the ensemble yet).
+    async fn wait_for_leader_among(&mut self, ids: &[u64]) -> Result<u64> {
         let statuses = self
             .wait_for(
-                "the running members to agree on a leader and be ready",
-                |statuses| agreed_leader(&running, statuses).is_some(),
+                &format!("members {ids:?} to agree on a leader and be ready"),
+                |statuses| agreed_leader(ids, statuses).is_some(),
             )
             .await?;
-        agreed_leader(&running, &statuses).context("the leader vanished between two looks")
+        agreed_leader(ids, &statuses).context("the leader vanished between two looks")
     }
 
     /// `/v1/status` of every running member that answers within the probe deadline.
@@ -228,6 +234,11 @@ impl Cluster {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(POLL_MAX);
         }
+    }
+
+    /// `/v1/status` of member `id`.
+    pub async fn status(&self, id: u64) -> Result<Status> {
+        self.member(id)?.status().await
     }
 
     /// Kills member `id` with SIGKILL; its data dir and ports are kept for `restart`.
@@ -316,90 +327,6 @@ impl Cluster {
         self.member(id)?.admin(method, path, body).await
     }
 
-    /// Starts a new member (next free id, fresh ports and dir) with the ensemble's cluster id and
-    /// `--members` listing the current members plus itself, then asks the leader to add it
-    /// (POST /v1/members, 202). Returns its id without waiting for it to catch up or be promoted.
-    pub async fn add_member(&mut self) -> Result<u64> {
-        let leader = self.wait_for_leader().await?;
-        let cluster_id = self.member(leader)?.status().await?.cluster_id;
-        let id = self
-            .members
-            .keys()
-            .copied()
-            .chain(self.removed.iter().map(Member::id))
-            .max()
-            .map_or(1, |max| max + 1);
-        let ports = self.pick_ports(1)?.remove(0);
-        let listed = self
-            .members
-            .values()
-            .map(|member| (member.id(), member.ports()))
-            .chain([(id, ports)]);
-        let mut member = Member::new(id, ports, members_flag(listed), Some(cluster_id))?;
-        member.spawn(&self.binary)?;
-        self.members.insert(id, member);
-        self.wait_until_serving(id).await?;
-
-        let body = json!({ "id": id, "peerAddr": self.member(id)?.peer_addr().to_string() });
-        self.leader_command(Method::Post, "/v1/members", Some(&body))
-            .await
-            .with_context(|| format!("add member {id}"))?;
-        Ok(id)
-    }
-
-    /// Asks the leader to remove member `id` (DELETE /v1/members/{id}, 202), waits until every
-    /// other running member has applied the change, then stops the process.
-    pub async fn remove_member(&mut self, id: u64) -> Result<()> {
-        self.member(id)?;
-        self.leader_command(Method::Delete, &format!("/v1/members/{id}"), None)
-            .await
-            .with_context(|| format!("remove member {id}"))?;
-        self.wait_for(
-            &format!("every other member to drop member {id}"),
-            |statuses| {
-                statuses
-                    .values()
-                    .filter(|status| status.id != id)
-                    .all(|status| !status.members.contains(&id))
-            },
-        )
-        .await?;
-        let mut member = self.members.remove(&id).context("member vanished")?;
-        member.kill9()?;
-        self.removed.push(member);
-        Ok(())
-    }
-
-    /// Sends a membership command to the leader and expects 202. Follows a 421's leader hint
-    /// and retries a 409 "another change in progress" (a learner's promotion) until the deadline.
-    async fn leader_command(
-        &mut self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Reply> {
-        let deadline = Instant::now() + CONVERGE_DEADLINE;
-        let mut backoff = POLL_MIN;
-        loop {
-            let leader = self.wait_for_leader().await?;
-            let reply = self.admin(leader, method, path, body).await?;
-            let retry = match reply.status {
-                202 => return Ok(reply),
-                421 => true,
-                409 => reply
-                    .body
-                    .to_string()
-                    .contains("another membership change is still in progress"),
-                _ => false,
-            };
-            if !retry || Instant::now() >= deadline {
-                bail!("{method} {path} on leader {leader} answered {reply}");
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(POLL_MAX);
-        }
-    }
-
     /// Waits until member `id` answers `/healthz` (its listeners are up).
     async fn wait_until_serving(&mut self, id: u64) -> Result<()> {
         let deadline = Instant::now() + CONVERGE_DEADLINE;
@@ -469,18 +396,27 @@ impl Drop for Cluster {
     }
 }
 
-/// The leader all of `running` agree on, if they do, it is among them, it says it leads, and
-/// every one of them is ready.
-fn agreed_leader(running: &[u64], statuses: &Statuses) -> Option<u64> {
-    let first = statuses.values().next()?.leader_id;
-    let all_answered = running.iter().all(|id| statuses.contains_key(id));
-    let agreed = statuses
-        .values()
-        .all(|status| status.leader_id == first && status.is_ready());
-    let leads = statuses
-        .get(&first)
-        .is_some_and(|status| status.role == "leader");
-    (first != 0 && all_answered && agreed && leads).then_some(first)
+/// The member whose status says it leads, if exactly one does.
+pub fn sole_leader(statuses: &Statuses) -> Option<&Status> {
+    let mut leaders = statuses.values().filter(|status| status.role == "leader");
+    let leader = leaders.next()?;
+    leaders.next().is_none().then_some(leader)
+}
+
+/// The leader all of `ids` agree on, if they all answered and agree, it is one of them, it says
+/// it leads, and every one of them is ready.
+fn agreed_leader(ids: &[u64], statuses: &Statuses) -> Option<u64> {
+    let first = statuses.get(ids.first()?)?.leader_id;
+    let agreed = ids.iter().all(|id| {
+        statuses
+            .get(id)
+            .is_some_and(|status| status.leader_id == first && status.is_ready())
+    });
+    let leads = ids.contains(&first)
+        && statuses
+            .get(&first)
+            .is_some_and(|status| status.role == "leader");
+    (first != 0 && agreed && leads).then_some(first)
 }
 
 fn members_flag(members: impl Iterator<Item = (u64, Ports)>) -> String {

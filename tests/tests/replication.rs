@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_tests::cluster::write_load::{SequentialWriters, children_with_data};
-use baton_tests::cluster::{Cluster, Method, Status, Statuses, run_cluster_case};
+use baton_tests::cluster::{Cluster, run_cluster_case};
 use baton_tests::command::run;
 use baton_tests::{EPHEMERAL, PERSISTENT, next_event};
-use serde_json::{Value, json};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -27,81 +26,6 @@ const LONG_SESSION: Duration = Duration::from_secs(40);
 /// Debian's Python, which has kazoo installed.
 const PYTHON: &str = "/usr/bin/python3";
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(120);
-
-/// `data` of `path` as member `id` has it once it has caught up with the leader (`sync`).
-async fn read_synced(cluster: &Cluster, id: u64, path: &str) -> Result<(Vec<u8>, zk::Stat)> {
-    let client = cluster.connect_to(id).await?;
-    client
-        .sync(path)
-        .await
-        .with_context(|| format!("sync {path} on member {id}"))?;
-    client
-        .get_data(path)
-        .await
-        .with_context(|| format!("get {path} on member {id}"))
-}
-
-/// `GET /v1/members` of member `id`: (id, role, is leader, peer address) per member.
-async fn members_of(cluster: &Cluster, id: u64) -> Result<Vec<(u64, String, bool, String)>> {
-    let reply = cluster.admin(id, Method::Get, "/v1/members", None).await?;
-    ensure!(reply.status == 200, "GET /v1/members on {id}: {reply}");
-    let list = reply.body["members"]
-        .as_array()
-        .with_context(|| format!("no members array in {reply}"))?;
-    list.iter()
-        .map(|member| {
-            Ok((
-                member["id"].as_u64().context("member id")?,
-                member["role"].as_str().context("member role")?.to_owned(),
-                member["leader"].as_bool().context("member leader flag")?,
-                member["peerAddr"]
-                    .as_str()
-                    .context("member peerAddr")?
-                    .to_owned(),
-            ))
-        })
-        .collect::<Result<Vec<_>>>()
-        .with_context(|| format!("GET /v1/members on {id}: {reply}"))
-}
-
-/// Checks that every running member lists exactly `voters` as voting members with their peer
-/// addresses, and exactly one of them as the leader.
-async fn ensure_members(cluster: &mut Cluster, voters: &[u64]) -> Result<()> {
-    for id in cluster.running_ids() {
-        let listed = members_of(cluster, id).await?;
-        let ids: Vec<u64> = listed.iter().map(|member| member.0).collect();
-        ensure!(
-            ids == voters,
-            "member {id} lists {listed:?}, expected {voters:?}"
-        );
-        for (member, role, _, peer) in &listed {
-            ensure!(role == "voter", "member {id} lists {member} as {role}");
-            let expected = cluster.member(*member)?.peer_addr().to_string();
-            ensure!(
-                *peer == expected,
-                "member {id} lists {member} at {peer}, not {expected}"
-            );
-        }
-        let leaders = listed.iter().filter(|member| member.2).count();
-        ensure!(
-            leaders == 1,
-            "member {id} names {leaders} leaders: {listed:?}"
-        );
-    }
-    Ok(())
-}
-
-/// `/v1/status` of member `id`.
-async fn status_of(cluster: &Cluster, id: u64) -> Result<Status> {
-    cluster.member(id)?.status().await
-}
-
-/// The member whose status says it leads, if exactly one does.
-fn sole_leader(statuses: &Statuses) -> Option<&Status> {
-    let mut leaders = statuses.values().filter(|status| status.role == "leader");
-    let leader = leaders.next()?;
-    leaders.next().is_none().then_some(leader)
-}
 
 async fn three_members_case(cluster: &mut Cluster) -> Result<()> {
     let leader = cluster.leader().await?;
@@ -127,7 +51,7 @@ async fn three_members_case(cluster: &mut Cluster) -> Result<()> {
             "membership: {status}"
         );
     }
-    ensure_members(cluster, &[1, 2, 3]).await?;
+    cluster.check_member_lists(&[1, 2, 3]).await?;
     println!("leader {leader}, term {}", first.term);
 
     let followers: Vec<u64> = cluster
@@ -138,7 +62,7 @@ async fn three_members_case(cluster: &mut Cluster) -> Result<()> {
     let via_leader = cluster.connect_to(leader).await?;
     let (created, _) = via_leader.create("/replicated", b"v1", &PERSISTENT).await?;
     for &id in &followers {
-        let (data, stat) = read_synced(cluster, id, "/replicated").await?;
+        let (data, stat) = cluster.read_synced(id, "/replicated").await?;
         ensure!(
             data == b"v1" && stat == created,
             "member {id} has {data:?} {stat:?} after sync, the leader created {created:?}"
@@ -169,7 +93,7 @@ async fn three_members_case(cluster: &mut Cluster) -> Result<()> {
         children.contains(&"from-follower".to_owned()),
         "own create missing from the root's children {children:?}"
     );
-    let (data, _) = read_synced(cluster, leader, "/from-follower").await?;
+    let (data, _) = cluster.read_synced(leader, "/from-follower").await?;
     ensure!(
         data == b"f2",
         "the leader has {data:?} for a follower's write"
@@ -195,7 +119,7 @@ async fn kill_leader_under_write_load_case(cluster: &mut Cluster) -> Result<()> 
     const CLIENTS_PER_MEMBER: usize = 2;
     const ACKS_PER_PHASE: usize = 20;
     let leader = cluster.leader().await?;
-    let term = status_of(cluster, leader).await?.term;
+    let term = cluster.status(leader).await?.term;
     cluster
         .connect()
         .await?
@@ -227,7 +151,7 @@ async fn kill_leader_under_write_load_case(cluster: &mut Cluster) -> Result<()> 
     let log = writers.stop().await?;
     carried_on?;
     let new_leader = cluster.wait_for_leader().await?;
-    let new_term = status_of(cluster, new_leader).await?.term;
+    let new_term = cluster.status(new_leader).await?.term;
     ensure!(
         new_leader != leader,
         "the killed member {leader} still leads"
@@ -483,245 +407,6 @@ async fn restart_every_member() {
     run_cluster_case(3, restart_every_member_case).await;
 }
 
-/// Waits until `id` is a voter on every running member and has applied what the leader has
-/// committed; returns how long that took.
-async fn wait_until_caught_up_voter(cluster: &mut Cluster, id: u64) -> Result<Duration> {
-    let since = Instant::now();
-    let voters = {
-        let mut voters = cluster.ids();
-        voters.sort_unstable();
-        voters
-    };
-    cluster
-        .wait_for(&format!("member {id} to catch up and vote"), |statuses| {
-            let Some(leader) = sole_leader(statuses) else {
-                return false;
-            };
-            statuses.len() == voters.len()
-                && statuses.values().all(|status| status.voters() == voters)
-                && statuses.get(&id).is_some_and(|new| {
-                    new.applied_index >= leader.commit_index && new.role == "follower"
-                })
-        })
-        .await?;
-    Ok(since.elapsed())
-}
-
-async fn add_and_remove_case(cluster: &mut Cluster) -> Result<()> {
-    let client = cluster.connect().await?;
-    client.create("/grow", b"", &PERSISTENT).await?;
-    for i in 0..50 {
-        client
-            .create(&format!("/grow/before-{i}"), &[7; 512], &PERSISTENT)
-            .await?;
-    }
-    let leader = cluster.leader().await?;
-    let cluster_id = status_of(cluster, leader).await?.cluster_id;
-
-    for expected_id in [4, 5] {
-        let id = cluster.add_member().await?;
-        ensure!(
-            id == expected_id,
-            "added member {id}, expected {expected_id}"
-        );
-        let took = wait_until_caught_up_voter(cluster, id).await?;
-        println!("MEASURED member {id} added: caught up and promoted to voter after {took:?}");
-        let status = cluster.member(id)?.status().await?;
-        ensure!(
-            status.cluster_id == cluster_id,
-            "member {id} is in cluster {}",
-            status.cluster_id
-        );
-        let voters = cluster.ids();
-        ensure_members(cluster, &voters).await?;
-        client
-            .create(&format!("/grow/with-{id}"), b"", &PERSISTENT)
-            .await?;
-        let newcomer = cluster.connect_to(id).await?;
-        newcomer.sync("/grow").await?;
-        let children = newcomer.list_children("/grow").await?;
-        ensure!(
-            children.len() == 50 + (id as usize - 3),
-            "member {id} has {} children under /grow",
-            children.len()
-        );
-    }
-
-    let leader = cluster.leader().await?;
-    let removed = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id <= 3 && *id != leader)
-        .context("no original follower")?;
-    cluster.remove_member(removed).await?;
-    let remaining = cluster.ids();
-    ensure!(
-        remaining.len() == 4,
-        "members after the removal: {remaining:?}"
-    );
-    cluster
-        .wait_for(
-            "every member to agree on the smaller membership",
-            |statuses| statuses.values().all(|status| status.voters() == remaining),
-        )
-        .await?;
-    cluster.wait_for_leader().await?;
-    ensure_members(cluster, &remaining).await?;
-    client
-        .create("/grow/after-removal", b"", &PERSISTENT)
-        .await?;
-    for id in cluster.running_ids() {
-        let (_, stat) = read_synced(cluster, id, "/grow").await?;
-        ensure!(stat.num_children == 53, "member {id}: {stat:?}");
-    }
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn add_fourth_and_fifth_then_remove_one() {
-    run_cluster_case(3, add_and_remove_case).await;
-}
-
-async fn quorum_refusal_case(cluster: &mut Cluster) -> Result<()> {
-    // A leader elected after the kill has never heard from the dead member, so its view of who
-    // is live is exact (no race with the check-quorum rounds of the old leader).
-    let old = cluster.leader().await?;
-    cluster.kill9(old)?;
-    let leader = cluster.wait_for_leader().await?;
-    let other = cluster
-        .running_ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .context("no live follower")?;
-
-    let reply = cluster
-        .admin(other, Method::Delete, &format!("/v1/members/{old}"), None)
-        .await?;
-    ensure!(
-        reply.status == 421
-            && reply.error_code() == Some("NotLeader")
-            && reply.body["error"]["leaderId"] == leader,
-        "DELETE on follower {other}: {reply}"
-    );
-    let reply = cluster
-        .admin(
-            leader,
-            Method::Delete,
-            &format!("/v1/members/{other}"),
-            None,
-        )
-        .await?;
-    ensure!(
-        reply.status == 409 && reply.error_code() == Some("Conflict"),
-        "removing live member {other} with {old} down would lose the quorum, yet: {reply}"
-    );
-    let statuses = cluster.statuses().await?;
-    ensure!(
-        statuses.values().all(|status| status.voters() == [1, 2, 3]),
-        "membership changed after a refusal: {statuses:?}"
-    );
-    let client = cluster.connect().await?;
-    client.create("/still-writable", b"", &PERSISTENT).await?;
-
-    // Removing the dead member instead leaves two live voters of two: allowed.
-    cluster.remove_member(old).await?;
-    let mut survivors = vec![leader, other];
-    survivors.sort_unstable();
-    cluster.wait_for_leader().await?;
-    ensure_members(cluster, &survivors).await?;
-    client
-        .create("/after-removing-the-dead", b"", &PERSISTENT)
-        .await?;
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn removal_that_would_lose_quorum_is_refused() {
-    run_cluster_case(3, quorum_refusal_case).await;
-}
-
-async fn leader_transfer_case(cluster: &mut Cluster) -> Result<()> {
-    let leader = cluster.leader().await?;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
-    let target = followers[0];
-    let transfer_to = |to: u64| json!({ "to": to });
-
-    let reply = cluster
-        .admin(
-            followers[1],
-            Method::Post,
-            "/v1/leader/transfer",
-            Some(&transfer_to(target)),
-        )
-        .await?;
-    ensure!(
-        reply.status == 421 && reply.body["error"]["leaderId"] == leader,
-        "transfer asked of a follower: {reply}"
-    );
-
-    let asked = Instant::now();
-    let reply = cluster
-        .admin(
-            leader,
-            Method::Post,
-            "/v1/leader/transfer",
-            Some(&transfer_to(target)),
-        )
-        .await?;
-    ensure!(reply.status == 202, "transfer to {target}: {reply}");
-    cluster
-        .wait_for(&format!("member {target} to lead"), |statuses| {
-            statuses.len() == 3 && statuses.values().all(|status| status.leader_id == target)
-        })
-        .await?;
-    ensure!(
-        cluster.leader().await? == target,
-        "leadership moved on again"
-    );
-    println!(
-        "MEASURED leadership transferred {leader} -> {target} in {:?}",
-        asked.elapsed()
-    );
-    let client = cluster.connect().await?;
-    client.create("/after-transfer", b"", &PERSISTENT).await?;
-
-    // Without a target the leader picks another voter.
-    let reply = cluster
-        .admin(
-            target,
-            Method::Post,
-            "/v1/leader/transfer",
-            Some(&Value::Object(Default::default())),
-        )
-        .await?;
-    ensure!(reply.status == 202, "transfer to anyone: {reply}");
-    cluster
-        .wait_for(
-            "leadership to leave the member that gave it up",
-            |statuses| {
-                let leaders: Vec<u64> = statuses.values().map(|status| status.leader_id).collect();
-                statuses.len() == 3
-                    && leaders
-                        .iter()
-                        .all(|l| *l == leaders[0] && *l != target && *l != 0)
-            },
-        )
-        .await?;
-    client
-        .create("/after-second-transfer", b"", &PERSISTENT)
-        .await?;
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_transfer() {
-    run_cluster_case(3, leader_transfer_case).await;
-}
-
 async fn kazoo_case(cluster: &mut Cluster) -> Result<()> {
     for script in ["lock", "watches"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -742,4 +427,45 @@ async fn kazoo_case(cluster: &mut Cluster) -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_against_three_members() {
     run_cluster_case(3, kazoo_case).await;
+}
+
+async fn concurrent_syncs_case(cluster: &mut Cluster) -> Result<()> {
+    const SESSIONS: usize = 3;
+    let ids = cluster.ids();
+    let writer = cluster.connect_to(ids[0]).await?;
+    writer.create("/synced", b"v0", &PERSISTENT).await?;
+    let mut clients = Vec::new();
+    for i in 0..SESSIONS {
+        clients.push(cluster.connect_to(ids[i % ids.len()]).await?);
+    }
+    writer.set_data("/synced", b"v1", None).await?;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, client) in clients.into_iter().enumerate() {
+        tasks.spawn(async move {
+            let answered = tokio::time::timeout(NO_QUORUM_WAIT, async {
+                client.sync("/synced").await?;
+                client.get_data("/synced").await
+            })
+            .await;
+            (i, answered)
+        });
+    }
+    let mut unanswered = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (i, answered) = joined.context("a sync task panicked")?;
+        match answered {
+            Ok(Ok((data, _))) => ensure!(data == b"v1", "session {i} read {data:?} after sync"),
+            Ok(Err(err)) => unanswered.push(format!("session {i} (member {}): {err}", ids[i % ids.len()])),
+            Err(_) => unanswered.push(format!("session {i} (member {}): no answer", ids[i % ids.len()])),
+        }
+    }
+    ensure!(unanswered.is_empty(), "{} of {SESSIONS} syncs failed: {unanswered:?}", unanswered.len());
+    println!("MEASURED {SESSIONS} concurrent sync+get across {} members: {:?}", ids.len(), started.elapsed());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sessions_sync_at_once() {
+    run_cluster_case(3, concurrent_syncs_case).await;
 }

@@ -134,6 +134,11 @@ async fn watch_loop(
             .map(|(_, _, watcher)| watcher)
             .map_err(BenchError::op("getData", path))
     };
+    // The writer's create may not have reached this session's member yet.
+    client
+        .sync(path)
+        .await
+        .map_err(BenchError::op("sync", path))?;
     let mut watcher = arm().await?;
     if reports.send(Ok(Report::Armed)).is_err() {
         return Ok(());

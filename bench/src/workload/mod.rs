@@ -183,7 +183,9 @@ async fn remove_dir(client: &Client, dir: &str) {
 
 /// Runs one task per client until `limit` is spent and merges their latencies.
 ///
-/// The clock starts once every session is connected, so connection set-up is never measured;
+/// The clock starts once every session is connected and has caught up with the set-up writes
+/// (`sync`: on a multi-member ensemble a session on another member than the one that wrote
+/// them may otherwise not see them yet, in ZooKeeper as in Baton), so set-up is never measured;
 /// the first failing worker fails the run (and the others are aborted with it).
 async fn closed_loop<F, Fut>(
     clients: Vec<Client>,
@@ -194,6 +196,12 @@ where
     F: Fn(usize, Client, Arc<Budget>) -> Fut,
     Fut: Future<Output = Result<LatencyRecorder, BenchError>> + Send + 'static,
 {
+    for client in &clients {
+        client
+            .sync("/")
+            .await
+            .map_err(BenchError::op("sync", "/"))?;
+    }
     let budget = Arc::new(Budget::start(limit));
     let started = Instant::now();
     let mut tasks = JoinSet::new();

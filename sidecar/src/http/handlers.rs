@@ -23,9 +23,11 @@ use crate::recipe::{
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 /// Default `wait` for a lock acquisition.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
-/// Default, shortest and longest lease of an HTTP lock.
+/// Default lease of an HTTP lock.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Shortest accepted lease.
 pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// Longest accepted lease: a lock is an application's, not a reservation for a day.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a plain `GET /leader` waits for a fresh look at the queue before answering from
 /// the last one.
@@ -136,6 +138,14 @@ pub async fn handle(
         }
         Route::Metrics => {
             Query::parse(query, &[])?;
+            let views: Vec<_> = state.elections.iter().map(ElectionRecipe::view).collect();
+            let leadership: Vec<_> = views
+                .iter()
+                .map(|v| (v.election.as_str(), v.is_leader))
+                .collect();
+            state
+                .metrics
+                .set_current(state.session.state(), &leadership);
             Ok(text(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",

@@ -40,6 +40,8 @@ enum Evaluation {
         leader: LeaderInfo,
         predecessor: zk::OneshotWatcher,
         leader_watch: Option<zk::OneshotWatcher>,
+        /// The predecessor is the leader (its watch covers leader changes too).
+        behind_leader: bool,
     },
 }
 
@@ -125,6 +127,7 @@ impl CandidateTask {
                 Err(e) => {
                     tracing::warn!(election = %self.name, error = %e, "election step failed; retrying");
                     self.step_down("error");
+                    self.unpublish_leadership();
                     if !self.pause(ERROR_BACKOFF).await {
                         break;
                     }
@@ -132,6 +135,7 @@ impl CandidateTask {
             }
         }
         self.step_down("left");
+        self.unpublish_leadership();
         self.answer_refreshes();
     }
 
@@ -161,7 +165,7 @@ impl CandidateTask {
             evaluate(client, &self.dir, &node, watch_leader),
         )
         .await?;
-        let (own, predecessor, leader_watch) = match evaluation {
+        let (own, predecessor, leader_watch, behind_leader) = match evaluation {
             Evaluation::Missing => {
                 tracing::warn!(election = %self.name, node = %node.name, "our candidate node is gone; queueing again");
                 self.node = None;
@@ -193,20 +197,23 @@ impl CandidateTask {
                 }
                 let since = self.leader_since.unwrap_or_else(SystemTime::now);
                 self.publish(Some(self.own_leader_info(&node, since)), true);
-                (Some(own), None, None)
+                (Some(own), None, None, false)
             }
             Evaluation::Following {
                 leader,
                 predecessor,
                 leader_watch,
+                behind_leader,
             } => {
                 self.step_down("follower");
                 self.publish(Some(leader), false);
-                (None, Some(predecessor), leader_watch)
+                (None, Some(predecessor), leader_watch, behind_leader)
             }
         };
         self.answer_refreshes();
-        let watching_leader = leader_watch.is_some();
+        // A new long-poller needs a fresh look only if nothing watches the leader yet: the
+        // leader watches itself, and the candidate right behind it watches it as predecessor.
+        let watching_leader = own.is_some() || leader_watch.is_some() || behind_leader;
         tokio::select! {
             _ = changed(own) => Ok(Flow::Continue),
             _ = changed(predecessor) => Ok(Flow::Continue),
@@ -235,7 +242,7 @@ impl CandidateTask {
                 }
                 // Stop claiming leadership before the node goes, so no instant has two leaders.
                 self.step_down("resigned");
-                self.view.send_modify(|v| v.is_leader = false);
+                self.unpublish_leadership();
                 let deleted = guarded(
                     &self.session,
                     conn.generation,
@@ -258,7 +265,7 @@ impl CandidateTask {
             }
             Some(Command::Leave(reply)) => {
                 self.step_down("leaving");
-                self.view.send_modify(|v| v.is_leader = false);
+                self.unpublish_leadership();
                 let deleted = guarded(
                     &self.session,
                     conn.generation,
@@ -376,6 +383,16 @@ impl CandidateTask {
         }
     }
 
+    /// Stops claiming leadership in the published view before our node goes: the leader is
+    /// then unknown (not us) until the next look at the folder.
+    fn unpublish_leadership(&self) {
+        self.view.send_modify(|v| {
+            v.is_leader = false;
+            v.leader = None;
+            v.leader_since = None;
+        });
+    }
+
     /// Forgets leadership (logging a step-down if we led).
     fn step_down(&mut self, why: &'static str) {
         if self.leader_since.take().is_some() {
@@ -484,5 +501,6 @@ async fn evaluate(
         leader,
         predecessor,
         leader_watch,
+        behind_leader: predecessor_is_head,
     })
 }

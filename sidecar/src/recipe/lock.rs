@@ -333,7 +333,13 @@ impl LockRecipe {
 
     /// Reads the queue: who holds the lock, who waits (in order), with their data.
     pub async fn inspect(&self) -> Result<LockState, RecipeError> {
-        let conn = self.session.connected_now().ok_or(RecipeError::Suspended)?;
+        let conn = match self.session.connected_now() {
+            Some(conn) => conn,
+            None if self.session.state() == ConnectionState::Suspended => {
+                return Err(RecipeError::Suspended);
+            }
+            None => return Err(RecipeError::SessionLost),
+        };
         let client = &conn.client;
         let children = match client.list_children(&self.dir).await {
             Ok(children) => children,

@@ -165,7 +165,8 @@ impl SessionHandle {
     }
 }
 
-/// Owns the supervisor task; [`SessionControl::close`] ends the session cleanly.
+/// Owns the supervisor task; [`SessionControl::close`] ends the session cleanly. Dropping it
+/// ends the session too (without waiting), so keep it for as long as the recipes run.
 pub struct SessionControl {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -230,8 +231,6 @@ async fn supervise(
             _ = stopped(&mut stop) => break 'sessions,
         };
         generation += 1;
-        tracing::info!(session = %client.session_id(), generation,
-            timeout_ms = client.session_timeout().as_millis() as u64, "session established");
         let mut watcher = client.state_watcher();
         let mut state = map_state(client.state());
         tx.send_replace(SessionSnapshot {
@@ -240,6 +239,9 @@ async fn supervise(
             generation,
             closed: false,
         });
+        // Logged after publishing, so whoever reads the log can rely on the state it names.
+        tracing::info!(session = %client.session_id(), generation,
+            timeout_ms = client.session_timeout().as_millis() as u64, "session established");
         loop {
             let next = tokio::select! {
                 s = watcher.changed() => s,

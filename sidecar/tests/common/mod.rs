@@ -28,7 +28,10 @@ pub fn zk_address() -> String {
         return addr;
     }
     static REFERENCE: OnceLock<ReferenceServer> = OnceLock::new();
-    REFERENCE.get_or_init(ReferenceServer::start).address.clone()
+    REFERENCE
+        .get_or_init(ReferenceServer::start)
+        .address
+        .clone()
 }
 
 /// A reference ZooKeeper for this test process. It is started by a shell that kills it when
@@ -37,13 +40,16 @@ pub fn zk_address() -> String {
 struct ReferenceServer {
     address: String,
     _lifeline: Mutex<ChildStdin>,
+    _shell: Mutex<Child>,
 }
 
 impl ReferenceServer {
     fn start() -> Self {
         let port = free_port();
-        let dir = std::env::temp_dir().join(format!("baton-sidecar-zk-{}-{port}", std::process::id()));
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference-zookeeper.sh");
+        let dir =
+            std::env::temp_dir().join(format!("baton-sidecar-zk-{}-{port}", std::process::id()));
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference-zookeeper.sh");
         let mut child = Command::new("bash")
             .arg("-c")
             .arg(r#""$0" "$1" "$2" >"$2.log" 2>&1 </dev/null & zk=$!; cat >/dev/null; kill $zk; wait $zk; rm -rf "$2" "$2.log""#)
@@ -57,13 +63,17 @@ impl ReferenceServer {
         let address = format!("127.0.0.1:{port}");
         let started = Instant::now();
         // Polling an external process's startup: there is no event to wait for.
-        while !four_letter_word(&address, "ruok").is_some_and(|r| r == "imok") {
-            assert!(started.elapsed() < BOUND, "reference ZooKeeper did not start on {address}");
+        while four_letter_word(&address, "ruok").is_none_or(|r| r != "imok") {
+            assert!(
+                started.elapsed() < BOUND,
+                "reference ZooKeeper did not start on {address}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
         Self {
             address,
             _lifeline: Mutex::new(lifeline),
+            _shell: Mutex::new(child),
         }
     }
 }
@@ -88,7 +98,10 @@ pub fn free_port() -> u16 {
 /// A name no other test (or earlier run against a shared ensemble) uses.
 pub fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!(
         "{prefix}-{}-{}-{}",
         std::process::id(),
@@ -116,7 +129,14 @@ impl Sidecar {
     pub fn start_with(identity: &str, elections: &[&str], extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_baton-sidecar"));
         command
-            .args(["--ensemble", &zk_address(), "--listen", "127.0.0.1:0", "--identity", identity])
+            .args([
+                "--ensemble",
+                &zk_address(),
+                "--listen",
+                "127.0.0.1:0",
+                "--identity",
+                identity,
+            ])
             .args(["--session-timeout", "10s"])
             .args(extra)
             .env("BATON_LOG", "info,baton_sidecar=debug")
@@ -152,7 +172,7 @@ impl Sidecar {
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
         sidecar.addr = addr;
-        sidecar.wait_log("session established");
+        sidecar.wait_log("recipe::session: session established");
         sidecar
     }
 
@@ -166,14 +186,26 @@ impl Sidecar {
                 return line.clone();
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "{}: no log line with {needle:?}:\n{}", self.identity, guard.join("\n"));
-            guard = wake.wait_timeout(guard, left).unwrap_or_else(|p| p.into_inner()).0;
+            assert!(
+                !left.is_zero(),
+                "{}: no log line with {needle:?}:\n{}",
+                self.identity,
+                guard.join("\n")
+            );
+            guard = wake
+                .wait_timeout(guard, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
     /// The log so far.
     pub fn log(&self) -> String {
-        self.log.0.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+        self.log
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .join("\n")
     }
 
     /// The process id.
@@ -185,7 +217,10 @@ impl Sidecar {
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("still running");
         let pid = child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
         assert!(status.success(), "kill -TERM failed");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -195,7 +230,11 @@ impl Sidecar {
             Ok(status) => status.expect("wait for the sidecar"),
             Err(_) => {
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
-                panic!("{} did not exit after SIGTERM:\n{}", self.identity, self.log());
+                panic!(
+                    "{} did not exit after SIGTERM:\n{}",
+                    self.identity,
+                    self.log()
+                );
             }
         }
     }
@@ -238,20 +277,34 @@ impl Response {
     /// The error code of an error answer, checking the envelope's shape on the way.
     pub fn error_code(&self) -> &str {
         let error = &self.body["error"];
-        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "no message: {self:?}");
-        assert_eq!(self.header("content-type"), Some("application/json"), "{self:?}");
-        error["code"].as_str().unwrap_or_else(|| panic!("not an error envelope: {self:?}"))
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "no message: {self:?}"
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{self:?}"
+        );
+        error["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not an error envelope: {self:?}"))
     }
 }
 
 /// One HTTP/1.1 request with `Connection: close`; `extra` is raw header lines and body.
 pub async fn http(addr: SocketAddr, method: &str, path: &str, extra: &[u8]) -> Response {
     let request = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect to the sidecar");
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect to the sidecar");
         let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
         stream.write_all(head.as_bytes()).await.expect("send");
         if extra.is_empty() {
-            stream.write_all(b"Content-Length: 0\r\n\r\n").await.expect("send");
+            stream
+                .write_all(b"Content-Length: 0\r\n\r\n")
+                .await
+                .expect("send");
         } else {
             stream.write_all(extra).await.expect("send");
         }
@@ -263,7 +316,12 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, extra: &[u8]) -> R
     let raw = tokio::time::timeout(BOUND, request)
         .await
         .unwrap_or_else(|_| panic!("{method} {path}: no answer within {BOUND:?}"));
-    parse_response(&raw).unwrap_or_else(|| panic!("{method} {path}: unparsable answer {:?}", String::from_utf8_lossy(&raw)))
+    parse_response(&raw).unwrap_or_else(|| {
+        panic!(
+            "{method} {path}: unparsable answer {:?}",
+            String::from_utf8_lossy(&raw)
+        )
+    })
 }
 
 fn parse_response(raw: &[u8]) -> Option<Response> {
@@ -276,5 +334,9 @@ fn parse_response(raw: &[u8]) -> Option<Response> {
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .collect();
     let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
-    Some(Response { status, headers, body })
+    Some(Response {
+        status,
+        headers,
+        body,
+    })
 }

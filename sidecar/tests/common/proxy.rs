@@ -26,7 +26,9 @@ pub struct CutProxy {
 impl CutProxy {
     /// Listens on a free loopback port and forwards to `upstream`.
     pub async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
         let marker = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicUsize::new(0));

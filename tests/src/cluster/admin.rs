@@ -191,3 +191,46 @@ impl fmt::Display for Status {
         )
     }
 }
+
+/// One entry of `GET /v1/members`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberEntry {
+    pub id: u64,
+    pub peer_addr: String,
+    /// "voter" or "learner".
+    pub role: String,
+    pub leader: bool,
+}
+
+impl MemberEntry {
+    /// Parses the `members` array of `GET /v1/members`; a missing field is an error naming it.
+    pub fn list_from_json(json: &Value) -> Result<Vec<MemberEntry>> {
+        let list = json
+            .get("members")
+            .and_then(Value::as_array)
+            .with_context(|| format!("no members array in {json}"))?;
+        list.iter()
+            .map(|entry| {
+                let text = |key: &str| {
+                    entry
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .with_context(|| format!("no string {key:?} in member {entry}"))
+                };
+                Ok(MemberEntry {
+                    id: entry
+                        .get("id")
+                        .and_then(Value::as_u64)
+                        .with_context(|| format!("no id in member {entry}"))?,
+                    peer_addr: text("peerAddr")?,
+                    role: text("role")?,
+                    leader: entry
+                        .get("leader")
+                        .and_then(Value::as_bool)
+                        .with_context(|| format!("no leader flag in member {entry}"))?,
+                })
+            })
+            .collect()
+    }
+}

@@ -49,6 +49,20 @@ impl Cluster {
         bail!("no session landed on member {id} in {PLACEMENT_ATTEMPTS} attempts")
     }
 
+    /// Data and Stat of `path` as member `id` has it once it has caught up with the leader
+    /// (`sync` on a new session pinned to it).
+    pub async fn read_synced(&self, id: u64, path: &str) -> Result<(Vec<u8>, zk::Stat)> {
+        let client = self.connect_to(id).await?;
+        client
+            .sync(path)
+            .await
+            .with_context(|| format!("sync {path} on member {id}"))?;
+        client
+            .get_data(path)
+            .await
+            .with_context(|| format!("get {path} on member {id}"))
+    }
+
     /// The running member whose `stat` lists `session` among its connections, if any.
     pub async fn session_member(&self, session: zk::SessionId) -> Result<Option<u64>> {
         // `stat` prints "sid=0x<hex>)" per connection; the ")" keeps 0x1 from matching 0x1f.

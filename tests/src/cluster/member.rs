@@ -32,7 +32,8 @@ pub struct Member {
     dir: TempDir,
     /// `--members` as given at first start; `restart` reuses it unchanged.
     members_flag: String,
-    /// Only for members added at run time: the ensemble's cluster id.
+    /// Only for members added at run time: the ensemble's cluster id. Such a member starts
+    /// with `--join` (no configuration of its own; the leader's membership change adds it).
     cluster_id: Option<String>,
     child: Option<Child>,
     log_dumped: bool,
@@ -121,7 +122,7 @@ impl Member {
             .arg("--members")
             .arg(&self.members_flag);
         if let Some(cluster_id) = &self.cluster_id {
-            command.arg("--cluster-id").arg(cluster_id);
+            command.arg("--join").arg("--cluster-id").arg(cluster_id);
         }
         command
             .stdin(Stdio::null())
