@@ -103,7 +103,8 @@ pub struct Core {
     snapshot_after_membership_change: bool,
     last_reap: Instant,
     started: Instant,
-    last_leader: u64,
+    /// The (leader, term) last observed: a change of either may have dropped requests in flight.
+    last_leader: (u64, u64),
     latency: LatencyStats,
     metrics: Arc<Metrics>,
     status: watch::Sender<Status>,
@@ -177,7 +178,7 @@ impl Core {
             snapshot_after_membership_change: false,
             last_reap: started,
             started,
-            last_leader: 0,
+            last_leader: (0, 0),
             latency: LatencyStats::default(),
             metrics,
             status,
@@ -295,7 +296,16 @@ impl Core {
     /// deadlines before it could expire anyone.
     fn observe_leader(&mut self) {
         let leader = self.node.raft.leader_id;
-        if leader == self.last_leader {
+        let term = self.node.raft.term;
+        if (leader, term) == self.last_leader {
+            return;
+        }
+        let leader_changed = leader != self.last_leader.0;
+        self.last_leader = (leader, term);
+        self.fail_requests_of_old_terms();
+        // ReadIndex requests do not outlive a term; their connections were just closed.
+        self.pending_reads.clear();
+        if !leader_changed {
             return;
         }
         if leader != 0 {
@@ -307,8 +317,6 @@ impl Core {
             let now = self.now_ms();
             self.tracker.reset_all(now);
         }
-        self.last_leader = leader;
-        self.fail_requests_of_old_terms();
         self.publish_status();
     }
 
