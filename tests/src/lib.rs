@@ -26,7 +26,7 @@ pub mod wire;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-pub use server::{Server, Target};
+pub use server::{Server, Target, baton_binary};
 use zookeeper_client as zk;
 
 /// Upper bound for one whole case, server start included; a hang fails instead of stalling CI.

@@ -325,7 +325,8 @@ enum StartError {
 
 /// `baton-ensemble` next to the test executable (`target/<profile>/deps/<test>-<hash>` →
 /// `target/<profile>/baton-ensemble`), or `$BATON_ENSEMBLE_BIN`.
-fn baton_binary() -> Result<PathBuf> {
+/// The `baton-ensemble` binary: `$BATON_ENSEMBLE_BIN`, or the one beside this test executable.
+pub fn baton_binary() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("BATON_ENSEMBLE_BIN") {
         return Ok(PathBuf::from(path));
     }
