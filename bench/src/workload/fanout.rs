@@ -58,6 +58,14 @@ pub(super) async fn run(
         .await
         .map_err(BenchError::op("create", &path))?;
 
+    // The writer's create may not have reached every watcher's member yet.
+    for client in &clients {
+        client
+            .sync(&path)
+            .await
+            .map_err(BenchError::op("sync", &path))?;
+    }
+
     let (report_tx, mut reports) = mpsc::unbounded_channel();
     // Dropping the set when this function returns aborts every watcher.
     let mut tasks = JoinSet::new();
@@ -134,11 +142,6 @@ async fn watch_loop(
             .map(|(_, _, watcher)| watcher)
             .map_err(BenchError::op("getData", path))
     };
-    // The writer's create may not have reached this session's member yet.
-    client
-        .sync(path)
-        .await
-        .map_err(BenchError::op("sync", path))?;
     let mut watcher = arm().await?;
     if reports.send(Ok(Report::Armed)).is_err() {
         return Ok(());

@@ -170,7 +170,8 @@ impl Core {
             gate: ProposalGate::default(),
             touched: HashSet::new(),
             pending_reads: HashMap::new(),
-            next_read_ctx: 1,
+            // Unique across restarts too: the leader drops a ReadIndex whose context is pending.
+            next_read_ctx: (wall_ms() as u64) << 16,
             syncing: HashSet::new(),
             transport,
             conf_state,
@@ -184,7 +185,13 @@ impl Core {
             status,
         };
         if let Some(t) = &core.transport {
-            for (id, addr) in core.sm.members() {
+            // The flags first (a joining member knows its peers from them alone), then the
+            // replicated address book, which is authoritative once there is one.
+            for (id, addr) in members
+                .iter()
+                .map(|(id, a)| (id, a))
+                .chain(core.sm.members())
+            {
                 t.add_peer(*id, addr.clone());
             }
         }

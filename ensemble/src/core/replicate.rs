@@ -7,11 +7,11 @@ use std::time::Instant;
 use baton_machine::{Applied, Command, CommandKind, StateMachine};
 use baton_raftlog::RaftLog;
 use protobuf::Message as _;
+use raft::RawNode;
 use raft::eraftpb::{
     ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType,
     Message, Snapshot,
 };
-use raft::{RawNode, Storage};
 
 use super::{Core, CoreConfig, CoreError, wire};
 use crate::raft_logging::raft_logger;
@@ -31,23 +31,21 @@ pub(super) fn open_node(
     initial_members: &[(u64, String)],
 ) -> Result<(RawNode<RaftLog>, StateMachine, ConfState, u64), CoreError> {
     let members: Vec<u64> = initial_members.iter().map(|(id, _)| *id).collect();
-    let state = log.initial_state()?;
-    let mut conf_state = state.conf_state.clone();
-    let fresh = conf_state.voters.is_empty() && conf_state.learners.is_empty();
+    let existing = log.conf_state();
+    let fresh = existing.voters.is_empty() && existing.learners.is_empty();
     if fresh && cfg.join {
-        // A member joining a running ensemble learns its configuration from the leader (the
-        // membership change that adds it, or a snapshot); bootstrapping one of its own would
-        // make it believe it is a voter of a cluster that never agreed to that.
+        // A member joining a running ensemble learns everything from the leader's snapshot,
+        // configuration included; bootstrapping one of its own would make it believe it is a
+        // voter of a cluster that never agreed to that.
         tracing::info!(
             ?members,
             "joining: waiting for the leader to add this member (POST /v1/members)"
         );
     } else if fresh {
-        conf_state = ConfState::from((members.clone(), Vec::<u64>::new()));
-        log.set_conf_state(&conf_state)?;
+        bootstrap(&log, initial_members)?;
         tracing::info!(?members, "bootstrapped a new ensemble");
     }
-    let (mut sm, applied) = match log.latest_snapshot() {
+    let (sm, applied) = match log.latest_snapshot() {
         Some(snap) => {
             let index = snap.get_metadata().index;
             let sm = StateMachine::restore(snap.get_data())
@@ -61,13 +59,8 @@ pub(super) fn open_node(
         }
         None => (StateMachine::new(), 0),
     };
-    if applied == 0 {
-        // The initial address book; membership changes in the log (replayed next) and
-        // snapshots carry every later one.
-        for (id, addr) in initial_members {
-            sm.set_member(*id, addr.clone());
-        }
-    }
+    // The log's conf state follows every applied membership change (the snapshot's may be older).
+    let conf_state = log.conf_state();
     let config = raft::Config {
         id: cfg.id,
         election_tick: 10,
@@ -90,6 +83,44 @@ pub(super) fn open_node(
     // (raft's built-in forwarding could silently drop one write and pass the next).
     Ok((node, sm, conf_state, applied))
 }
+
+/// Bootstraps a new ensemble's first state as a snapshot at index 1: the initial configuration
+/// and address book live in it rather than only in this member's conf state, so that a member
+/// added later, whose log is empty, must start from a snapshot and learns the configuration
+/// from it (replaying the log from index 1 would apply membership changes to an empty one).
+fn bootstrap(log: &RaftLog, initial_members: &[(u64, String)]) -> Result<(), CoreError> {
+    let members: Vec<u64> = initial_members.iter().map(|(id, _)| *id).collect();
+    let conf_state = ConfState::from((members, Vec::<u64>::new()));
+    let mut sm = StateMachine::new();
+    for (id, addr) in initial_members {
+        sm.set_member(*id, addr.clone());
+    }
+    sm.apply(BOOTSTRAP_INDEX as i64, &NOOP);
+    let mut snap = Snapshot::default();
+    snap.set_data(sm.snapshot().into());
+    let meta = snap.mut_metadata();
+    meta.index = BOOTSTRAP_INDEX;
+    meta.term = BOOTSTRAP_INDEX;
+    meta.set_conf_state(conf_state);
+    log.apply_snapshot(&snap)?;
+    let mut hs = raft::eraftpb::HardState::default();
+    hs.term = BOOTSTRAP_INDEX;
+    hs.commit = BOOTSTRAP_INDEX;
+    log.persist(&[], Some(&hs))?;
+    Ok(())
+}
+
+/// The counter of a ReadIndex context that this member issued (`member id ++ counter`).
+fn read_context(member: u64, ctx: &[u8]) -> Option<u64> {
+    let (who, counter) = ctx.split_at_checked(8)?;
+    if who != member.to_be_bytes() {
+        return None;
+    }
+    Some(u64::from_be_bytes(counter.try_into().ok()?))
+}
+
+/// Index (and term) of the bootstrap snapshot; the first real entry follows it.
+const BOOTSTRAP_INDEX: u64 = 1;
 
 /// We only propose V2 changes, but a log may hold a V1 one (raft's own tooling writes them).
 fn v1_to_v2(cc: ConfChange) -> ConfChangeV2 {
@@ -117,10 +148,8 @@ impl Core {
             self.install_snapshot(ready.snapshot().clone())?;
         }
         for rs in ready.take_read_states() {
-            let mut ctx = [0u8; 8];
-            if rs.request_ctx.len() == 8 {
-                ctx.copy_from_slice(&rs.request_ctx);
-                self.on_read_state(u64::from_be_bytes(ctx), rs.index);
+            if let Some(ctx) = read_context(self.cfg.id, &rs.request_ctx) {
+                self.on_read_state(ctx, rs.index);
             }
         }
         self.apply_committed(ready.take_committed_entries())?;

@@ -86,7 +86,11 @@ impl Core {
         let ctx = self.next_read_ctx;
         self.next_read_ctx += 1;
         let term = self.term();
-        self.node.read_index(ctx.to_be_bytes().to_vec());
+        // The context names this member too: raft's leader silently drops a ReadIndex whose
+        // context is already pending, and every member counts on its own.
+        let mut request = self.cfg.id.to_be_bytes().to_vec();
+        request.extend_from_slice(&ctx.to_be_bytes());
+        self.node.read_index(request);
         self.pending_reads.insert(ctx, conn_id);
         if let Some(conn) = self.conns.get_mut(&conn_id) {
             conn.pipeline.push_back(Pending::Sync {
