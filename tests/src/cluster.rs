@@ -23,7 +23,7 @@ pub mod write_load;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -92,7 +92,7 @@ impl Cluster {
             bail!("a cluster needs at least one member");
         }
         let mut cluster = Cluster {
-            binary: baton_binary()?,
+            binary: crate::baton_binary()?,
             members: BTreeMap::new(),
             removed: Vec::new(),
             used_ports: HashSet::new(),
@@ -424,27 +424,4 @@ fn members_flag(members: impl Iterator<Item = (u64, Ports)>) -> String {
         .map(|(id, ports)| format!("{id}=127.0.0.1:{}", ports.peer))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// `baton-ensemble` next to the test executable (`target/<profile>/deps/<test>-<hash>` →
-/// `target/<profile>/baton-ensemble`), or `$BATON_ENSEMBLE_BIN`; the same lookup as `Server`.
-fn baton_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("BATON_ENSEMBLE_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().context("locate the test executable")?;
-    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| {
-        anyhow!(
-            "test executable {} has no target/<profile> dir",
-            exe.display()
-        )
-    })?;
-    let binary = profile_dir.join("baton-ensemble");
-    if !binary.is_file() {
-        bail!(
-            "{} is missing: run `cargo build -p baton-ensemble` first (or set BATON_ENSEMBLE_BIN)",
-            binary.display()
-        );
-    }
-    Ok(binary)
 }
