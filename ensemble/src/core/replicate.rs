@@ -103,9 +103,11 @@ fn bootstrap(log: &RaftLog, initial_members: &[(u64, String)]) -> Result<(), Cor
     meta.term = BOOTSTRAP_INDEX;
     meta.set_conf_state(conf_state);
     log.apply_snapshot(&snap)?;
-    let mut hs = raft::eraftpb::HardState::default();
-    hs.term = BOOTSTRAP_INDEX;
-    hs.commit = BOOTSTRAP_INDEX;
+    let hs = raft::eraftpb::HardState {
+        term: BOOTSTRAP_INDEX,
+        commit: BOOTSTRAP_INDEX,
+        ..Default::default()
+    };
     log.persist(&[], Some(&hs))?;
     Ok(())
 }
