@@ -1,0 +1,91 @@
+//! Stage 3 of the reconcile pipeline: pure functions from a validated spec (and the membership
+//! the plan chose) to the Kubernetes objects the operator applies. No I/O here.
+
+mod config;
+mod services;
+mod statefulset;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::crd::CoordinationEnsemble;
+use crate::names::EnsembleNames;
+use crate::validate::ValidSpec;
+
+pub use config::{BOOTSTRAP_KEY, REPLICAS_KEY, StoredMembership};
+pub use statefulset::{DATA_DIR, START_SCRIPT};
+
+/// Why objects could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the CoordinationEnsemble has no uid to own its objects with")]
+    NoOwner,
+}
+
+/// Every object of one ensemble, ready to be applied in this order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    pub config_map: ConfigMap,
+    pub peer_service: Service,
+    pub client_service: Service,
+    /// Absent when `spec.podDisruptionBudget.enabled` is false.
+    pub pdb: Option<PodDisruptionBudget>,
+    pub statefulset: StatefulSet,
+}
+
+/// Builds every object for `ce` with the StatefulSet at `membership.replicas`.
+pub fn build(
+    ce: &CoordinationEnsemble,
+    spec: &ValidSpec,
+    membership: StoredMembership,
+) -> Result<Built, BuildError> {
+    let names = EnsembleNames::new(&spec.name, &spec.namespace);
+    let owner = ce
+        .metadata
+        .uid
+        .as_ref()
+        .map(|_| owner_reference(ce))
+        .ok_or(BuildError::NoOwner)?;
+    let meta = |name: String| ObjectMeta {
+        name: Some(name),
+        namespace: Some(spec.namespace.clone()),
+        labels: Some(names.labels()),
+        owner_references: Some(vec![owner.clone()]),
+        ..ObjectMeta::default()
+    };
+    Ok(Built {
+        config_map: config::config_map(&names, meta(names.config_map()), membership),
+        peer_service: services::peer_service(&names, meta(names.peer_service())),
+        client_service: services::client_service(&names, meta(names.client_service())),
+        pdb: ce
+            .spec
+            .pod_disruption_budget
+            .enabled
+            .then(|| services::pdb(&names, meta(names.statefulset()))),
+        statefulset: statefulset::statefulset(
+            &names,
+            meta(names.statefulset()),
+            &ce.spec,
+            spec,
+            membership.replicas,
+        ),
+    })
+}
+
+/// A controller owner reference to `ce`, so its objects are garbage-collected with it.
+fn owner_reference(ce: &CoordinationEnsemble) -> OwnerReference {
+    use kube::Resource;
+    OwnerReference {
+        api_version: CoordinationEnsemble::api_version(&()).into_owned(),
+        kind: CoordinationEnsemble::kind(&()).into_owned(),
+        name: ce.metadata.name.clone().unwrap_or_default(),
+        uid: ce.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! The members' StatefulSet: ordinal → member id, bootstrap or join decided per pod at start,
+//! one volume per member, probes on the admin port, spread over nodes and zones, non-root with
+//! a read-only root filesystem.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
+    EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, SeccompProfile, SecurityContext, TopologySpreadConstraint, Volume,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::crd::{AntiAffinity, CoordinationEnsembleSpec};
+use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT};
+use crate::validate::ValidSpec;
+
+/// Where each member's volume is mounted; the data dir is a folder inside it (a fresh volume's
+/// root may hold `lost+found`).
+pub const DATA_DIR: &str = "/var/lib/baton/data";
+/// Unprivileged uid and gid the members run as (distroless' "nonroot").
+const RUN_AS: i64 = 65532;
+
+/// The container's entry point. The member id comes from the pod name's ordinal (StatefulSet
+/// pods are `NAME-ORDINAL`); members at or beyond the bootstrap count start with `--join`
+/// (ignored by baton-ensemble once the data dir holds a configuration), so a member created by
+/// a scale-up waits for the operator's `POST /v1/members` instead of bootstrapping a second
+/// ensemble. The cluster id and `--members` arrive as BATON_CLUSTER_ID and BATON_MEMBERS.
+pub const START_SCRIPT: &str = r#"set -eu
+ordinal="${POD_NAME##*-}"
+case "$ordinal" in
+  ''|*[!0-9]*) echo "cannot derive a member id from pod name '$POD_NAME'" >&2; exit 64 ;;
+esac
+export BATON_ID=$((ordinal + 1))
+if [ "$ordinal" -ge "${BATON_BOOTSTRAP_REPLICAS:?}" ]; then set -- "$@" --join; fi
+exec baton-ensemble "$@"
+"#;
+
+pub(super) fn statefulset(
+    names: &EnsembleNames,
+    meta: ObjectMeta,
+    crd: &CoordinationEnsembleSpec,
+    spec: &ValidSpec,
+    replicas: i32,
+) -> StatefulSet {
+    let selector = names.selector_labels();
+    StatefulSet {
+        metadata: meta,
+        spec: Some(StatefulSetSpec {
+            replicas: Some(replicas),
+            service_name: Some(names.peer_service()),
+            // Members of a new ensemble must start together: none is ready until a quorum runs.
+            pod_management_policy: Some("Parallel".into()),
+            // The operator restarts members itself, followers first and the leader last.
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                rolling_update: None,
+            }),
+            // A scaled-away member's volume must go: re-created later, it has to join afresh.
+            persistent_volume_claim_retention_policy: Some(
+                StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some("Retain".into()),
+                    when_scaled: Some("Delete".into()),
+                },
+            ),
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(names.labels()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(names, crd, spec, &selector)),
+            },
+            volume_claim_templates: Some(vec![volume_claim(crd)]),
+            ..StatefulSetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn pod_spec(
+    names: &EnsembleNames,
+    crd: &CoordinationEnsembleSpec,
+    spec: &ValidSpec,
+    selector: &BTreeMap<String, String>,
+) -> PodSpec {
+    PodSpec {
+        containers: vec![container(names, crd, spec)],
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            fs_group: Some(RUN_AS),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..SeccompProfile::default()
+            }),
+            ..PodSecurityContext::default()
+        }),
+        affinity: affinity(crd.scheduling.anti_affinity, selector),
+        topology_spread_constraints: crd.scheduling.zone_spread.then(|| {
+            vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: "topology.kubernetes.io/zone".into(),
+                when_unsatisfiable: "ScheduleAnyway".into(),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(selector.clone()),
+                    ..LabelSelector::default()
+                }),
+                ..TopologySpreadConstraint::default()
+            }]
+        }),
+        node_selector: crd.scheduling.node_selector.clone(),
+        tolerations: crd.scheduling.tolerations.clone(),
+        automount_service_account_token: Some(false),
+        termination_grace_period_seconds: Some(30),
+        volumes: Some(vec![Volume {
+            name: "tmp".into(),
+            empty_dir: Some(Default::default()),
+            ..Volume::default()
+        }]),
+        ..PodSpec::default()
+    }
+}
+
+fn container(
+    names: &EnsembleNames,
+    crd: &CoordinationEnsembleSpec,
+    spec: &ValidSpec,
+) -> Container {
+    let probe = |path: &str, period: i32, failures: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("admin".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        timeout_seconds: Some(2),
+        ..Probe::default()
+    };
+    let port = |name: &str, port: i32| ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    };
+    Container {
+        name: "ensemble".into(),
+        image: Some(spec.image.clone()),
+        image_pull_policy: crd.image_pull_policy.clone(),
+        // `$0` of the script is the program name; the flags follow as "$@".
+        command: Some(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            START_SCRIPT.into(),
+            "baton-ensemble".into(),
+        ]),
+        args: Some(vec![
+            format!("--data-dir={DATA_DIR}"),
+            format!("--client-addr=0.0.0.0:{CLIENT_PORT}"),
+            format!("--peer-addr=0.0.0.0:{PEER_PORT}"),
+            format!("--admin-addr=0.0.0.0:{ADMIN_PORT}"),
+            format!("--min-session-timeout={}", spec.min_session_timeout),
+            format!("--max-session-timeout={}", spec.max_session_timeout),
+        ]),
+        env: Some(vec![EnvVar {
+            name: "POD_NAME".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".into(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        }]),
+        env_from: Some(vec![EnvFromSource {
+            config_map_ref: Some(ConfigMapEnvSource {
+                name: names.config_map(),
+                optional: Some(false),
+            }),
+            ..EnvFromSource::default()
+        }]),
+        ports: Some(vec![
+            port("client", CLIENT_PORT),
+            port("peer", PEER_PORT),
+            port("admin", ADMIN_PORT),
+        ]),
+        // Ready = knows the leader and has applied everything committed (the client Service
+        // and the PodDisruptionBudget count only such members).
+        readiness_probe: Some(probe("/readyz", 5, 2)),
+        // Alive = the process answers; a member without a quorum is not restarted for it.
+        liveness_probe: Some(probe("/healthz", 10, 6)),
+        resources: crd.resources.clone(),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Capabilities::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "data".into(),
+                mount_path: "/var/lib/baton".into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "tmp".into(),
+                mount_path: "/tmp".into(),
+                ..VolumeMount::default()
+            },
+        ]),
+        ..Container::default()
+    }
+}
+
+fn affinity(mode: AntiAffinity, selector: &BTreeMap<String, String>) -> Option<Affinity> {
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(selector.clone()),
+            ..LabelSelector::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..PodAffinityTerm::default()
+    };
+    let anti = match mode {
+        AntiAffinity::None => return None,
+        AntiAffinity::Preferred => PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: term,
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        },
+        AntiAffinity::Required => PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..PodAntiAffinity::default()
+        },
+    };
+    Some(Affinity {
+        pod_anti_affinity: Some(anti),
+        ..Affinity::default()
+    })
+}
+
+fn volume_claim(crd: &CoordinationEnsembleSpec) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some("data".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: crd.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(crd.storage.size.clone()),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}

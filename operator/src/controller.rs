@@ -1,0 +1,46 @@
+//! Runs the reconciler under kube-runtime's `Controller`: a watch on every
+//! `CoordinationEnsemble` and on the objects it owns, so a change to either (or a deleted
+//! StatefulSet) triggers a reconcile.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::runtime::Controller;
+use kube::runtime::watcher;
+
+use crate::crd::CoordinationEnsemble;
+use crate::ensemble::EnsembleAdmin;
+use crate::names::FIELD_MANAGER;
+use crate::reconcile::{Context, error_policy, reconcile};
+
+/// Reconciles until `shutdown` completes (or the watch streams end).
+pub async fn run<A: EnsembleAdmin>(
+    ctx: Arc<Context<A>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    // Only objects we made: the watches stay small in a busy cluster.
+    let owned = watcher::Config::default()
+        .labels(&format!("app.kubernetes.io/managed-by={FIELD_MANAGER}"));
+    Controller::new(
+        Api::<CoordinationEnsemble>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
+    .owns(Api::<ConfigMap>::all(client.clone()), owned.clone())
+    .owns(Api::<Service>::all(client.clone()), owned.clone())
+    .owns(Api::<PodDisruptionBudget>::all(client), owned)
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        match result {
+            Ok((object, _)) => tracing::debug!(ensemble = %object.name, "reconciled"),
+            Err(e) => tracing::debug!(error = %e, "controller event"),
+        }
+    })
+    .await;
+}

@@ -1,0 +1,254 @@
+//! The `CoordinationEnsemble` custom resource (`baton.dev/v1alpha1`): what users write and what
+//! the operator reports back. `baton-operator crd` prints the CRD generated from these types.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Kubernetes quantity for volume sizes: a number with an optional binary or decimal suffix.
+pub const SIZE_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$";
+/// Durations as `baton-ensemble` parses them: `250ms`, `10s`, `2m`.
+pub const DURATION_PATTERN: &str = r"^[0-9]+(ms|s|m)$";
+
+/// A Baton ensemble: a ZooKeeper-compatible, Raft-replicated coordination service run as a
+/// StatefulSet of 1, 3, 5 or 7 members.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "baton.dev",
+    version = "v1alpha1",
+    kind = "CoordinationEnsemble",
+    namespaced,
+    shortname = "ce",
+    status = "CoordinationEnsembleStatus",
+    derive = "PartialEq",
+    doc = "A Baton ensemble: 1, 3, 5 or 7 members of baton-ensemble, reconciled by baton-operator.",
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.readyReplicas","labelSelectorPath":".status.selector"}"#,
+    printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".spec.replicas"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
+    printcolumn = r#"{"name":"Leader","type":"integer","description":"Raft id of the leading member","jsonPath":".status.leader"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CoordinationEnsembleSpec {
+    /// Number of members: 1, 3, 5 or 7 (odd, so a majority survives a minority failing).
+    #[serde(default = "default_replicas")]
+    #[schemars(extend("enum" = [1, 3, 5, 7]))]
+    pub replicas: i32,
+    /// Container image holding `baton-ensemble`; the operator's `--default-image` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Image pull policy of the ensemble container (Kubernetes' default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Always", "IfNotPresent", "Never"]))]
+    pub image_pull_policy: Option<String>,
+    /// CPU and memory of each member's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Each member's persistent volume (Raft log and snapshots).
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Bounds on the session timeouts the ensemble grants to clients.
+    #[serde(default)]
+    pub session_timeout: SessionTimeoutSpec,
+    /// The PodDisruptionBudget that keeps voluntary evictions to one member at a time.
+    #[serde(default)]
+    pub pod_disruption_budget: PodDisruptionBudgetSpec,
+    /// Where members may run: spread over nodes and zones by default.
+    #[serde(default)]
+    pub scheduling: SchedulingSpec,
+    /// Defaults for sidecars injected into pods that use this ensemble (served by issue 6's webhook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecar: Option<SidecarDefaults>,
+}
+
+fn default_replicas() -> i32 {
+    3
+}
+
+/// Persistent storage of each member.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Volume size as a Kubernetes quantity, e.g. `1Gi`.
+    #[serde(default = "default_storage_size")]
+    #[schemars(pattern(SIZE_PATTERN))]
+    pub size: String,
+    /// Storage class of the volumes; the cluster's default class when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        StorageSpec {
+            size: default_storage_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+fn default_storage_size() -> String {
+    "1Gi".into()
+}
+
+/// Session timeout bounds (ZooKeeper's minSessionTimeout and maxSessionTimeout).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionTimeoutSpec {
+    /// Smallest session timeout granted, e.g. `4s`.
+    #[serde(default = "default_min_session_timeout")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub min: String,
+    /// Largest session timeout granted, e.g. `40s`.
+    #[serde(default = "default_max_session_timeout")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub max: String,
+}
+
+impl Default for SessionTimeoutSpec {
+    fn default() -> Self {
+        SessionTimeoutSpec {
+            min: default_min_session_timeout(),
+            max: default_max_session_timeout(),
+        }
+    }
+}
+
+fn default_min_session_timeout() -> String {
+    "4s".into()
+}
+
+fn default_max_session_timeout() -> String {
+    "40s".into()
+}
+
+/// The PodDisruptionBudget (maxUnavailable 1).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudgetSpec {
+    /// Whether the operator manages a PodDisruptionBudget for the members.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+impl Default for PodDisruptionBudgetSpec {
+    fn default() -> Self {
+        PodDisruptionBudgetSpec { enabled: true }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// How members are spread over the cluster.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingSpec {
+    /// Pod anti-affinity between members on one node.
+    #[serde(default)]
+    pub anti_affinity: AntiAffinity,
+    /// Whether to spread members evenly over zones (`topology.kubernetes.io/zone`).
+    #[serde(default = "default_true")]
+    pub zone_spread: bool,
+    /// Node labels every member's node must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Taints the members tolerate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl Default for SchedulingSpec {
+    fn default() -> Self {
+        SchedulingSpec {
+            anti_affinity: AntiAffinity::default(),
+            zone_spread: true,
+            node_selector: None,
+            tolerations: None,
+        }
+    }
+}
+
+/// How strongly two members avoid sharing a node.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum AntiAffinity {
+    /// Prefer different nodes, but schedule anyway on a small cluster.
+    #[default]
+    Preferred,
+    /// Never two members on one node (a node failure costs at most one member).
+    Required,
+    /// No anti-affinity.
+    None,
+}
+
+/// Defaults for the sidecar the webhook injects (read by issue 6's webhook, not by the reconciler).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarDefaults {
+    /// Image holding `baton-sidecar`; the operator's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Session timeout the sidecar asks for, e.g. `10s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub session_timeout: Option<String>,
+    /// CPU and memory of the injected container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// What the operator last saw of the ensemble.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CoordinationEnsembleStatus {
+    /// `metadata.generation` of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Available, Progressing and Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Members whose `/readyz` would answer 200 (know the leader, caught up).
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Raft ids of the ensemble's voters, as the leader reports them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<u64>,
+    /// Raft id of the leader (absent when none is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<u64>,
+    /// `host:port` for ZooKeeper clients (the client Service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_endpoint: Option<String>,
+    /// Label selector of the member pods (for the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// The membership or rollout step in progress, so a stuck one can be reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepStatus>,
+}
+
+/// A step the operator started and is waiting on.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStatus {
+    /// What the step does, e.g. `AddMember 4` or `RestartMember 2`.
+    pub description: String,
+    /// When the step started (RFC 3339).
+    pub since: String,
+}
+
+/// Every CRD the operator owns, as one multi-document YAML stream (what `crds/` holds).
+pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    let crd = CoordinationEnsemble::crd();
+    let body = serde_saphyr::to_string(&crd)?;
+    Ok(format!(
+        "# Generated by `baton-operator crd` from operator/src/crd.rs; do not edit.\n---\n{body}"
+    ))
+}

@@ -1,0 +1,95 @@
+//! Talking to the ensemble's admin API (DESIGN.md §1): the `EnsembleAdmin` seam (HTTP in
+//! production, a scripted fake in reconcile tests), what the members report, and the
+//! membership steps built on it.
+
+mod http_admin;
+mod steps;
+mod view;
+
+use std::future::Future;
+
+use serde::Deserialize;
+
+pub use http_admin::HttpAdmin;
+pub use steps::{MembershipStep, Roster, StepError, run_action, wait_until};
+pub use view::EnsembleView;
+
+/// What one member's `GET /v1/status` says (the fields the operator uses).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    pub id: u64,
+    /// `leader`, `follower`, `candidate` or `learner`.
+    pub role: String,
+    /// 0 when no leader is known.
+    pub leader_id: u64,
+    pub term: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    /// Voters and learners, by id.
+    #[serde(default)]
+    pub members: Vec<u64>,
+    #[serde(default)]
+    pub learners: Vec<u64>,
+    #[serde(default)]
+    pub cluster_id: String,
+}
+
+impl MemberStatus {
+    /// What `/readyz` answers 200 for: a leader is known and everything committed is applied.
+    pub fn is_ready(&self) -> bool {
+        self.leader_id != 0 && self.applied_index >= self.commit_index
+    }
+
+    /// Voters only (members that are not learners), in id order.
+    pub fn voters(&self) -> Vec<u64> {
+        let mut voters: Vec<u64> = self
+            .members
+            .iter()
+            .copied()
+            .filter(|id| !self.learners.contains(id))
+            .collect();
+        voters.sort_unstable();
+        voters
+    }
+}
+
+/// Why an admin call did not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    #[error("member admin API at {addr} is unreachable: {reason}")]
+    Unreachable { addr: String, reason: String },
+    #[error("member at {addr} does not lead (leader: {leader_id}, 0 = unknown)")]
+    NotLeader { addr: String, leader_id: u64 },
+    #[error("member at {addr} refused: {message}")]
+    Conflict { addr: String, message: String },
+    #[error("member at {addr} answered {status}: {body}")]
+    Unexpected {
+        addr: String,
+        status: u16,
+        body: String,
+    },
+}
+
+/// The ensemble's admin API, one member (`HOST:PORT` of its admin address) per call. Membership
+/// calls must reach the leader; the others answer `NotLeader`.
+pub trait EnsembleAdmin: Send + Sync + 'static {
+    /// `GET /v1/status`.
+    fn status(&self, addr: &str) -> impl Future<Output = Result<MemberStatus, AdminError>> + Send;
+    /// `POST /v1/members {id, peerAddr}`: adds a learner, promoted once caught up.
+    fn add_member(
+        &self,
+        addr: &str,
+        id: u64,
+        peer_addr: &str,
+    ) -> impl Future<Output = Result<(), AdminError>> + Send;
+    /// `DELETE /v1/members/{id}`: refused (Conflict) when the rest could not form a quorum.
+    fn remove_member(&self, addr: &str, id: u64)
+    -> impl Future<Output = Result<(), AdminError>> + Send;
+    /// `POST /v1/leader/transfer {to}`: to `to`, or to the most caught-up voter.
+    fn transfer_leader(
+        &self,
+        addr: &str,
+        to: Option<u64>,
+    ) -> impl Future<Output = Result<(), AdminError>> + Send;
+}

@@ -1,0 +1,22 @@
+//! `baton-operator`: reconciles `CoordinationEnsemble` resources into running, scalable,
+//! upgradable Baton ensembles (DESIGN.md §3).
+//!
+//! The reconciler is a pipeline, one module per stage: [`dereference`] (read what exists),
+//! [`validate`], [`build`] (pure: objects from the spec), [`plan`] (pure: the next membership or
+//! rollout step), [`apply`] (server-side apply), [`ensemble`] (the admin API steps) and
+//! [`status`]. [`reconcile`] strings them together; [`controller`] runs it.
+
+pub mod apply;
+pub mod build;
+pub mod controller;
+pub mod crd;
+pub mod dereference;
+pub mod ensemble;
+pub mod http_server;
+pub mod leader_lease;
+pub mod metrics;
+pub mod names;
+pub mod plan;
+pub mod reconcile;
+pub mod status;
+pub mod validate;

@@ -1,0 +1,130 @@
+//! The operator's Prometheus metrics (served on `/metrics`).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+
+use crate::crd::CoordinationEnsembleStatus;
+
+type Labels = Vec<(String, String)>;
+
+/// Reconcile counts and durations, per-ensemble readiness, and leadership of this replica.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<Labels, Counter>,
+    duration: Histogram,
+    ready_members: Family<Labels, Gauge>,
+    has_leader: Family<Labels, Gauge>,
+    is_leader: Gauge<i64, AtomicI64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `baton_operator` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("baton_operator");
+        let reconciles = Family::<Labels, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Reconciles, by result (ok or the error kind)",
+            reconciles.clone(),
+        );
+        let duration = Histogram::new(exponential_buckets(0.01, 2.0, 12));
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile took",
+            duration.clone(),
+        );
+        let ready_members = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ensemble_ready_members",
+            "Ready voters of each ensemble at its last reconcile",
+            ready_members.clone(),
+        );
+        let has_leader = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ensemble_has_leader",
+            "1 if the ensemble reported a leader at its last reconcile",
+            has_leader.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "is_leader",
+            "1 while this operator replica holds the leader Lease",
+            is_leader.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            duration,
+            ready_members,
+            has_leader,
+            is_leader,
+        }
+    }
+
+    /// Starts timing a reconcile.
+    pub fn start_reconcile(self: &Arc<Self>) -> ReconcileTimer {
+        ReconcileTimer {
+            metrics: self.clone(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Records an ensemble's readiness from the status just written.
+    pub fn observe_ensemble(&self, key: &str, status: &CoordinationEnsembleStatus) {
+        let labels = vec![("ensemble".to_string(), key.to_string())];
+        self.ready_members
+            .get_or_create(&labels)
+            .set(i64::from(status.ready_replicas));
+        self.has_leader
+            .get_or_create(&labels)
+            .set(i64::from(status.leader.is_some()));
+    }
+
+    /// Records whether this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.is_leader.set(i64::from(leading));
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+/// Times one reconcile; `finish` records it.
+pub struct ReconcileTimer {
+    metrics: Arc<Metrics>,
+    started: Instant,
+}
+
+impl ReconcileTimer {
+    /// Records the duration and the result (`None` = success, else the error kind).
+    pub fn finish(self, error: Option<&str>) {
+        self.metrics
+            .duration
+            .observe(self.started.elapsed().as_secs_f64());
+        let result = error.unwrap_or("ok").to_string();
+        self.metrics
+            .reconciles
+            .get_or_create(&vec![("result".to_string(), result)])
+            .inc();
+    }
+}

@@ -1,0 +1,154 @@
+//! Names, labels, ports and DNS addresses of everything one ensemble consists of. Member ids
+//! are StatefulSet ordinals plus one (Raft ids must be positive).
+
+use std::collections::BTreeMap;
+
+/// Port for ZooKeeper clients.
+pub const CLIENT_PORT: i32 = 2181;
+/// Port for Raft traffic between members.
+pub const PEER_PORT: i32 = 2888;
+/// Port of the admin HTTP API (probes, status, membership).
+pub const ADMIN_PORT: i32 = 8080;
+/// Field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "baton-operator";
+
+/// The names derived from one `CoordinationEnsemble`'s name and namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsembleNames {
+    pub name: String,
+    pub namespace: String,
+}
+
+impl EnsembleNames {
+    /// Names for the ensemble `name` in `namespace`.
+    pub fn new(name: &str, namespace: &str) -> Self {
+        EnsembleNames {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// The StatefulSet (and PodDisruptionBudget) name: the ensemble's own.
+    pub fn statefulset(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The headless Service giving each member a stable DNS name.
+    pub fn peer_service(&self) -> String {
+        format!("{}-peers", self.name)
+    }
+
+    /// The ClusterIP Service clients connect to (ready members only).
+    pub fn client_service(&self) -> String {
+        format!("{}-client", self.name)
+    }
+
+    /// The ConfigMap holding the cluster id and membership the pods start from.
+    pub fn config_map(&self) -> String {
+        format!("{}-config", self.name)
+    }
+
+    /// Pod name of member `id`.
+    pub fn pod(&self, id: u64) -> String {
+        format!("{}-{}", self.name, id.saturating_sub(1))
+    }
+
+    /// Member id of a pod name of this ensemble, if it is one.
+    pub fn member_of_pod(&self, pod: &str) -> Option<u64> {
+        let ordinal: u64 = pod
+            .strip_prefix(&self.name)?
+            .strip_prefix('-')?
+            .parse()
+            .ok()?;
+        ordinal.checked_add(1)
+    }
+
+    /// Stable DNS name of member `id` (resolvable before it is ready: the peer Service
+    /// publishes not-ready addresses, which bootstrapping needs).
+    pub fn member_host(&self, id: u64) -> String {
+        format!(
+            "{}.{}.{}.svc",
+            self.pod(id),
+            self.peer_service(),
+            self.namespace
+        )
+    }
+
+    /// `HOST:PORT` other members reach member `id` on.
+    pub fn peer_addr(&self, id: u64) -> String {
+        format!("{}:{PEER_PORT}", self.member_host(id))
+    }
+
+    /// `HOST:PORT` of member `id`'s admin API.
+    pub fn admin_addr(&self, id: u64) -> String {
+        format!("{}:{ADMIN_PORT}", self.member_host(id))
+    }
+
+    /// `--members` for members 1..=replicas.
+    pub fn members_flag(&self, replicas: i32) -> String {
+        (1..=replicas.max(0) as u64)
+            .map(|id| format!("{id}={}", self.peer_addr(id)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The ensemble's cluster id: stable for a name in a namespace, so a re-created resource
+    /// finds its retained volumes, and a volume of another ensemble is refused.
+    pub fn cluster_id(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+
+    /// Where clients connect.
+    pub fn client_endpoint(&self) -> String {
+        format!(
+            "{}.{}.svc:{CLIENT_PORT}",
+            self.client_service(),
+            self.namespace
+        )
+    }
+
+    /// Labels selecting this ensemble's pods.
+    pub fn selector_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app.kubernetes.io/name".into(), "baton-ensemble".into()),
+            ("app.kubernetes.io/instance".into(), self.name.clone()),
+        ])
+    }
+
+    /// `selector_labels` as a label selector string.
+    pub fn selector_string(&self) -> String {
+        self.selector_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Labels of every object the operator makes for this ensemble.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.selector_labels();
+        labels.insert("app.kubernetes.io/component".into(), "ensemble".into());
+        labels.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
+        labels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_ordinals_plus_one_with_stable_dns_names() {
+        let n = EnsembleNames::new("zk", "prod");
+        assert_eq!(n.pod(1), "zk-0");
+        assert_eq!(n.member_of_pod("zk-4"), Some(5));
+        assert_eq!(n.member_of_pod("zk-peers-0"), None);
+        assert_eq!(n.member_of_pod("zkx-0"), None);
+        assert_eq!(n.peer_addr(2), "zk-1.zk-peers.prod.svc:2888");
+        assert_eq!(
+            n.members_flag(2),
+            "1=zk-0.zk-peers.prod.svc:2888,2=zk-1.zk-peers.prod.svc:2888"
+        );
+        assert_eq!(n.client_endpoint(), "zk-client.prod.svc:2181");
+    }
+}

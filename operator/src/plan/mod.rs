@@ -1,0 +1,287 @@
+//! The heart of the reconciler, pure: from what was observed (StatefulSet, pods, the
+//! ensemble's own statuses) to the one next step. One step per reconcile, each only from a
+//! healthy ensemble, in the order that never costs the quorum:
+//!
+//! - scale up: raise replicas by one, then add that member through the leader (it joins as a
+//!   learner and is promoted once caught up);
+//! - scale down: move leadership off the highest member if it leads, remove it from Raft, and
+//!   only once every remaining member has dropped it, lower replicas (the pod goes last);
+//! - rolling update (`OnDelete` StatefulSet): restart outdated followers one at a time, lowest
+//!   ordinal first; the leader last, after moving leadership to an updated member.
+
+use crate::build::StoredMembership;
+use crate::ensemble::{EnsembleView, MembershipStep};
+
+/// The StatefulSet as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedStatefulSet {
+    pub replicas: i32,
+    pub generation: Option<i64>,
+    pub observed_generation: Option<i64>,
+    /// The revision new pods get (`status.updateRevision`).
+    pub update_revision: Option<String>,
+}
+
+/// A member pod as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedPod {
+    pub id: u64,
+    /// Its `controller-revision-hash` label.
+    pub revision: Option<String>,
+    /// Has a deletion timestamp.
+    pub terminating: bool,
+}
+
+/// Everything `plan` decides from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub statefulset: Option<ObservedStatefulSet>,
+    /// What the ConfigMap recorded, if it exists.
+    pub stored: Option<StoredMembership>,
+    pub pods: Vec<ObservedPod>,
+    pub ensemble: EnsembleView,
+}
+
+/// Something to do after the objects are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A change sent to the ensemble's leader.
+    Membership(MembershipStep),
+    /// Delete member `id`'s pod so the StatefulSet re-creates it at the new revision.
+    RestartMember { id: u64 },
+}
+
+/// Where the ensemble stands, for the status conditions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Objects created for the first time.
+    Creating,
+    /// The StatefulSet was gone and is re-created from the recorded membership.
+    Recreating,
+    ScalingUp,
+    ScalingDown,
+    Rolling,
+    /// Voters the pods do not account for are being removed.
+    Repairing,
+    /// Nothing can be done until the ensemble is healthy again; the reason says why.
+    Waiting(String),
+    /// Desired size, every member up to date and healthy.
+    Stable,
+}
+
+/// The decision of one reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Replicas and bootstrap count to apply (StatefulSet and ConfigMap).
+    pub membership: StoredMembership,
+    pub action: Option<Action>,
+    pub phase: Phase,
+}
+
+impl Plan {
+    /// A one-line account of the step, `None` when stable (the status's `step`).
+    pub fn describe(&self) -> Option<String> {
+        let action = match self.action {
+            Some(Action::Membership(step)) => format!(": {step}"),
+            Some(Action::RestartMember { id }) => format!(": restart member {id}"),
+            None => String::new(),
+        };
+        let phase = match &self.phase {
+            Phase::Stable => return None,
+            Phase::Creating => "Creating".to_string(),
+            Phase::Recreating => "Recreating the StatefulSet".to_string(),
+            Phase::ScalingUp => "ScalingUp".to_string(),
+            Phase::ScalingDown => "ScalingDown".to_string(),
+            Phase::Rolling => "RollingUpdate".to_string(),
+            Phase::Repairing => "Repairing".to_string(),
+            Phase::Waiting(why) => format!("Waiting: {why}"),
+        };
+        Some(format!("{phase}{action}"))
+    }
+}
+
+/// The next step towards `desired` members, all up to date.
+pub fn plan(desired: i32, observed: &Observed) -> Plan {
+    let Some(sts) = &observed.statefulset else {
+        return match observed.stored {
+            Some(stored) => Plan {
+                membership: stored,
+                action: None,
+                phase: Phase::Recreating,
+            },
+            None => Plan {
+                membership: StoredMembership {
+                    replicas: desired,
+                    bootstrap: desired,
+                },
+                action: None,
+                phase: Phase::Creating,
+            },
+        };
+    };
+    let r = sts.replicas.max(0);
+    let current = StoredMembership {
+        replicas: r,
+        bootstrap: observed.stored.map_or(r, |s| s.bootstrap.min(r)),
+    };
+    let step = |action: Option<Action>, phase: Phase| Plan {
+        membership: current,
+        action,
+        phase,
+    };
+    let wait = |why: String| step(None, Phase::Waiting(why));
+    if sts.observed_generation < sts.generation {
+        return wait("the StatefulSet controller has not caught up with the StatefulSet".into());
+    }
+    let view = &observed.ensemble;
+    let Some(leader) = view.leader() else {
+        return wait("no member reports a leader".into());
+    };
+    let voters = view.voters();
+    let learners = view.learners();
+    if !learners.is_empty() {
+        return wait(format!("learner(s) {learners:?} catching up"));
+    }
+    let expected: Vec<u64> = (1..=r as u64).collect();
+    let membership = |step: MembershipStep| Some(Action::Membership(step));
+
+    // A scale-down step whose member Raft has dropped: now the pod may go.
+    if r > desired && voters == expected[..expected.len().saturating_sub(1)] {
+        let replicas = r - 1;
+        return Plan {
+            membership: StoredMembership {
+                replicas,
+                bootstrap: current.bootstrap.min(replicas),
+            },
+            action: None,
+            phase: Phase::ScalingDown,
+        };
+    }
+    if !view.has_quorum() {
+        return wait(format!(
+            "no quorum: ready voters {:?} of {voters:?}",
+            view.ready_voters()
+        ));
+    }
+    // Voters without a pod (a StatefulSet shrunk behind the operator's back): remove them.
+    if let Some(&extra) = voters.iter().filter(|id| **id > r as u64).max() {
+        let action = if extra == leader {
+            MembershipStep::Transfer {
+                leader,
+                to: lowest_other(&view.ready_voters(), leader, r as u64),
+            }
+        } else {
+            MembershipStep::Remove { leader, id: extra }
+        };
+        return step(membership(action), Phase::Repairing);
+    }
+    // Pods without a vote: the add of a scale-up step not (yet) done, or a lost answer.
+    if let Some(&missing) = expected.iter().find(|id| !voters.contains(id)) {
+        return step(
+            membership(MembershipStep::Add {
+                leader,
+                id: missing,
+            }),
+            Phase::ScalingUp,
+        );
+    }
+    if !view.is_healthy(&expected) {
+        let ready = view.ready_voters();
+        let not_ready: Vec<u64> = expected
+            .iter()
+            .copied()
+            .filter(|id| !ready.contains(id))
+            .collect();
+        return wait(format!("members {not_ready:?} not ready"));
+    }
+    if r < desired {
+        let id = r as u64 + 1;
+        return Plan {
+            membership: StoredMembership {
+                replicas: r + 1,
+                bootstrap: current.bootstrap,
+            },
+            action: membership(MembershipStep::Add { leader, id }),
+            phase: Phase::ScalingUp,
+        };
+    }
+    if r > desired {
+        let id = r as u64;
+        let action = if leader == id {
+            MembershipStep::Transfer {
+                leader,
+                to: lowest_other(&voters, leader, desired as u64),
+            }
+        } else {
+            MembershipStep::Remove { leader, id }
+        };
+        return step(membership(action), Phase::ScalingDown);
+    }
+    rolling(sts, &observed.pods, leader, &expected, current)
+}
+
+/// The rolling-update step of a healthy ensemble at its desired size.
+fn rolling(
+    sts: &ObservedStatefulSet,
+    pods: &[ObservedPod],
+    leader: u64,
+    expected: &[u64],
+    current: StoredMembership,
+) -> Plan {
+    let step = |action: Option<Action>, phase: Phase| Plan {
+        membership: current,
+        action,
+        phase,
+    };
+    let Some(revision) = &sts.update_revision else {
+        return step(None, Phase::Stable);
+    };
+    if pods.iter().any(|p| p.terminating) || expected.iter().any(|id| !pods.iter().any(|p| p.id == *id)) {
+        return step(
+            None,
+            Phase::Waiting("a member pod is being replaced".into()),
+        );
+    }
+    let mut outdated: Vec<u64> = pods
+        .iter()
+        .filter(|p| p.revision.as_ref() != Some(revision))
+        .map(|p| p.id)
+        .collect();
+    outdated.sort_unstable();
+    if outdated.is_empty() {
+        return step(None, Phase::Stable);
+    }
+    if let Some(&follower) = outdated.iter().find(|id| **id != leader) {
+        return step(
+            Some(Action::RestartMember { id: follower }),
+            Phase::Rolling,
+        );
+    }
+    // Only the leader is left: hand leadership to an updated member first.
+    let updated: Vec<u64> = expected
+        .iter()
+        .copied()
+        .filter(|id| !outdated.contains(id))
+        .collect();
+    let action = match updated.first() {
+        Some(&to) => Action::Membership(MembershipStep::Transfer {
+            leader,
+            to: Some(to),
+        }),
+        // A one-member ensemble has nobody to hand over to: restart it in place.
+        None => Action::RestartMember { id: leader },
+    };
+    step(Some(action), Phase::Rolling)
+}
+
+/// The lowest id in `candidates` other than `leader` and at most `max`.
+fn lowest_other(candidates: &[u64], leader: u64, max: u64) -> Option<u64> {
+    candidates
+        .iter()
+        .copied()
+        .filter(|id| *id != leader && *id <= max)
+        .min()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! The reconciler: dereference → validate → build → apply → act → update status. Only
+//! `dereference`, `apply`, the ensemble step and `status::publish` do I/O; the rest is pure.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action as Requeue;
+
+use crate::apply::{self, WriteError};
+use crate::build::{self, BuildError};
+use crate::crd::CoordinationEnsemble;
+use crate::dereference::{self, ReadError};
+use crate::ensemble::{EnsembleAdmin, EnsembleView, StepError, run_action, wait_until};
+use crate::metrics::Metrics;
+use crate::names::EnsembleNames;
+use crate::plan::{self, Action, Phase};
+use crate::status::{self, StatusInputs};
+use crate::validate::validate;
+
+/// Operator settings the reconciler needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Image for ensembles whose spec names none.
+    pub default_image: String,
+    /// How long a membership step may take to show its effect within one reconcile.
+    pub settle_timeout: Duration,
+    /// A step in progress for longer than this makes the ensemble Degraded.
+    pub stuck_after: Duration,
+    /// Requeue interval while a step is in progress.
+    pub step_requeue: Duration,
+    /// Requeue interval of a stable ensemble (status refresh).
+    pub stable_requeue: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            default_image: String::new(),
+            settle_timeout: Duration::from_secs(20),
+            stuck_after: Duration::from_secs(600),
+            step_requeue: Duration::from_secs(5),
+            stable_requeue: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context<A> {
+    pub client: kube::Client,
+    pub admin: A,
+    pub settings: Settings,
+    pub metrics: Arc<Metrics>,
+    /// The clock conditions are stamped with (fixed in tests).
+    pub now: fn() -> Timestamp,
+    /// Consecutive failures per ensemble (`namespace/name`), for exponential requeue.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl<A> Context<A> {
+    /// A context with the system clock.
+    pub fn new(client: kube::Client, admin: A, settings: Settings, metrics: Arc<Metrics>) -> Self {
+        Context {
+            client,
+            admin,
+            settings,
+            metrics,
+            now: Timestamp::now,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same with another clock.
+    pub fn with_clock(mut self, now: fn() -> Timestamp) -> Self {
+        self.now = now;
+        self
+    }
+}
+
+/// Why a reconcile failed; the controller requeues it with exponential backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error("ensemble step failed: {0}")]
+    Step(#[from] StepError),
+}
+
+impl ReconcileError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReconcileError::Read(_) => "read",
+            ReconcileError::Write(_) => "write",
+            ReconcileError::Build(_) => "build",
+            ReconcileError::Step(_) => "ensemble",
+        }
+    }
+}
+
+fn key(ce: &CoordinationEnsemble) -> String {
+    format!(
+        "{}/{}",
+        ce.metadata.namespace.as_deref().unwrap_or(""),
+        ce.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Reconciles one `CoordinationEnsemble`.
+#[tracing::instrument(skip_all, fields(ensemble = %key(&ce)))]
+pub async fn reconcile<A: EnsembleAdmin>(
+    ce: Arc<CoordinationEnsemble>,
+    ctx: Arc<Context<A>>,
+) -> Result<Requeue, ReconcileError> {
+    let timer = ctx.metrics.start_reconcile();
+    let result = reconcile_inner(&ce, &ctx).await;
+    timer.finish(result.as_ref().err().map(ReconcileError::kind));
+    if result.is_ok()
+        && let Ok(mut failures) = ctx.failures.lock()
+    {
+        failures.remove(&key(&ce));
+    }
+    result
+}
+
+async fn reconcile_inner<A: EnsembleAdmin>(
+    ce: &CoordinationEnsemble,
+    ctx: &Context<A>,
+) -> Result<Requeue, ReconcileError> {
+    let now = (ctx.now)();
+    let settings = &ctx.settings;
+    let spec = match validate(ce, &settings.default_image) {
+        Ok(spec) => spec,
+        Err(invalid) => {
+            tracing::warn!(error = %invalid, "spec is invalid; nothing applied");
+            if let (Some(name), Some(ns)) = (&ce.metadata.name, &ce.metadata.namespace) {
+                let names = EnsembleNames::new(name, ns);
+                let status = status::invalid(
+                    ce.status.as_ref(),
+                    ce.metadata.generation,
+                    &invalid.to_string(),
+                    now,
+                );
+                status::publish(&ctx.client, &names, &status).await?;
+            }
+            // A new spec triggers a reconcile by itself.
+            return Ok(Requeue::await_change());
+        }
+    };
+    let names = EnsembleNames::new(&spec.name, &spec.namespace);
+    let observed = dereference::observe(&ctx.client, &ctx.admin, &names).await?;
+    let plan = plan::plan(spec.replicas, &observed);
+    tracing::debug!(?plan, "planned");
+    let built = build::build(ce, &spec, plan.membership)?;
+    apply::apply_all(&ctx.client, &names, &built).await?;
+
+    let mut step_error = None;
+    let mut view = observed.ensemble.clone();
+    match plan.action {
+        Some(Action::Membership(step)) => {
+            tracing::info!(%step, "membership step");
+            let roster_size = plan
+                .membership
+                .replicas
+                .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas));
+            let roster = dereference::roster(&names, roster_size);
+            match run_action(&ctx.admin, &roster, step).await {
+                Ok(()) => {
+                    let what = step.to_string();
+                    match wait_until(&ctx.admin, &roster, &what, settings.settle_timeout, |v| {
+                        step.is_settled(v)
+                    })
+                    .await
+                    {
+                        Ok(settled) => view = settled,
+                        // Not an error: the next reconcile looks again, and a step that
+                        // never settles is reported as stuck.
+                        Err(e) => {
+                            tracing::info!(error = %e, "step not settled yet");
+                            view = EnsembleView::observe(&ctx.admin, &roster).await;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "membership step failed");
+                    step_error = Some(e);
+                }
+            }
+        }
+        Some(Action::RestartMember { id }) => {
+            tracing::info!(member = id, "restarting member for the rolling update");
+            apply::restart_member(&ctx.client, &names, id).await?;
+        }
+        None => {}
+    }
+
+    let status = status::compute(&StatusInputs {
+        names: &names,
+        generation: ce.metadata.generation,
+        plan: &plan,
+        view: &view,
+        previous: ce.status.as_ref(),
+        step_error: step_error.as_ref().map(ToString::to_string),
+        now,
+        stuck_after: settings.stuck_after,
+    });
+    status::publish(&ctx.client, &names, &status).await?;
+    ctx.metrics.observe_ensemble(&key(ce), &status);
+    if let Some(e) = step_error {
+        return Err(e.into());
+    }
+    Ok(match plan.phase {
+        Phase::Stable => Requeue::requeue(settings.stable_requeue),
+        _ => Requeue::requeue(settings.step_requeue),
+    })
+}
+
+/// Requeues a failed reconcile after 1 s, 2 s, 4 s ... up to 5 minutes.
+pub fn error_policy<A: EnsembleAdmin>(
+    ce: Arc<CoordinationEnsemble>,
+    error: &ReconcileError,
+    ctx: Arc<Context<A>>,
+) -> Requeue {
+    let failures = match ctx.failures.lock() {
+        Ok(mut map) => {
+            let n = map.entry(key(&ce)).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        }
+        Err(_) => 1,
+    };
+    let delay = backoff(failures);
+    tracing::warn!(ensemble = %key(&ce), error = %error, failures, ?delay, "reconcile failed; requeueing");
+    Requeue::requeue(delay)
+}
+
+/// Exponential backoff after `failures` consecutive failures (at least one).
+pub fn backoff(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(9);
+    Duration::from_secs(1u64 << exp).min(Duration::from_secs(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_five_minutes() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(4), Duration::from_secs(8));
+        assert_eq!(backoff(30), Duration::from_secs(300));
+    }
+}

@@ -1,0 +1,219 @@
+//! Stage 5 of the reconcile pipeline: the status the operator reports — conditions Available,
+//! Progressing and Degraded, members and leader from the ensemble's own `/v1/status` — computed
+//! purely, then written with server-side apply on the status subresource.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::apply::WriteError;
+use crate::crd::{CoordinationEnsemble, CoordinationEnsembleStatus, StepStatus};
+use crate::ensemble::EnsembleView;
+use crate::names::{EnsembleNames, FIELD_MANAGER};
+use crate::plan::{Phase, Plan};
+
+/// What the status is computed from.
+#[derive(Debug, Clone)]
+pub struct StatusInputs<'a> {
+    pub names: &'a EnsembleNames,
+    pub generation: Option<i64>,
+    pub plan: &'a Plan,
+    /// The ensemble after this reconcile's step.
+    pub view: &'a EnsembleView,
+    pub previous: Option<&'a CoordinationEnsembleStatus>,
+    /// Why this reconcile's step failed, if it did.
+    pub step_error: Option<String>,
+    pub now: Timestamp,
+    /// A step in progress for longer than this is reported as Degraded.
+    pub stuck_after: Duration,
+}
+
+/// The status for a reconciled ensemble.
+pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
+    let description = input.plan.describe();
+    let step = description.map(|description| {
+        let since = input
+            .previous
+            .and_then(|p| p.step.as_ref())
+            .filter(|s| s.description == description)
+            .map(|s| s.since.clone())
+            .unwrap_or_else(|| input.now.to_string());
+        StepStatus { description, since }
+    });
+    let stuck_for = step.as_ref().and_then(|s| {
+        let since: Timestamp = s.since.parse().ok()?;
+        let secs = input.now.as_second().saturating_sub(since.as_second());
+        (secs >= 0 && secs as u64 >= input.stuck_after.as_secs()).then_some(secs)
+    });
+    let view = input.view;
+    let leader = view.leader();
+    let ready = view.ready_voters();
+    let available = if view.has_quorum() {
+        (
+            true,
+            "QuorumReady",
+            format!(
+                "leader is member {}; ready voters {ready:?} of {:?}",
+                leader.unwrap_or(0),
+                view.voters()
+            ),
+        )
+    } else {
+        (
+            false,
+            "NoQuorum",
+            match leader {
+                Some(l) => format!("leader {l} has ready voters {ready:?} of {:?}", view.voters()),
+                None => "no member reports a leader".to_string(),
+            },
+        )
+    };
+    let progressing = match &input.plan.phase {
+        Phase::Stable => (false, "Stable", "every member is up to date".to_string()),
+        phase => (
+            true,
+            phase_reason(phase),
+            step.as_ref()
+                .map(|s| s.description.clone())
+                .unwrap_or_default(),
+        ),
+    };
+    let degraded = match (&input.step_error, stuck_for) {
+        (Some(error), _) => (true, "StepFailed", error.clone()),
+        (None, Some(secs)) => (
+            true,
+            "StepStuck",
+            format!(
+                "{} has not completed for {secs}s",
+                step.as_ref().map(|s| s.description.as_str()).unwrap_or("a step")
+            ),
+        ),
+        (None, None) => (false, "AsExpected", String::new()),
+    };
+    let conditions = [
+        ("Available", available),
+        ("Progressing", progressing),
+        ("Degraded", degraded),
+    ]
+    .into_iter()
+    .map(|(type_, (status, reason, message))| {
+        condition(input, type_, status, reason, message)
+    })
+    .collect();
+    CoordinationEnsembleStatus {
+        observed_generation: input.generation,
+        conditions,
+        ready_replicas: ready.len() as i32,
+        members: view.voters(),
+        leader,
+        client_endpoint: Some(input.names.client_endpoint()),
+        selector: Some(input.names.selector_string()),
+        step,
+    }
+}
+
+/// The status for a spec that failed validation: nothing was applied.
+pub fn invalid(
+    previous: Option<&CoordinationEnsembleStatus>,
+    generation: Option<i64>,
+    error: &str,
+    now: Timestamp,
+) -> CoordinationEnsembleStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    let keep = |type_: &str, status: bool, reason: &str, message: String| {
+        let previous_time = previous
+            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+            .filter(|c| c.status == bool_str(status))
+            .map(|c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.into(),
+            status: bool_str(status).into(),
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+            last_transition_time: previous_time.unwrap_or(Time(now)),
+        }
+    };
+    let available = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Available")
+        .cloned();
+    status.conditions = vec![
+        available.unwrap_or_else(|| keep("Available", false, "NotReconciled", String::new())),
+        keep("Progressing", false, "InvalidSpec", error.to_string()),
+        keep("Degraded", true, "InvalidSpec", error.to_string()),
+    ];
+    status.observed_generation = generation;
+    status
+}
+
+/// Writes `status` to the status subresource by server-side apply.
+pub async fn publish(
+    client: &kube::Client,
+    names: &EnsembleNames,
+    status: &CoordinationEnsembleStatus,
+) -> Result<(), WriteError> {
+    let patch = json!({
+        "apiVersion": "baton.dev/v1alpha1",
+        "kind": "CoordinationEnsemble",
+        "status": status,
+    });
+    Api::<CoordinationEnsemble>::namespaced(client.clone(), &names.namespace)
+        .patch_status(
+            &names.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| WriteError {
+            verb: "update status of",
+            what: format!("CoordinationEnsemble {}", names.name),
+            source,
+        })
+}
+
+fn phase_reason(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Creating => "Creating",
+        Phase::Recreating => "Recreating",
+        Phase::ScalingUp => "ScalingUp",
+        Phase::ScalingDown => "ScalingDown",
+        Phase::Rolling => "RollingUpdate",
+        Phase::Repairing => "Repairing",
+        Phase::Waiting(_) => "WaitingForHealthyQuorum",
+        Phase::Stable => "Stable",
+    }
+}
+
+fn bool_str(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+/// A condition whose `lastTransitionTime` moves only when its status does.
+fn condition(
+    input: &StatusInputs<'_>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+) -> Condition {
+    let previous_time = input
+        .previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+        .filter(|c| c.status == bool_str(status))
+        .map(|c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.into(),
+        status: bool_str(status).into(),
+        reason: reason.into(),
+        message,
+        observed_generation: input.generation,
+        last_transition_time: previous_time.unwrap_or(Time(input.now)),
+    }
+}
