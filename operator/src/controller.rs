@@ -24,8 +24,8 @@ pub async fn run<A: EnsembleAdmin>(
 ) {
     let client = ctx.client.clone();
     // Only objects we made: the watches stay small in a busy cluster.
-    let owned = watcher::Config::default()
-        .labels(&format!("app.kubernetes.io/managed-by={FIELD_MANAGER}"));
+    let owned =
+        watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={FIELD_MANAGER}"));
     Controller::new(
         Api::<CoordinationEnsemble>::all(client.clone()),
         watcher::Config::default(),

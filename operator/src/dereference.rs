@@ -72,7 +72,9 @@ pub async fn observe<A: EnsembleAdmin>(
     };
     Ok(Observed {
         statefulset,
-        stored: config_map.as_ref().and_then(StoredMembership::from_config_map),
+        stored: config_map
+            .as_ref()
+            .and_then(StoredMembership::from_config_map),
         pods,
         ensemble,
     })

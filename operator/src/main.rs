@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Reconcile CoordinationEnsembles (leader-elected: run two replicas safely).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print every CRD the operator owns as YAML (what crds/ holds).
     Crd,
 }
@@ -40,7 +40,11 @@ struct RunArgs {
     #[arg(long, env = "BATON_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
     /// Image for ensembles whose spec names none (the chart sets its own image).
-    #[arg(long, env = "BATON_DEFAULT_IMAGE", default_value = "ghcr.io/baton-dev/baton:latest")]
+    #[arg(
+        long,
+        env = "BATON_DEFAULT_IMAGE",
+        default_value = "ghcr.io/baton-dev/baton:latest"
+    )]
     default_image: String,
     /// Namespace of the leader-election Lease (the operator's own; POD_NAMESPACE in a pod).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -88,7 +92,7 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("start the async runtime")?
-                .block_on(run(args))
+                .block_on(run(*args))
         }
     }
 }
@@ -98,7 +102,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         || args.webhook_config_name.is_some()
         || args.webhook_cert_dir.is_some()
     {
-        tracing::warn!("the sidecar injection webhook is not served yet (issue 6); webhook flags are ignored");
+        tracing::warn!(
+            "the sidecar injection webhook is not served yet (issue 6); webhook flags are ignored"
+        );
     }
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
@@ -110,7 +116,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .context("no Kubernetes access (in-cluster or KUBECONFIG)")?;
     let identity = args.identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("baton-operator-{}", std::process::id()))
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("baton-operator-{}", std::process::id()))
     });
     let lease = LeaderLease::new(
         client.clone(),

@@ -67,7 +67,10 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
             false,
             "NoQuorum",
             match leader {
-                Some(l) => format!("leader {l} has ready voters {ready:?} of {:?}", view.voters()),
+                Some(l) => format!(
+                    "leader {l} has ready voters {ready:?} of {:?}",
+                    view.voters()
+                ),
                 None => "no member reports a leader".to_string(),
             },
         )
@@ -89,7 +92,9 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
             "StepStuck",
             format!(
                 "{} has not completed for {secs}s",
-                step.as_ref().map(|s| s.description.as_str()).unwrap_or("a step")
+                step.as_ref()
+                    .map(|s| s.description.as_str())
+                    .unwrap_or("a step")
             ),
         ),
         (None, None) => (false, "AsExpected", String::new()),
@@ -100,9 +105,7 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         ("Degraded", degraded),
     ]
     .into_iter()
-    .map(|(type_, (status, reason, message))| {
-        condition(input, type_, status, reason, message)
-    })
+    .map(|(type_, (status, reason, message))| condition(input, type_, status, reason, message))
     .collect();
     CoordinationEnsembleStatus {
         observed_generation: input.generation,

@@ -65,7 +65,11 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
             max: spec.session_timeout.max.clone(),
         });
     }
-    if let Some(timeout) = spec.sidecar.as_ref().and_then(|s| s.session_timeout.as_ref()) {
+    if let Some(timeout) = spec
+        .sidecar
+        .as_ref()
+        .and_then(|s| s.session_timeout.as_ref())
+    {
         duration_ms("spec.sidecar.sessionTimeout", timeout)?;
     }
     let image = spec
@@ -111,9 +115,7 @@ fn duration_ms(field: &'static str, value: &str) -> Result<u64, InvalidSpec> {
         field,
         value: value.to_string(),
     };
-    let split = value
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(bad)?;
+    let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (number, unit) = value.split_at(split);
     let n: u64 = number.parse().map_err(|_| bad())?;
     let factor = match unit {
@@ -151,7 +153,14 @@ spec: {}
 
     #[test]
     fn replicas_must_be_odd_and_at_most_seven() {
-        for (n, ok) in [(1, true), (2, false), (3, true), (7, true), (9, false), (0, false)] {
+        for (n, ok) in [
+            (1, true),
+            (2, false),
+            (3, true),
+            (7, true),
+            (9, false),
+            (0, false),
+        ] {
             let ce = parse(&BASE.replace("spec: {}", &format!("spec: {{replicas: {n}}}")));
             assert_eq!(validate(&ce, "i").is_ok(), ok, "replicas {n}");
         }

@@ -134,11 +134,7 @@ fn pod_spec(
     }
 }
 
-fn container(
-    names: &EnsembleNames,
-    crd: &CoordinationEnsembleSpec,
-    spec: &ValidSpec,
-) -> Container {
+fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &ValidSpec) -> Container {
     let probe = |path: &str, period: i32, failures: i32| Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),

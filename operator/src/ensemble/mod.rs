@@ -84,8 +84,11 @@ pub trait EnsembleAdmin: Send + Sync + 'static {
         peer_addr: &str,
     ) -> impl Future<Output = Result<(), AdminError>> + Send;
     /// `DELETE /v1/members/{id}`: refused (Conflict) when the rest could not form a quorum.
-    fn remove_member(&self, addr: &str, id: u64)
-    -> impl Future<Output = Result<(), AdminError>> + Send;
+    fn remove_member(
+        &self,
+        addr: &str,
+        id: u64,
+    ) -> impl Future<Output = Result<(), AdminError>> + Send;
     /// `POST /v1/leader/transfer {to}`: to `to`, or to the most caught-up voter.
     fn transfer_leader(
         &self,

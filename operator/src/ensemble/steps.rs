@@ -75,7 +75,10 @@ impl std::fmt::Display for MembershipStep {
         match self {
             MembershipStep::Add { id, .. } => write!(f, "add member {id}"),
             MembershipStep::Remove { id, .. } => write!(f, "remove member {id}"),
-            MembershipStep::Transfer { leader, to: Some(to) } => {
+            MembershipStep::Transfer {
+                leader,
+                to: Some(to),
+            } => {
                 write!(f, "move leadership from member {leader} to member {to}")
             }
             MembershipStep::Transfer { leader, to: None } => {

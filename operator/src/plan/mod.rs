@@ -236,7 +236,9 @@ fn rolling(
     let Some(revision) = &sts.update_revision else {
         return step(None, Phase::Stable);
     };
-    if pods.iter().any(|p| p.terminating) || expected.iter().any(|id| !pods.iter().any(|p| p.id == *id)) {
+    if pods.iter().any(|p| p.terminating)
+        || expected.iter().any(|id| !pods.iter().any(|p| p.id == *id))
+    {
         return step(
             None,
             Phase::Waiting("a member pod is being replaced".into()),
@@ -252,10 +254,7 @@ fn rolling(
         return step(None, Phase::Stable);
     }
     if let Some(&follower) = outdated.iter().find(|id| **id != leader) {
-        return step(
-            Some(Action::RestartMember { id: follower }),
-            Phase::Rolling,
-        );
+        return step(Some(Action::RestartMember { id: follower }), Phase::Rolling);
     }
     // Only the leader is left: hand leadership to an updated member first.
     let updated: Vec<u64> = expected

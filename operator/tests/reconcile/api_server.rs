@@ -1,0 +1,248 @@
+//! A mocked API server (tower-test's `mock::pair`) holding a tiny world — the ensemble, its
+//! ConfigMap, StatefulSet and pods — that answers the operator's requests and records each
+//! one (method, path, body) in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_operator::crd::CoordinationEnsemble;
+use baton_operator::metrics::Metrics;
+use baton_operator::reconcile::{Context, Settings, reconcile};
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use serde_json::{Value, json};
+
+use super::fake_ensemble::FakeEnsemble;
+
+/// One request the operator made.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: Method,
+    pub path: String,
+    pub query: String,
+    pub body: Value,
+}
+
+impl Seen {
+    /// `METHOD path`, what scenarios compare.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// What the fake API server holds.
+pub struct World {
+    pub ce: Value,
+    pub config_map: Option<Value>,
+    pub statefulset: Option<Value>,
+    /// `status.updateRevision` the fake StatefulSet controller reports.
+    pub update_revision: String,
+    /// Member pods: (member id, revision).
+    pub pods: Vec<(u64, String)>,
+    pub ensemble: FakeEnsemble,
+}
+
+/// The clock every scenario runs at.
+pub fn now() -> Timestamp {
+    "2026-11-23T12:00:00Z"
+        .parse()
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+pub const NS: &str = "/api/v1/namespaces/prod";
+pub const APPS: &str = "/apis/apps/v1/namespaces/prod";
+pub const POLICY: &str = "/apis/policy/v1/namespaces/prod";
+pub const CE: &str = "/apis/baton.dev/v1alpha1/namespaces/prod/coordinationensembles/zk";
+
+impl World {
+    /// A world with the ensemble `spec` (YAML flow mapping) and nothing else yet.
+    pub fn new(spec: &str, ensemble: FakeEnsemble) -> World {
+        let yaml = format!(
+            "apiVersion: baton.dev/v1alpha1
+kind: CoordinationEnsemble
+metadata: {{name: zk, namespace: prod, uid: 7d1b, generation: 2}}
+spec: {spec}
+"
+        );
+        let ce: CoordinationEnsemble = serde_saphyr::from_str(&yaml).expect("test YAML parses");
+        World {
+            ce: serde_json::to_value(ce).expect("serializes"),
+            config_map: None,
+            statefulset: None,
+            update_revision: "r1".into(),
+            pods: Vec::new(),
+            ensemble,
+        }
+    }
+
+    /// Changes the ensemble's spec (as `kubectl edit` would), bumping its generation.
+    pub fn set_spec(&mut self, field: &str, value: Value) {
+        self.ce["spec"][field] = value;
+        let generation = self.ce["metadata"]["generation"].as_i64().unwrap_or(1);
+        self.ce["metadata"]["generation"] = json!(generation + 1);
+    }
+
+    /// Pods for members 1..=n at `revision`, as the StatefulSet controller would make them.
+    pub fn run_pods(&mut self, n: u64, revision: &str) {
+        self.pods = (1..=n).map(|id| (id, revision.to_string())).collect();
+    }
+
+    /// The StatefulSet's applied replicas.
+    pub fn replicas(&self) -> i64 {
+        self.statefulset
+            .as_ref()
+            .and_then(|s| s["spec"]["replicas"].as_i64())
+            .unwrap_or(-1)
+    }
+
+    /// Runs one reconcile against this world and returns the requests it made, in order.
+    pub async fn reconcile(&mut self) -> Vec<Seen> {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let settings = Settings {
+            default_image: "baton:1".into(),
+            settle_timeout: Duration::from_secs(5),
+            ..Settings::default()
+        };
+        let ctx = Arc::new(
+            Context::new(
+                client,
+                self.ensemble.clone(),
+                settings,
+                Arc::new(Metrics::new()),
+            )
+            .with_clock(now),
+        );
+        let ce: CoordinationEnsemble =
+            serde_json::from_value(self.ce.clone()).expect("the world's ensemble deserializes");
+        let task = tokio::spawn(reconcile(Arc::new(ce), ctx));
+        let mut seen = Vec::new();
+        loop {
+            // A bound, not a synchronisation: an unexpected hang fails instead of stalling.
+            let next = tokio::time::timeout(Duration::from_secs(30), handle.next_request()).await;
+            let Ok(Some((request, reply))) = next else {
+                break;
+            };
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.expect("request body");
+            let body: Value = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).expect("request body is JSON")
+            };
+            let s = Seen {
+                method: parts.method.clone(),
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or_default().to_string(),
+                body,
+            };
+            let (status, answer) = self.answer(&s);
+            let response = Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                .expect("response");
+            reply.send_response(response);
+            let done = s.method == Method::PATCH && s.path.ends_with("/status");
+            seen.push(s);
+            if done {
+                break;
+            }
+        }
+        task.await
+            .expect("reconcile task")
+            .expect("reconcile succeeds");
+        seen
+    }
+
+    fn answer(&mut self, s: &Seen) -> (StatusCode, Value) {
+        let not_found = || {
+            (
+                StatusCode::NOT_FOUND,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "reason": "NotFound", "code": 404, "message": "not found"}),
+            )
+        };
+        let ok = |v: Value| (StatusCode::OK, v);
+        let path = s.path.as_str();
+        match (&s.method, path) {
+            (&Method::GET, p) if p == format!("{NS}/configmaps/zk-config") => {
+                self.config_map.clone().map_or_else(not_found, ok)
+            }
+            (&Method::GET, p) if p == format!("{APPS}/statefulsets/zk") => {
+                match &self.statefulset {
+                    None => not_found(),
+                    Some(sts) => {
+                        let mut sts = sts.clone();
+                        sts["metadata"]["generation"] = json!(1);
+                        sts["status"] = json!({"observedGeneration": 1, "replicas": sts["spec"]["replicas"],
+                                               "updateRevision": self.update_revision});
+                        ok(sts)
+                    }
+                }
+            }
+            (&Method::GET, p) if p == format!("{NS}/pods") => {
+                let items: Vec<Value> = self
+                    .pods
+                    .iter()
+                    .map(|(id, rev)| {
+                        json!({"metadata": {"name": format!("zk-{}", id - 1),
+                        "labels": {"controller-revision-hash": rev}}})
+                    })
+                    .collect();
+                ok(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
+            }
+            (&Method::PATCH, p) if p == format!("{CE}/status") => {
+                self.ce["status"] = s.body["status"].clone();
+                ok(self.ce.clone())
+            }
+            (&Method::PATCH, p) => {
+                if p == format!("{NS}/configmaps/zk-config") {
+                    self.config_map = Some(s.body.clone());
+                } else if p == format!("{APPS}/statefulsets/zk") {
+                    self.statefulset = Some(s.body.clone());
+                }
+                ok(s.body.clone())
+            }
+            (&Method::DELETE, p) if p.starts_with(&format!("{NS}/pods/")) => {
+                let name = p.rsplit('/').next().unwrap_or_default().to_string();
+                self.pods.retain(|(id, _)| format!("zk-{}", id - 1) != name);
+                ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}))
+            }
+            _ => not_found(),
+        }
+    }
+}
+
+/// The request lines of `seen`.
+pub fn lines(seen: &[Seen]) -> Vec<String> {
+    seen.iter().map(Seen::line).collect()
+}
+
+/// The body of the first request to `path` with `method`.
+pub fn body<'a>(seen: &'a [Seen], method: Method, path: &str) -> &'a Value {
+    seen.iter()
+        .find(|s| s.method == method && s.path == path)
+        .map(|s| &s.body)
+        .unwrap_or_else(|| panic!("no {method} {path} in {:?}", lines(seen)))
+}
+
+/// The requests every reconcile of an existing ensemble makes before its step and status.
+pub fn apply_lines(with_pods: bool) -> Vec<String> {
+    let mut v = vec![
+        format!("GET {NS}/configmaps/zk-config"),
+        format!("GET {APPS}/statefulsets/zk"),
+    ];
+    if with_pods {
+        v.push(format!("GET {NS}/pods"));
+    }
+    v.extend([
+        format!("PATCH {NS}/configmaps/zk-config"),
+        format!("PATCH {NS}/services/zk-peers"),
+        format!("PATCH {NS}/services/zk-client"),
+        format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
+        format!("PATCH {APPS}/statefulsets/zk"),
+    ]);
+    v
+}

@@ -1,0 +1,299 @@
+//! Reconcile scenarios against a mocked API server and a scripted ensemble: each asserts the
+//! requests made (method, path, body) in order and the admin calls in order.
+
+mod api_server;
+mod fake_ensemble;
+
+use api_server::{APPS, CE, NS, POLICY, World, apply_lines, body, lines};
+use baton_operator::build::{StoredMembership, build};
+use baton_operator::crd::CoordinationEnsemble;
+use baton_operator::validate::validate;
+use fake_ensemble::FakeEnsemble;
+use http::Method;
+use serde_json::{Value, json};
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
+}
+
+/// The objects `build` makes for the world's ensemble at `replicas`/`bootstrap`, as JSON.
+fn expected_objects(world: &World, replicas: i32, bootstrap: i32) -> Vec<Value> {
+    let ce: CoordinationEnsemble = serde_json::from_value(world.ce.clone()).expect("ce");
+    let spec = validate(&ce, "baton:1").expect("valid");
+    let built = build(
+        &ce,
+        &spec,
+        StoredMembership {
+            replicas,
+            bootstrap,
+        },
+    )
+    .expect("built");
+    let json = |v: &dyn erased::Ser| v.to_json();
+    vec![
+        json(&built.config_map),
+        json(&built.peer_service),
+        json(&built.client_service),
+        json(&built.pdb.expect("pdb")),
+        json(&built.statefulset),
+    ]
+}
+
+/// Serializing differently-typed objects through one function.
+mod erased {
+    pub trait Ser {
+        fn to_json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("serializes")
+        }
+    }
+}
+
+/// An existing, healthy ensemble of `n` members at revision r1, led by `leader`.
+async fn running(spec: &str, n: u64, leader: u64) -> World {
+    let voters: Vec<u64> = (1..=n).collect();
+    let mut world = World::new(spec, FakeEnsemble::new(&voters, leader));
+    // The first reconcile creates the objects, as for any new ensemble.
+    world.reconcile().await;
+    world.run_pods(n, "r1");
+    world
+}
+
+#[tokio::test]
+async fn a_new_ensemble_gets_every_object_applied_in_order() {
+    let mut world = World::new("{replicas: 3}", FakeEnsemble::default());
+    let seen = world.reconcile().await;
+    assert_eq!(
+        lines(&seen),
+        vec![
+            format!("GET {NS}/configmaps/zk-config"),
+            format!("GET {APPS}/statefulsets/zk"),
+            format!("PATCH {NS}/configmaps/zk-config"),
+            format!("PATCH {NS}/services/zk-peers"),
+            format!("PATCH {NS}/services/zk-client"),
+            format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
+            format!("PATCH {APPS}/statefulsets/zk"),
+            format!("PATCH {CE}/status"),
+        ]
+    );
+    // Server-side apply with our field manager, forced.
+    for s in &seen[2..] {
+        assert!(
+            s.query.contains("fieldManager=baton-operator"),
+            "{}",
+            s.query
+        );
+        assert!(s.query.contains("force=true"), "{}", s.query);
+    }
+    // Exactly the built objects, the whole ensemble bootstrapping together.
+    let bodies: Vec<Value> = seen[2..7].iter().map(|s| s.body.clone()).collect();
+    assert_eq!(bodies, expected_objects(&world, 3, 3));
+    assert_eq!(bodies[0]["data"]["BATON_BOOTSTRAP_REPLICAS"], "3");
+    assert_eq!(bodies[4]["spec"]["replicas"], 3);
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(condition(status, "Available")["status"], "False");
+    assert_eq!(condition(status, "Progressing")["status"], "True");
+    assert_eq!(condition(status, "Progressing")["reason"], "Creating");
+    assert_eq!(condition(status, "Degraded")["status"], "False");
+    assert_eq!(status["clientEndpoint"], "zk-client.prod.svc:2181");
+    assert!(world.ensemble.take_calls().is_empty());
+}
+
+#[tokio::test]
+async fn scale_up_three_to_five_adds_one_member_per_step() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    world.set_spec("replicas", json!(5));
+
+    let seen = world.reconcile().await;
+    let mut expected = apply_lines(true);
+    expected.push(format!("PATCH {CE}/status"));
+    assert_eq!(lines(&seen), expected);
+    let cm = body(&seen, Method::PATCH, &format!("{NS}/configmaps/zk-config"));
+    assert_eq!(cm["data"]["BATON_REPLICAS"], "4");
+    assert_eq!(
+        cm["data"]["BATON_BOOTSTRAP_REPLICAS"], "3",
+        "member 4 must join"
+    );
+    assert_eq!(world.replicas(), 4);
+    assert_eq!(
+        world.ensemble.take_calls(),
+        vec!["add 4 (zk-3.zk-peers.prod.svc:2888) via 1"]
+    );
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(condition(status, "Progressing")["reason"], "ScalingUp");
+    assert_eq!(status["members"], json!([1, 2, 3, 4]));
+
+    world.run_pods(4, "r1");
+    world.reconcile().await;
+    assert_eq!(world.replicas(), 5);
+    assert_eq!(
+        world.ensemble.take_calls(),
+        vec!["add 5 (zk-4.zk-peers.prod.svc:2888) via 1"]
+    );
+
+    world.run_pods(5, "r1");
+    let seen = world.reconcile().await;
+    assert_eq!(world.replicas(), 5);
+    assert!(world.ensemble.take_calls().is_empty());
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(condition(status, "Progressing")["status"], "False");
+    assert_eq!(condition(status, "Available")["status"], "True");
+    assert_eq!(status["readyReplicas"], 5);
+}
+
+#[tokio::test]
+async fn scale_down_five_to_three_removes_from_raft_before_the_pod_goes() {
+    let mut world = running("{replicas: 5}", 5, 5).await;
+    world.set_spec("replicas", json!(3));
+    let mut replicas = Vec::new();
+    let mut calls = Vec::new();
+    for _ in 0..5 {
+        world.reconcile().await;
+        replicas.push(world.replicas());
+        calls.extend(world.ensemble.take_calls());
+        // The StatefulSet controller deletes pods beyond the replicas.
+        let n = world.replicas() as u64;
+        world.pods.retain(|(id, _)| *id <= n);
+        let gone: Vec<u64> = world
+            .ensemble
+            .model()
+            .removed
+            .iter()
+            .copied()
+            .filter(|id| *id > n)
+            .collect();
+        for id in gone {
+            world.ensemble.model().removed.remove(&id);
+        }
+    }
+    assert_eq!(
+        calls,
+        vec!["transfer to 1 via 5", "remove 5 via 1", "remove 4 via 1"]
+    );
+    // The replicas fall only after Raft has dropped the member.
+    assert_eq!(replicas, vec![5, 5, 4, 4, 3]);
+    let cm = world.config_map.clone().expect("config map");
+    assert_eq!(cm["data"]["BATON_REPLICAS"], "3");
+    assert_eq!(cm["data"]["BATON_BOOTSTRAP_REPLICAS"], "3");
+    let seen = world.reconcile().await;
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(condition(status, "Progressing")["status"], "False");
+    assert_eq!(status["members"], json!([1, 2, 3]));
+}
+
+#[tokio::test]
+async fn an_image_change_restarts_followers_first_and_the_leader_last() {
+    let mut world = running("{replicas: 3}", 3, 2).await;
+    world.set_spec("image", json!("baton:2"));
+    world.update_revision = "r2".into();
+    let mut deleted = Vec::new();
+    let mut calls = Vec::new();
+    for _ in 0..5 {
+        let seen = world.reconcile().await;
+        let sts = body(&seen, Method::PATCH, &format!("{APPS}/statefulsets/zk"));
+        assert_eq!(
+            sts["spec"]["template"]["spec"]["containers"][0]["image"],
+            "baton:2"
+        );
+        for s in seen.iter().filter(|s| s.method == Method::DELETE) {
+            deleted.push(
+                s.path
+                    .trim_start_matches(&format!("{NS}/pods/"))
+                    .to_string(),
+            );
+        }
+        calls.extend(world.ensemble.take_calls());
+        // The StatefulSet controller re-creates deleted pods at the new revision.
+        for id in 1..=3u64 {
+            if !world.pods.iter().any(|(p, _)| *p == id) {
+                world.pods.push((id, "r2".into()));
+            }
+        }
+    }
+    assert_eq!(deleted, vec!["zk-0", "zk-2", "zk-1"]);
+    assert_eq!(calls, vec!["transfer to 1 via 2"]);
+    assert!(world.pods.iter().all(|(_, rev)| rev == "r2"));
+}
+
+#[tokio::test]
+async fn a_deleted_statefulset_is_recreated_at_the_recorded_size() {
+    let mut world = running("{replicas: 5}", 5, 1).await;
+    world.statefulset = None;
+    world.pods.clear();
+    let seen = world.reconcile().await;
+    let mut expected = apply_lines(false);
+    expected.push(format!("PATCH {CE}/status"));
+    assert_eq!(lines(&seen), expected);
+    let sts = body(&seen, Method::PATCH, &format!("{APPS}/statefulsets/zk"));
+    assert_eq!(sts, &expected_objects(&world, 5, 5)[4]);
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(condition(status, "Progressing")["reason"], "Recreating");
+}
+
+#[tokio::test]
+async fn status_reports_members_leader_and_a_stuck_step() {
+    let mut world = running("{replicas: 3}", 3, 3).await;
+    let seen = world.reconcile().await;
+    let status = body(&seen, Method::PATCH, &format!("{CE}/status"))["status"].clone();
+    assert_eq!(status["members"], json!([1, 2, 3]));
+    assert_eq!(status["leader"], 3);
+    assert_eq!(status["readyReplicas"], 3);
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(
+        status["selector"],
+        "app.kubernetes.io/instance=zk,app.kubernetes.io/name=baton-ensemble"
+    );
+    assert_eq!(condition(&status, "Available")["reason"], "QuorumReady");
+    assert_eq!(condition(&status, "Degraded")["status"], "False");
+    assert!(status.get("step").is_none());
+
+    // Member 2 stops answering and stays away: a step waits, and once it has waited longer
+    // than the limit the ensemble is reported Degraded (not a silent loop).
+    world.ensemble.model().down.insert(2);
+    world.set_spec("replicas", json!(5));
+    let seen = world.reconcile().await;
+    let status = body(&seen, Method::PATCH, &format!("{CE}/status"))["status"].clone();
+    assert_eq!(
+        condition(&status, "Progressing")["reason"],
+        "WaitingForHealthyQuorum"
+    );
+    assert_eq!(condition(&status, "Degraded")["status"], "False");
+    assert_eq!(status["readyReplicas"], 2);
+    assert!(
+        world.ensemble.take_calls().is_empty(),
+        "no step without a healthy quorum"
+    );
+    let description = status["step"]["description"].clone();
+    world.ce["status"]["step"] =
+        json!({"description": description, "since": "2026-11-23T11:40:00Z"});
+    let seen = world.reconcile().await;
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(condition(status, "Degraded")["status"], "True");
+    assert_eq!(condition(status, "Degraded")["reason"], "StepStuck");
+    assert_eq!(status["step"]["since"], "2026-11-23T11:40:00Z");
+    // Available did not change: its transition time is kept.
+    assert_eq!(
+        condition(status, "Available")["lastTransitionTime"],
+        "2026-11-23T12:00:00Z"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_spec_is_reported_and_nothing_is_applied() {
+    let mut world = World::new("{replicas: 4}", FakeEnsemble::default());
+    let seen = world.reconcile().await;
+    assert_eq!(lines(&seen), vec![format!("PATCH {CE}/status")]);
+    let status = &seen[0].body["status"];
+    assert_eq!(condition(status, "Degraded")["reason"], "InvalidSpec");
+    assert!(
+        condition(status, "Degraded")["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1, 3, 5 or 7"))
+    );
+}
