@@ -166,3 +166,46 @@ fn scheduling_and_storage_follow_the_spec() {
     let none = json(&built("{scheduling: {antiAffinity: None}}", 1, 1).statefulset);
     assert!(none["spec"]["template"]["spec"].get("affinity").is_none());
 }
+
+/// Runs the start script under a real `/bin/sh` with a stand-in `baton-ensemble` that prints
+/// the id and flags it was given.
+fn run_start_script(pod: &str, bootstrap: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("baton-start-script-{}-{pod}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let stand_in = dir.join("baton-ensemble");
+    std::fs::write(&stand_in, "#!/bin/sh\necho \"id=$BATON_ID $*\"\n").expect("write stand-in");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", START_SCRIPT, "baton-ensemble", "--data-dir=/d"])
+        .env("PATH", path)
+        .env("POD_NAME", pod)
+        .env("BATON_BOOTSTRAP_REPLICAS", bootstrap)
+        .output()
+        .expect("run /bin/sh");
+    let _ = std::fs::remove_dir_all(&dir);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn start_script_derives_the_id_and_joins_beyond_the_bootstrap_set() {
+    assert_eq!(run_start_script("zk-0", "3"), "id=1 --data-dir=/d\n");
+    assert_eq!(run_start_script("zk-2", "3"), "id=3 --data-dir=/d\n");
+    assert_eq!(run_start_script("zk-3", "3"), "id=4 --data-dir=/d --join\n");
+    assert_eq!(
+        run_start_script("my-zk-10", "3"),
+        "id=11 --data-dir=/d --join\n"
+    );
+    assert!(run_start_script("zk", "3").contains("cannot derive a member id"));
+}

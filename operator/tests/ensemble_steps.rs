@@ -1,0 +1,297 @@
+//! The ensemble-facing steps against real `baton-ensemble` processes on loopback, through the
+//! operator's own code: `plan` decides, `run_action` sends the admin calls over HTTP,
+//! `wait_until` waits for their effect. The test plays the StatefulSet controller: it starts a
+//! joining member when the plan raises the replicas and kills one when it lowers them.
+//!
+//! Needs the binaries: `cargo build --workspace --bins` first.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use baton_operator::build::StoredMembership;
+use baton_operator::ensemble::{
+    EnsembleView, HttpAdmin, MembershipStep, Roster, run_action, wait_until,
+};
+use baton_operator::plan::{Action, Observed, ObservedPod, ObservedStatefulSet, Phase, plan};
+use baton_tests::cluster::{Cluster, run_cluster_case};
+
+/// How long one step may take to show its effect on a loaded CI machine.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// A member started the way a pod beyond the bootstrap set starts: `--join` with the
+/// ensemble's cluster id. Killed when dropped.
+struct Joiner {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("probe a port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The members the test runs: the harness's bootstrap members and its own joiners.
+struct Members {
+    roster: Roster,
+    joiners: BTreeMap<u64, Joiner>,
+    cluster_id: String,
+}
+
+impl Members {
+    async fn new(cluster: &mut Cluster) -> Result<Members> {
+        let mut roster = Roster::default();
+        for id in cluster.ids() {
+            let m = cluster.member(id)?;
+            roster.insert(id, m.admin_addr().to_string(), m.peer_addr().to_string());
+        }
+        let leader = cluster.leader().await?;
+        let cluster_id = cluster.status(leader).await?.cluster_id;
+        Ok(Members {
+            roster,
+            joiners: BTreeMap::new(),
+            cluster_id,
+        })
+    }
+
+    /// Starts member `id` with `--join`, as a new pod of a scaled-up StatefulSet would.
+    fn start_joiner(&mut self, id: u64) -> Result<()> {
+        let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let admin = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let client = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        self.roster.insert(id, admin.to_string(), peer.to_string());
+        let members = self
+            .roster
+            .ids()
+            .into_iter()
+            .filter_map(|m| Some(format!("{m}={}", self.roster.peer_addr(m)?)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("baton-operator-joiner-{id}-"))
+            .tempdir()?;
+        let log = std::fs::File::create(dir.path().join("log"))?;
+        let child = Command::new(baton_tests::baton_binary()?)
+            .args([
+                "--id",
+                &id.to_string(),
+                "--join",
+                "--cluster-id",
+                &self.cluster_id,
+            ])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--members", &members])
+            .args(["--client-addr", &client.to_string()])
+            .args(["--peer-addr", &peer.to_string()])
+            .args(["--admin-addr", &admin.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("spawn a joining member")?;
+        self.joiners.insert(id, Joiner { child, _dir: dir });
+        Ok(())
+    }
+
+    /// The roster of members 1..=n.
+    fn roster_of(&self, n: i32) -> Roster {
+        let mut roster = Roster::default();
+        for id in self.roster.ids().into_iter().filter(|id| *id <= n as u64) {
+            if let (Some(a), Some(p)) = (self.roster.admin_addr(id), self.roster.peer_addr(id)) {
+                roster.insert(id, a.to_string(), p.to_string());
+            }
+        }
+        roster
+    }
+}
+
+fn observed(replicas: i32, bootstrap: i32, view: EnsembleView) -> Observed {
+    Observed {
+        statefulset: Some(ObservedStatefulSet {
+            replicas,
+            generation: Some(1),
+            observed_generation: Some(1),
+            update_revision: Some("r1".into()),
+        }),
+        stored: Some(StoredMembership {
+            replicas,
+            bootstrap,
+        }),
+        pods: (1..=replicas as u64)
+            .map(|id| ObservedPod {
+                id,
+                revision: Some("r1".into()),
+                terminating: false,
+            })
+            .collect(),
+        ensemble: view,
+    }
+}
+
+/// Runs the operator's plan against the real ensemble until it is stable at `desired`
+/// members, playing the StatefulSet controller; returns every membership step taken.
+async fn converge(
+    cluster: &mut Cluster,
+    members: &mut Members,
+    replicas: &mut i32,
+    desired: i32,
+) -> Result<Vec<MembershipStep>> {
+    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let mut steps = Vec::new();
+    for _ in 0..40 {
+        let roster = members.roster_of(*replicas);
+        let view = EnsembleView::observe(&admin, &roster).await;
+        let p = plan(desired, &observed(*replicas, *replicas, view));
+        // The StatefulSet controller's part: pods appear and go with the replicas.
+        for id in (*replicas + 1)..=p.membership.replicas {
+            members.start_joiner(id as u64)?;
+        }
+        for id in (p.membership.replicas + 1)..=*replicas {
+            let id = id as u64;
+            if members.joiners.remove(&id).is_none() {
+                cluster.kill9(id)?;
+            }
+        }
+        *replicas = p.membership.replicas;
+        let roster = members.roster_of(*replicas);
+        match (p.action, &p.phase) {
+            (Some(Action::Membership(step)), _) => {
+                run_action(&admin, &roster, step).await?;
+                wait_until(&admin, &roster, &step.to_string(), SETTLE, |v| {
+                    step.is_settled(v)
+                })
+                .await?;
+                steps.push(step);
+            }
+            (Some(Action::RestartMember { id }), _) => bail!("unexpected restart of {id}"),
+            (None, Phase::Stable) => return Ok(steps),
+            (None, _) => {
+                // Waiting (a learner catching up) or a replicas change: wait for any change.
+                let desired_plan = p.clone();
+                let r = *replicas;
+                wait_until(&admin, &roster, "the plan to move on", SETTLE, |v| {
+                    plan(desired, &observed(r, r, v.clone())) != desired_plan
+                })
+                .await?;
+            }
+        }
+    }
+    bail!("not stable at {desired} members after 40 rounds")
+}
+
+async fn scale_up_then_down(cluster: &mut Cluster) -> Result<()> {
+    let mut members = Members::new(cluster).await?;
+    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let mut replicas = 3;
+
+    let steps = converge(cluster, &mut members, &mut replicas, 5).await?;
+    let added: Vec<String> = steps.iter().map(ToString::to_string).collect();
+    assert_eq!(added, vec!["add member 4", "add member 5"]);
+    let roster = members.roster_of(5);
+    let view = wait_until(&admin, &roster, "five healthy voters", SETTLE, |v| {
+        v.is_healthy(&[1, 2, 3, 4, 5])
+    })
+    .await?;
+    for id in 1..=5 {
+        let status = &view.statuses[&id];
+        assert_eq!(status.cluster_id, members.cluster_id, "member {id}");
+    }
+
+    // Put leadership on the member that goes first, so the scale-down must move it.
+    let leader = view.leader().context("a leader")?;
+    if leader != 5 {
+        let step = MembershipStep::Transfer {
+            leader,
+            to: Some(5),
+        };
+        run_action(&admin, &roster, step).await?;
+        wait_until(&admin, &roster, "member 5 to lead", SETTLE, |v| {
+            step.is_settled(v)
+        })
+        .await?;
+    }
+    let steps = converge(cluster, &mut members, &mut replicas, 3).await?;
+    let done: Vec<String> = steps.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        done[0], "move leadership from member 5 to member 1",
+        "{done:?}"
+    );
+    assert_eq!(done[1..], ["remove member 5", "remove member 4"]);
+    assert_eq!(replicas, 3);
+    wait_until(
+        &admin,
+        &members.roster_of(3),
+        "three healthy voters",
+        SETTLE,
+        |v| v.is_healthy(&[1, 2, 3]),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_three_to_five_and_back_on_real_members() {
+    run_cluster_case(3, scale_up_then_down).await;
+}
+
+async fn rolling_restart(cluster: &mut Cluster) -> Result<()> {
+    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let members = Members::new(cluster).await?;
+    let roster = members.roster_of(3);
+    let mut outdated: Vec<u64> = vec![1, 2, 3];
+    let mut restarted = Vec::new();
+    let mut transfers = Vec::new();
+    for _ in 0..12 {
+        let view = wait_until(&admin, &roster, "a healthy ensemble", SETTLE, |v| {
+            v.is_healthy(&[1, 2, 3])
+        })
+        .await?;
+        let leader = view.leader().context("a leader")?;
+        let mut o = observed(3, 3, view);
+        for pod in &mut o.pods {
+            if outdated.contains(&pod.id) {
+                pod.revision = Some("r0".into());
+            }
+        }
+        let p = plan(3, &o);
+        match p.action {
+            Some(Action::RestartMember { id }) => {
+                assert_ne!(id, leader, "the leader is never restarted while leading");
+                cluster.restart(id).await?;
+                outdated.retain(|m| *m != id);
+                restarted.push(id);
+            }
+            Some(Action::Membership(step @ MembershipStep::Transfer { .. })) => {
+                run_action(&admin, &roster, step).await?;
+                wait_until(&admin, &roster, &step.to_string(), SETTLE, |v| {
+                    step.is_settled(v)
+                })
+                .await?;
+                transfers.push(leader);
+            }
+            None if p.phase == Phase::Stable => break,
+            other => bail!("unexpected step {other:?} in {p:?}"),
+        }
+    }
+    assert!(outdated.is_empty(), "still outdated: {outdated:?}");
+    assert_eq!(restarted.len(), 3);
+    // The member that led at the start was restarted last, after handing leadership over.
+    assert_eq!(transfers.len(), 1);
+    assert_eq!(restarted.last(), transfers.first());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_moves_leadership_before_the_leader_goes() {
+    run_cluster_case(3, rolling_restart).await;
+}
