@@ -28,3 +28,20 @@ fn chart_crd_matches_the_types() {
         "charts/baton/crds/coordinationensembles.baton.dev.yaml is stale: copy it from crds/"
     );
 }
+
+#[test]
+fn the_sample_ensemble_is_valid() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/coordinationensemble.yaml"
+    );
+    let yaml = std::fs::read_to_string(path).expect("read the sample");
+    let mut ce: baton_operator::crd::CoordinationEnsemble =
+        serde_saphyr::from_str(&yaml).expect("the sample parses as a CoordinationEnsemble");
+    // What the API server adds on create.
+    ce.metadata.namespace = Some("default".into());
+    ce.metadata.uid = Some("u".into());
+    let valid = baton_operator::validate::validate(&ce, "baton:test").expect("valid");
+    assert_eq!(valid.replicas, 3);
+    assert_eq!(ce.spec.storage.size, "1Gi");
+}

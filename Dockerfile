@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# One image, three programs: baton-ensemble (the StatefulSet members), baton-sidecar (injected
+# into app pods) and baton-operator (the Deployment). Build from the repository root:
+#   docker build -t baton:dev .
+# Manifests choose the program with `command`; the default runs the operator.
+
+# --- build: the workspace's three binaries, release profile, the committed Cargo.lock --------------
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY . .
+# Caches keep the registry and target dir between builds; the binaries are copied out of the
+# cached target dir inside the same step (a cache mount is not part of the image).
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked \
+        --bin baton-ensemble --bin baton-sidecar --bin baton-operator \
+ && mkdir -p /out \
+ && cp target/release/baton-ensemble target/release/baton-sidecar target/release/baton-operator /out/
+
+# --- run: Debian slim (glibc like the builder, and /bin/sh for the members' start script) ----------
+FROM debian:bookworm-slim
+# uid/gid 65532 ("nonroot"), as the chart's and the StatefulSet's securityContext expect; no
+# home, no login shell.
+RUN groupadd --gid 65532 nonroot \
+ && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
+COPY --from=build /out/ /usr/local/bin/
+USER 65532:65532
+# Client, peer and admin ports of baton-ensemble; the operator's metrics port is also 8080.
+EXPOSE 2181 2888 8080
+CMD ["baton-operator", "run"]
