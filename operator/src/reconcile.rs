@@ -157,7 +157,24 @@ async fn reconcile_inner<A: EnsembleAdmin>(
     let plan = plan::plan(spec.replicas, &observed);
     tracing::debug!(?plan, "planned");
     let built = build::build(ce, &spec, plan.membership)?;
-    apply::apply_all(&ctx.client, &names, &built).await?;
+    if let Err(e) = apply::apply_all(&ctx.client, &names, &built).await {
+        // E.g. a change the API server refuses (volume claim templates are immutable): say so
+        // in the status rather than only retrying.
+        let status = status::compute(&StatusInputs {
+            names: &names,
+            generation: ce.metadata.generation,
+            plan: &plan,
+            view: &observed.ensemble,
+            previous: ce.status.as_ref(),
+            step_error: Some(e.to_string()),
+            now,
+            stuck_after: settings.stuck_after,
+        });
+        if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
+            tracing::warn!(error = %status_error, "cannot report the failed apply in the status");
+        }
+        return Err(e.into());
+    }
 
     let mut step_error = None;
     let mut view = observed.ensemble.clone();

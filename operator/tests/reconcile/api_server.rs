@@ -41,6 +41,8 @@ pub struct World {
     /// Member pods: (member id, revision).
     pub pods: Vec<(u64, String)>,
     pub ensemble: FakeEnsemble,
+    /// Answer the StatefulSet's apply with 422, as for a change to an immutable field.
+    pub refuse_statefulset: bool,
 }
 
 /// The clock every scenario runs at.
@@ -73,6 +75,7 @@ spec: {spec}
             update_revision: "r1".into(),
             pods: Vec::new(),
             ensemble,
+            refuse_statefulset: false,
         }
     }
 
@@ -98,6 +101,15 @@ spec: {spec}
 
     /// Runs one reconcile against this world and returns the requests it made, in order.
     pub async fn reconcile(&mut self) -> Vec<Seen> {
+        let (seen, result) = self.try_reconcile().await;
+        if let Err(e) = result {
+            panic!("reconcile failed: {e}; requests: {:?}", lines(&seen));
+        }
+        seen
+    }
+
+    /// `reconcile`, also when it fails.
+    pub async fn try_reconcile(&mut self) -> (Vec<Seen>, Result<(), String>) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");
         let settings = Settings {
@@ -144,16 +156,14 @@ spec: {spec}
                 .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
                 .expect("response");
             reply.send_response(response);
-            let done = s.method == Method::PATCH && s.path.ends_with("/status");
             seen.push(s);
-            if done {
-                break;
-            }
         }
-        task.await
+        let result = task
+            .await
             .expect("reconcile task")
-            .expect("reconcile succeeds");
-        seen
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        (seen, result)
     }
 
     fn answer(&mut self, s: &Seen) -> (StatusCode, Value) {
@@ -196,6 +206,16 @@ spec: {spec}
             (&Method::PATCH, p) if p == format!("{CE}/status") => {
                 self.ce["status"] = s.body["status"].clone();
                 ok(self.ce.clone())
+            }
+            (&Method::PATCH, p)
+                if self.refuse_statefulset && p == format!("{APPS}/statefulsets/zk") =>
+            {
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "reason": "Invalid", "code": 422,
+                           "message": "spec: Forbidden: updates to statefulset spec for fields other than ... are forbidden"}),
+                )
             }
             (&Method::PATCH, p) => {
                 if p == format!("{NS}/configmaps/zk-config") {

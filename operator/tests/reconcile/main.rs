@@ -297,3 +297,27 @@ async fn an_invalid_spec_is_reported_and_nothing_is_applied() {
             .is_some_and(|m| m.contains("1, 3, 5 or 7"))
     );
 }
+
+#[tokio::test]
+async fn a_refused_apply_is_reported_in_the_status_and_retried() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    world.set_spec("storage", json!({"size": "5Gi"}));
+    world.refuse_statefulset = true;
+    let (seen, result) = world.try_reconcile().await;
+    let error = result.expect_err("the reconcile fails, so the controller backs off");
+    assert!(error.contains("StatefulSet zk"), "{error}");
+    assert_eq!(
+        lines(&seen).last(),
+        Some(&format!("PATCH {CE}/status")),
+        "{:?}",
+        lines(&seen)
+    );
+    let status = &seen.last().expect("a request").body["status"];
+    assert_eq!(condition(status, "Degraded")["status"], "True");
+    assert_eq!(condition(status, "Degraded")["reason"], "StepFailed");
+    assert!(
+        condition(status, "Degraded")["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Forbidden"))
+    );
+}
