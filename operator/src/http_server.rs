@@ -62,3 +62,37 @@ fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        answer
+    }
+
+    #[tokio::test]
+    async fn serves_health_and_metrics() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let metrics = Arc::new(Metrics::new());
+        metrics.set_leader(true);
+        metrics.start_reconcile().finish(Some("ensemble"));
+        let server = tokio::spawn(serve(listener, metrics));
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+        let text = get(addr, "/metrics").await;
+        assert!(text.contains("baton_operator_is_leader 1"), "{text}");
+        assert!(
+            text.contains("baton_operator_reconciles_total{result=\"ensemble\"} 1"),
+            "{text}"
+        );
+        assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+        server.abort();
+    }
+}

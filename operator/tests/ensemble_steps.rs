@@ -13,7 +13,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use baton_operator::build::StoredMembership;
 use baton_operator::ensemble::{
-    EnsembleView, HttpAdmin, MembershipStep, Roster, run_action, wait_until,
+    AdminError, EnsembleAdmin, EnsembleView, HttpAdmin, MembershipStep, Roster, run_action,
+    wait_until,
 };
 use baton_operator::plan::{Action, Observed, ObservedPod, ObservedStatefulSet, Phase, plan};
 use baton_tests::cluster::{Cluster, run_cluster_case};
@@ -294,4 +295,52 @@ async fn rolling_restart(cluster: &mut Cluster) -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_moves_leadership_before_the_leader_goes() {
     run_cluster_case(3, rolling_restart).await;
+}
+
+async fn admin_answers(cluster: &mut Cluster) -> Result<()> {
+    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let members = Members::new(cluster).await?;
+    let roster = members.roster_of(3);
+    let leader = cluster.leader().await?;
+    let follower = (1..=3).find(|id| *id != leader).context("a follower")?;
+    let other = (1..=3)
+        .find(|id| *id != leader && *id != follower)
+        .context("another follower")?;
+    let addr = |id: u64| roster.admin_addr(id).map(str::to_string).context("address");
+
+    let status = admin.status(&addr(follower)?).await?;
+    assert_eq!((status.id, status.leader_id), (follower, leader));
+    assert_eq!(status.voters(), vec![1, 2, 3]);
+
+    // Membership calls on a follower name the leader.
+    match admin.add_member(&addr(follower)?, 9, "127.0.0.1:9").await {
+        Err(AdminError::NotLeader { leader_id, .. }) => assert_eq!(leader_id, leader),
+        other => bail!("expected NotLeader, got {other:?}"),
+    }
+    // Removing a member that is not there is refused by the ensemble, and is not an error for
+    // the operator (it may be repeating a removal whose answer it never saw).
+    match admin.remove_member(&addr(leader)?, 9).await {
+        Err(AdminError::Conflict { message, .. }) => {
+            assert!(message.contains("not in the ensemble"), "{message}")
+        }
+        other => bail!("expected Conflict, got {other:?}"),
+    }
+    run_action(&admin, &roster, MembershipStep::Remove { leader, id: 9 }).await?;
+    // Anything else is reported with the status and body.
+    match admin.transfer_leader(&addr(leader)?, Some(9)).await {
+        Err(AdminError::Unexpected { status: 400, .. }) => {}
+        other => bail!("expected a 400, got {other:?}"),
+    }
+    cluster.kill9(other)?;
+    // An unreachable member is reported as such, within the call's deadline.
+    match admin.status(&addr(other)?).await {
+        Err(AdminError::Unreachable { .. }) => {}
+        other => bail!("expected Unreachable, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_answers_become_typed_errors() {
+    run_cluster_case(3, admin_answers).await;
 }

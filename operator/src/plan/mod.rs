@@ -139,11 +139,22 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
     };
     let voters = view.voters();
     let learners = view.learners();
-    if !learners.is_empty() {
-        return wait(format!("learner(s) {learners:?} catching up"));
-    }
     let expected: Vec<u64> = (1..=r as u64).collect();
     let membership = |step: MembershipStep| Some(Action::Membership(step));
+    if !learners.is_empty() {
+        // A learner beyond the desired size (its pod never came up, and the user scaled back):
+        // removing a learner never touches the quorum.
+        if let Some(&learner) = learners.iter().filter(|id| **id > desired as u64).max() {
+            return step(
+                membership(MembershipStep::Remove {
+                    leader,
+                    id: learner,
+                }),
+                Phase::ScalingDown,
+            );
+        }
+        return wait(format!("learner(s) {learners:?} catching up"));
+    }
 
     // A scale-down step whose member Raft has dropped: now the pod may go.
     if r > desired && voters == expected[..expected.len().saturating_sub(1)] {
@@ -185,8 +196,26 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
             Phase::ScalingUp,
         );
     }
+    // Scale down: the highest member goes first. It need not be ready itself (it may be the
+    // reason to scale down), but every member that stays must be.
+    let ready = view.ready_voters();
+    if r > desired
+        && expected[..expected.len() - 1]
+            .iter()
+            .all(|id| ready.contains(id))
+    {
+        let id = r as u64;
+        let action = if leader == id {
+            MembershipStep::Transfer {
+                leader,
+                to: lowest_other(&voters, leader, desired as u64),
+            }
+        } else {
+            MembershipStep::Remove { leader, id }
+        };
+        return step(membership(action), Phase::ScalingDown);
+    }
     if !view.is_healthy(&expected) {
-        let ready = view.ready_voters();
         let not_ready: Vec<u64> = expected
             .iter()
             .copied()
@@ -204,18 +233,6 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
             action: membership(MembershipStep::Add { leader, id }),
             phase: Phase::ScalingUp,
         };
-    }
-    if r > desired {
-        let id = r as u64;
-        let action = if leader == id {
-            MembershipStep::Transfer {
-                leader,
-                to: lowest_other(&voters, leader, desired as u64),
-            }
-        } else {
-            MembershipStep::Remove { leader, id }
-        };
-        return step(membership(action), Phase::ScalingDown);
     }
     rolling(sts, &observed.pods, leader, &expected, current)
 }

@@ -207,3 +207,38 @@ fn bootstrap_count_only_ever_goes_down() {
         }
     );
 }
+
+#[test]
+fn scaling_back_removes_a_learner_that_never_caught_up() {
+    let mut v = view(&[1, 2, 3], 1, &[]);
+    for status in v.statuses.values_mut() {
+        status.members.push(4);
+        status.learners.push(4);
+    }
+    // Still wanted: wait for it.
+    assert!(matches!(
+        plan(5, &observed(4, 3, v.clone())).phase,
+        Phase::Waiting(_)
+    ));
+    // No longer wanted: remove it, then the replicas fall.
+    let p = plan(3, &observed(4, 3, v));
+    assert_eq!(
+        p.action,
+        membership(MembershipStep::Remove { leader: 1, id: 4 })
+    );
+    let p = plan(3, &observed(4, 3, view(&[1, 2, 3], 1, &[])));
+    assert_eq!(p.membership.replicas, 3);
+}
+
+#[test]
+fn scaling_back_removes_a_member_that_never_became_ready() {
+    // Member 4 was promoted but is down; the other three are ready.
+    let p = plan(3, &observed(4, 3, view(&[1, 2, 3, 4], 2, &[4])));
+    assert_eq!(
+        p.action,
+        membership(MembershipStep::Remove { leader: 2, id: 4 })
+    );
+    // But not while a member that stays is down.
+    let p = plan(3, &observed(4, 3, view(&[1, 2, 3, 4], 2, &[3])));
+    assert!(matches!(p.phase, Phase::Waiting(_)), "{p:?}");
+}

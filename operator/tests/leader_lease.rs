@@ -1,0 +1,135 @@
+//! Leader election through a Lease, against a mocked API server: create when absent, never
+//! take a live holder's Lease, take an expired one with the resourceVersion read.
+
+use std::time::Duration;
+
+use baton_operator::leader_lease::{LeaderLease, LeaseConfig};
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock::Handle;
+
+const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/baton-system/leases/baton-operator";
+
+fn contender() -> (LeaderLease, Handle<Request<Body>, Response<Body>>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let lease = LeaderLease::new(
+        kube::Client::new(service, "default"),
+        LeaseConfig {
+            namespace: "baton-system".into(),
+            name: "baton-operator".into(),
+            identity: "op-a".into(),
+            duration: Duration::from_secs(15),
+            retry: Duration::from_secs(2),
+        },
+    );
+    (lease, handle)
+}
+
+/// Answers the next request with `status` and `answer` (`Value::Null`: the request's own body,
+/// as a create returns the object), returning its method, path and body.
+async fn answer(
+    handle: &mut Handle<Request<Body>, Response<Body>>,
+    status: StatusCode,
+    answer: Value,
+) -> (Method, String, Value) {
+    let (request, reply) = tokio::time::timeout(Duration::from_secs(30), handle.next_request())
+        .await
+        .expect("a request in time")
+        .expect("a request");
+    let (parts, body) = request.into_parts();
+    let bytes = body.collect_bytes().await.expect("body");
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let answer = if answer.is_null() {
+        body.clone()
+    } else {
+        answer
+    };
+    reply.send_response(
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(&answer).expect("json")))
+            .expect("response"),
+    );
+    (parts.method, parts.uri.path().to_string(), body)
+}
+
+fn lease(holder: &str, renewed: Timestamp, transitions: i32) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "baton-operator", "namespace": "baton-system", "resourceVersion": "41"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                 "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+                 "leaseTransitions": transitions}
+    })
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+}
+
+#[tokio::test]
+async fn an_absent_lease_is_created_with_us_holding_it() {
+    let (lease_holder, mut handle) = contender();
+    let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
+    let (method, path, _) = answer(&mut handle, StatusCode::NOT_FOUND, not_found()).await;
+    assert_eq!((method, path.as_str()), (Method::GET, PATH));
+    let (method, path, body) = answer(&mut handle, StatusCode::CREATED, json!(null)).await;
+    assert_eq!(method, Method::POST);
+    assert_eq!(
+        path,
+        "/apis/coordination.k8s.io/v1/namespaces/baton-system/leases"
+    );
+    assert_eq!(body["spec"]["holderIdentity"], "op-a");
+    assert_eq!(body["spec"]["leaseDurationSeconds"], 15);
+    assert!(attempt.await.expect("task").expect("no API error"));
+}
+
+#[tokio::test]
+async fn a_live_holder_keeps_its_lease() {
+    let (lease_holder, mut handle) = contender();
+    let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
+    answer(
+        &mut handle,
+        StatusCode::OK,
+        lease("op-b", Timestamp::now(), 3),
+    )
+    .await;
+    assert!(!attempt.await.expect("task").expect("no API error"));
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_with_the_version_read() {
+    let (lease_holder, mut handle) = contender();
+    let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
+    let expired: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+    answer(&mut handle, StatusCode::OK, lease("op-b", expired, 3)).await;
+    let (method, path, body) = answer(
+        &mut handle,
+        StatusCode::OK,
+        lease("op-a", Timestamp::now(), 4),
+    )
+    .await;
+    assert_eq!((method, path.as_str()), (Method::PUT, PATH));
+    assert_eq!(body["metadata"]["resourceVersion"], "41");
+    assert_eq!(body["spec"]["holderIdentity"], "op-a");
+    assert_eq!(body["spec"]["leaseTransitions"], 4);
+    assert!(attempt.await.expect("task").expect("no API error"));
+}
+
+#[tokio::test]
+async fn losing_the_race_for_an_expired_lease_is_not_leadership() {
+    let (lease_holder, mut handle) = contender();
+    let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
+    let expired: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+    answer(&mut handle, StatusCode::OK, lease("op-b", expired, 3)).await;
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+    answer(&mut handle, StatusCode::CONFLICT, conflict).await;
+    assert!(
+        !attempt
+            .await
+            .expect("task")
+            .expect("a conflict is no error")
+    );
+}
