@@ -219,10 +219,10 @@ pub struct CoordinationEnsembleStatus {
     pub ready_replicas: i32,
     /// Raft ids of the ensemble's voters, as the leader reports them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub members: Vec<u64>,
+    pub members: Vec<i64>,
     /// Raft id of the leader (absent when none is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<u64>,
+    pub leader: Option<i64>,
     /// `host:port` for ZooKeeper clients (the client Service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_endpoint: Option<String>,

@@ -111,8 +111,9 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         observed_generation: input.generation,
         conditions,
         ready_replicas: ready.len() as i32,
-        members: view.voters(),
-        leader,
+        // int64 in the schema: the API server knows no unsigned formats.
+        members: view.voters().into_iter().map(member_id).collect(),
+        leader: leader.map(member_id),
         client_endpoint: Some(input.names.client_endpoint()),
         selector: Some(input.names.selector_string()),
         step,
@@ -179,6 +180,10 @@ pub async fn publish(
             what: format!("CoordinationEnsemble {}", names.name),
             source,
         })
+}
+
+fn member_id(id: u64) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
 }
 
 fn phase_reason(phase: &Phase) -> &'static str {
