@@ -58,6 +58,9 @@ struct RunArgs {
     /// Report a membership or rollout step as stuck (Degraded) after this many seconds.
     #[arg(long, default_value_t = 600)]
     stuck_after_secs: u64,
+    /// Log one JSON object per line (for log pipelines) instead of text.
+    #[arg(long, env = "BATON_LOG_JSON")]
+    log_json: bool,
     /// Not served yet (the injection webhook is issue 6): accepted so manifests can set it.
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
@@ -80,14 +83,16 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run(args) => {
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    EnvFilter::try_from_env("BATON_LOG")
-                        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn")),
-                )
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal())
-                .init();
+            let filter = EnvFilter::try_from_env("BATON_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info"));
+            let logs = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr);
+            if args.log_json {
+                logs.json().with_current_span(true).init();
+            } else {
+                logs.with_ansi(std::io::stderr().is_terminal()).init();
+            }
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
