@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
 use baton_sidecar::config::Config;
-use baton_sidecar::pod::{NoopPodLabeler, PodLabeler};
+use baton_sidecar::pod::{KubePodLabeler, NoopPodLabeler, PodLabeler};
 
 fn main() -> ExitCode {
     let config = Config::parse();
@@ -42,13 +42,19 @@ fn main() -> ExitCode {
         });
         let labeler: Arc<dyn PodLabeler> = match (&config.pod, &config.namespace) {
             (Some(pod), Some(namespace)) => {
-                // The Kubernetes labeler arrives with the operator work; until then say so.
-                tracing::warn!(%pod, %namespace, "pod labelling is not built in yet; labels stay unchanged");
-                Arc::new(NoopPodLabeler)
+                // Asked to label the pod and unable to reach the API at all: a deployment
+                // error that retrying cannot mend, so say so and stop.
+                Arc::new(
+                    KubePodLabeler::from_environment(namespace, pod)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                )
             }
             _ => Arc::new(NoopPodLabeler),
         };
-        baton_sidecar::sidecar::run(config, labeler, shutdown_rx).await
+        baton_sidecar::sidecar::run(config, labeler, shutdown_rx)
+            .await
+            .map_err(|e| e.to_string())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -90,7 +90,6 @@ async fn snapshot(sidecars: &[&Sidecar], election: &str) -> Vec<(String, bool)> 
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_among_three_and_handover_on_sigterm_and_resign() {
     let election = unique("e");
     let ids: Vec<String> = (0..3).map(|i| format!("{election}-pod-{i}")).collect();
@@ -178,7 +177,38 @@ async fn one_leader_among_three_and_handover_on_sigterm_and_resign() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_once_its_session_expires() {
+    let election = unique("k");
+    // A short session (the servers' smallest is 4s) so the expiry comes soon.
+    let mut sidecars: Vec<Sidecar> = (0..2)
+        .map(|i| {
+            Sidecar::start_with(
+                &format!("{election}-pod-{i}"),
+                &[&election],
+                &["--session-timeout", "4s"],
+            )
+        })
+        .collect();
+    let all: Vec<&Sidecar> = sidecars.iter().collect();
+    let (first_token, first_leader) = settle(&all, &election, 0).await;
+
+    // kill -9: nothing resigns or closes the session; only its expiry frees the election.
+    let index = sidecars
+        .iter()
+        .position(|s| s.identity == first_leader)
+        .expect("a sidecar leads");
+    let mut killed = sidecars.remove(index);
+    killed.kill();
+    let rest: Vec<&Sidecar> = sidecars.iter().collect();
+    let (second_token, second_leader) = settle(&rest, &election, first_token).await;
+    assert!(
+        second_token > first_token,
+        "{first_token} then {second_token}"
+    );
+    assert_eq!(second_leader, sidecars[0].identity);
+    sidecars[0].wait_log("became the leader");
+}
+
 async fn a_sidecar_stands_in_several_elections() {
     let (a, b) = (unique("multi-a"), unique("multi-b"));
     let mut one = Sidecar::start_with("multi-1", &[&a, &b], &["--address", "10.0.0.1:8080"]);
@@ -202,3 +232,9 @@ async fn a_sidecar_stands_in_several_elections() {
     );
     assert!(one.terminate().success());
 }
+
+against_both!(
+    a_killed_leader_is_replaced_once_its_session_expires,
+    one_leader_among_three_and_handover_on_sigterm_and_resign,
+    a_sidecar_stands_in_several_elections,
+);

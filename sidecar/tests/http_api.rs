@@ -4,7 +4,6 @@ mod common;
 
 use common::{Sidecar, http, unique};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_clear_json_errors() {
     let election = unique("api");
     let s = Sidecar::start("api-pod", &[&election]);
@@ -142,7 +141,6 @@ async fn bad_input_gets_clear_json_errors() {
     assert_eq!(free.body["waiters"], serde_json::json!([]), "{free:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics() {
     let s = Sidecar::start("health-pod", &[]);
     let health = s.call("GET", "/healthz").await;
@@ -240,3 +238,8 @@ fn flags_are_documented_and_checked() {
         "the error names the flag: {stderr}"
     );
 }
+
+against_both!(
+    bad_input_gets_clear_json_errors,
+    health_readiness_and_metrics,
+);

@@ -55,7 +55,6 @@ impl ProtectedResource {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_sidecars_fifty_acquisitions_each_never_overlap_and_tokens_rise() {
     const SIDECARS: usize = 5;
     const ROUNDS: usize = 50;
@@ -129,7 +128,6 @@ async fn five_sidecars_fifty_acquisitions_each_never_overlap_and_tokens_rise() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_that_runs_out_frees_the_lock() {
     let lock = unique("lease");
     let holder = Sidecar::start("lease-holder", &[]);
@@ -174,7 +172,6 @@ async fn a_lease_that_runs_out_frees_the_lock() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renew_extends_the_lease_and_a_held_lock_is_not_reentrant() {
     let lock = unique("renew");
     let holder = Sidecar::start("renew-holder", &[]);
@@ -231,7 +228,6 @@ async fn renew_extends_the_lease_and_a_held_lock_is_not_reentrant() {
     assert_eq!(next.status, 200, "{next:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_locks_share_and_write_locks_exclude() {
     let lock = unique("rw");
     let a = Sidecar::start("rw-a", &[]);
@@ -297,3 +293,10 @@ async fn read_locks_share_and_write_locks_exclude() {
     assert_eq!(read_again.status, 200, "{read_again:?}");
     assert!(read_again.body["token"].as_i64().expect("token") > write_token);
 }
+
+against_both!(
+    five_sidecars_fifty_acquisitions_each_never_overlap_and_tokens_rise,
+    a_lease_that_runs_out_frees_the_lock,
+    renew_extends_the_lease_and_a_held_lock_is_not_reentrant,
+    read_locks_share_and_write_locks_exclude,
+);

@@ -84,7 +84,6 @@ fn candidate(identity: &str) -> Candidate {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_create_whose_reply_is_lost_is_recovered_not_repeated() {
     let name = ResourceName::new(&unique("recover-lock")).expect("valid");
     let dir = name.lock_dir();
@@ -130,7 +129,6 @@ async fn a_lock_create_whose_reply_is_lost_is_recovered_not_repeated() {
     control.close(BOUND).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_create_whose_reply_is_lost_is_recovered_not_repeated() {
     let name = ResourceName::new(&unique("recover-election")).expect("valid");
     let dir = name.election_dir();
@@ -161,7 +159,6 @@ async fn a_candidate_create_whose_reply_is_lost_is_recovered_not_repeated() {
     control.close(BOUND).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_queued_behind_a_writer_waits_for_it() {
     let name = ResourceName::new(&unique("rw")).expect("valid");
     let dir = name.lock_dir();
@@ -238,7 +235,6 @@ async fn a_reader_queued_behind_a_writer_waits_for_it() {
     control.close(BOUND).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resign_hands_over_and_queues_at_the_back() {
     let name = ResourceName::new(&unique("resign")).expect("valid");
     let (session_a, control_a) = session(&zk_address(), Duration::from_secs(10));
@@ -275,7 +271,6 @@ async fn resign_hands_over_and_queues_at_the_back() {
     control_b.close(BOUND).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_suspends_then_a_lost_session_reenters_the_election() {
     let name = ResourceName::new(&unique("partition")).expect("valid");
     let proxy = CutProxy::start(zk_address()).await;
@@ -307,3 +302,11 @@ async fn a_partition_suspends_then_a_lost_session_reenters_the_election() {
     election.leave().await;
     control.close(BOUND).await;
 }
+
+against_both!(
+    a_lock_create_whose_reply_is_lost_is_recovered_not_repeated,
+    a_candidate_create_whose_reply_is_lost_is_recovered_not_repeated,
+    a_reader_queued_behind_a_writer_waits_for_it,
+    resign_hands_over_and_queues_at_the_back,
+    a_partition_suspends_then_a_lost_session_reenters_the_election,
+);

@@ -2,8 +2,12 @@
 //! so `kubectl get pods -l baton.dev/role=leader` and Service selectors work (DESIGN.md §2).
 //!
 //! What to write is a pure function of the election views ([`desired_metadata`]); how to
-//! write it is a [`PodLabeler`]. Without `--pod/--namespace` the labeler does nothing; the
-//! Kubernetes implementation (a merge patch of the pod's metadata) plugs in behind the trait.
+//! write it is a [`PodLabeler`]. Without `--pod/--namespace` the labeler does nothing; with
+//! them, [`KubePodLabeler`] merge-patches the pod's metadata through the Kubernetes API.
+
+mod kubernetes;
+
+pub use kubernetes::{FIELD_MANAGER, KubePodLabeler, merge_patch};
 
 use std::collections::BTreeMap;
 use std::pin::Pin;

@@ -1,8 +1,9 @@
 //! Shared test harness: the ensemble to test against, sidecar processes, and an HTTP client.
 //!
-//! `BATON_TEST_ZK=HOST:PORT` points the tests at a running ensemble (Baton's, or Apache
-//! ZooKeeper). Unset, each test binary starts one Apache ZooKeeper 3.8 reference server with
-//! `scripts/reference-zookeeper.sh` and it dies with the test process.
+//! Every case runs twice ([`against_both!`]): against a one-member Baton ensemble
+//! (`target/<profile>/baton-ensemble`) and against Apache ZooKeeper 3.8
+//! (`scripts/reference-zookeeper.sh`), each started on first use in the test process and
+//! dying with it. `BATON_TEST_ZK=HOST:PORT` points every case at a running ensemble instead.
 
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
@@ -22,43 +23,107 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How long any single wait in these tests may take before the test fails.
 pub const BOUND: Duration = Duration::from_secs(60);
 
-/// The ensemble under test: `BATON_TEST_ZK`, or a reference server started on first use.
+pub use baton_tests::Target;
+
+tokio::task_local! {
+    /// The implementation the running test case is against (set by [`against_both!`]).
+    static TARGET: Target;
+}
+
+/// Defines each listed `async fn case()` twice, as `case::baton` and `case::zookeeper`: the
+/// same test against a one-member Baton ensemble and against Apache ZooKeeper 3.8, so a
+/// ZooKeeper run proves the test right and a Baton run proves Baton.
+#[macro_export]
+macro_rules! against_both {
+    ($($case:ident),+ $(,)?) => {
+        $(
+            mod $case {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn baton() {
+                    $crate::common::run_against($crate::common::Target::Baton, super::$case()).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn zookeeper() {
+                    $crate::common::run_against($crate::common::Target::ZooKeeper, super::$case())
+                        .await;
+                }
+            }
+        )+
+    };
+}
+
+/// Runs a test case with `target` as the ensemble [`zk_address`] gives.
+pub async fn run_against(target: Target, case: impl Future<Output = ()>) {
+    TARGET.scope(target, case).await;
+}
+
+/// The ensemble under test: `BATON_TEST_ZK` if set, else a server of the case's target,
+/// started on first use in this test process.
 pub fn zk_address() -> String {
     if let Ok(addr) = std::env::var("BATON_TEST_ZK") {
         return addr;
     }
-    static REFERENCE: OnceLock<ReferenceServer> = OnceLock::new();
-    REFERENCE
-        .get_or_init(ReferenceServer::start)
+    static BATON: OnceLock<TestServer> = OnceLock::new();
+    static ZOOKEEPER: OnceLock<TestServer> = OnceLock::new();
+    let target = TARGET
+        .try_with(|t| *t)
+        .expect("zk_address() outside a case of against_both! (or inside a spawned task)");
+    let cell = match target {
+        Target::Baton => &BATON,
+        Target::ZooKeeper => &ZOOKEEPER,
+    };
+    cell.get_or_init(|| TestServer::start(target))
         .address
         .clone()
 }
 
-/// A reference ZooKeeper for this test process. It is started by a shell that kills it when
-/// its stdin reaches EOF, which happens when this process exits however it exits: statics
-/// are never dropped, so no destructor could do it.
-struct ReferenceServer {
+/// A server for this test process. It is started by a shell that kills it when its stdin
+/// reaches EOF, which happens when this process exits however it exits: statics are never
+/// dropped, so no destructor could do it.
+struct TestServer {
     address: String,
     _lifeline: Mutex<ChildStdin>,
     _shell: Mutex<Child>,
 }
 
-impl ReferenceServer {
-    fn start() -> Self {
+impl TestServer {
+    fn start(target: Target) -> Self {
         let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("baton-sidecar-zk-{}-{port}", std::process::id()));
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/reference-zookeeper.sh");
+        let dir = std::env::temp_dir().join(format!(
+            "baton-sidecar-{target}-{}-{port}",
+            std::process::id()
+        ));
+        let server = match target {
+            Target::ZooKeeper => {
+                let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("../scripts/reference-zookeeper.sh");
+                format!("{} {port} \"$dir\"", script.display())
+            }
+            Target::Baton => {
+                let binary = baton_tests::baton_binary().expect("the baton-ensemble binary");
+                format!(
+                    "{} --id 1 --data-dir \"$dir\" --client-addr 127.0.0.1:{port} \
+                     --peer-addr 127.0.0.1:{} --admin-addr 127.0.0.1:{}",
+                    binary.display(),
+                    free_port(),
+                    free_port()
+                )
+            }
+        };
         let mut child = Command::new("bash")
             .arg("-c")
-            .arg(r#""$0" "$1" "$2" >"$2.log" 2>&1 </dev/null & zk=$!; cat >/dev/null; kill $zk; wait $zk; rm -rf "$2" "$2.log""#)
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(&dir)
+            .arg(format!(
+                r#"{server} >"$dir.log" 2>&1 </dev/null & pid=$!; cat >/dev/null; kill $pid; wait $pid; rm -rf "$dir" "$dir.log""#
+            ))
+            .env("dir", &dir)
             .stdin(Stdio::piped())
+            // Not the test's own stdout/stderr: the shell outlives the test process by the
+            // server's shutdown, and must not hold the test's output open meanwhile.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
-            .expect("start the reference ZooKeeper");
+            .expect("start the server under test");
         let lifeline = child.stdin.take().expect("piped stdin");
         let address = format!("127.0.0.1:{port}");
         let started = Instant::now();
@@ -66,7 +131,8 @@ impl ReferenceServer {
         while four_letter_word(&address, "ruok").is_none_or(|r| r != "imok") {
             assert!(
                 started.elapsed() < BOUND,
-                "reference ZooKeeper did not start on {address}"
+                "{target} did not start on {address}; its log: {}.log",
+                dir.display()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -127,6 +193,16 @@ impl Sidecar {
 
     /// [`Sidecar::start`] with extra flags.
     pub fn start_with(identity: &str, elections: &[&str], extra: &[&str]) -> Self {
+        Self::start_with_env(identity, elections, extra, &[])
+    }
+
+    /// [`Sidecar::start_with`] with extra environment variables.
+    pub fn start_with_env(
+        identity: &str,
+        elections: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_baton-sidecar"));
         command
             .args([
@@ -137,13 +213,16 @@ impl Sidecar {
                 "--identity",
                 identity,
             ])
-            .args(["--session-timeout", "10s"])
             .args(extra)
             .env("BATON_LOG", "info,baton_sidecar=debug")
             .env_remove("BATON_ELECTION")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if !extra.contains(&"--session-timeout") {
+            command.args(["--session-timeout", "10s"]);
+        }
         for election in elections {
             command.args(["--election", election]);
         }
@@ -237,6 +316,13 @@ impl Sidecar {
                 );
             }
         }
+    }
+
+    /// Sends SIGKILL (no resignation, no session close) and reaps the process.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("still running");
+        child.kill().expect("kill -9 the sidecar");
+        let _ = child.wait();
     }
 
     /// `METHOD path` against this sidecar; the JSON answer (or the text as a JSON string).
