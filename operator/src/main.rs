@@ -83,8 +83,8 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run(args) => {
-            let filter = EnvFilter::try_from_env("BATON_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info"));
+            let filter =
+                EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
             let logs = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(std::io::stderr);

@@ -344,3 +344,112 @@ async fn admin_answers(cluster: &mut Cluster) -> Result<()> {
 async fn admin_answers_become_typed_errors() {
     run_cluster_case(3, admin_answers).await;
 }
+
+/// Starts the real `baton-ensemble` the way a pod of the built StatefulSet does: the start
+/// script under `/bin/sh`, the ConfigMap as environment, the container's arguments (with
+/// loopback ports instead of the pod's fixed ones). Returns the process and its admin address.
+fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String)> {
+    use baton_operator::build::{START_SCRIPT, build};
+    use baton_operator::crd::CoordinationEnsemble;
+    use baton_operator::validate::validate;
+
+    let yaml = "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\n\
+                metadata: {name: zk, namespace: prod, uid: u1}\nspec: {replicas: 3}\n";
+    let ce: CoordinationEnsemble = serde_saphyr::from_str(yaml)?;
+    let spec = validate(&ce, "baton:test")?;
+    let built = build(
+        &ce,
+        &spec,
+        StoredMembership {
+            replicas,
+            bootstrap,
+        },
+    )?;
+    let container = built
+        .statefulset
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .context("a container")?;
+    assert_eq!(
+        container
+            .command
+            .as_ref()
+            .and_then(|c| c.get(2))
+            .map(String::as_str),
+        Some(START_SCRIPT)
+    );
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("baton-operator-pod-{pod}-"))
+        .tempdir()?;
+    std::os::unix::fs::symlink(
+        baton_tests::baton_binary()?,
+        dir.path().join("baton-ensemble"),
+    )?;
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let args: Vec<String> = container
+        .args
+        .unwrap_or_default()
+        .into_iter()
+        .map(|arg| {
+            if arg.starts_with("--data-dir=") {
+                format!("--data-dir={}", dir.path().join("data").display())
+            } else if arg.starts_with("--admin-addr=") {
+                format!("--admin-addr={admin}")
+            } else if let Some((flag, _)) = arg.split_once("=0.0.0.0:") {
+                format!("{flag}=127.0.0.1:{}", free_port().unwrap_or(0))
+            } else {
+                arg
+            }
+        })
+        .collect();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let log = std::fs::File::create(dir.path().join("log"))?;
+    let child = Command::new("/bin/sh")
+        .args(["-c", START_SCRIPT, "baton-ensemble"])
+        .args(&args)
+        .envs(built.config_map.data.unwrap_or_default())
+        .env("POD_NAME", pod)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    Ok((Joiner { child, _dir: dir }, admin))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()> {
+    let admin = HttpAdmin::new(Duration::from_secs(2));
+    // A one-member ensemble: pod zk-0 bootstraps and leads, with the ConfigMap's cluster id.
+    let (_first, first_admin) = start_pod("zk-0", 1, 1)?;
+    let mut roster = Roster::default();
+    roster.insert(1, first_admin, "zk-0.zk-peers.prod.svc:2888".into());
+    let view = wait_until(&admin, &roster, "zk-0 to lead", SETTLE, |v| {
+        v.leader() == Some(1)
+    })
+    .await?;
+    assert_eq!(view.statuses[&1].cluster_id, "prod.zk");
+    assert_eq!(view.voters(), vec![1]);
+    // Pod zk-1 of a scaled-up StatefulSet is beyond the bootstrap set: it joins and waits.
+    let (_second, second_admin) = start_pod("zk-1", 2, 1)?;
+    let mut roster = Roster::default();
+    roster.insert(2, second_admin, "zk-1.zk-peers.prod.svc:2888".into());
+    let view = wait_until(&admin, &roster, "zk-1 to answer", SETTLE, |v| {
+        v.statuses.contains_key(&2)
+    })
+    .await?;
+    let status = &view.statuses[&2];
+    assert_eq!(status.id, 2);
+    assert_eq!(status.cluster_id, "prod.zk");
+    assert_eq!(
+        status.leader_id, 0,
+        "a joiner has no configuration until it is added"
+    );
+    assert!(status.members.is_empty(), "{status:?}");
+    Ok(())
+}
