@@ -2,7 +2,12 @@
 //! never reconcile at once: take the Lease when it is free or expired, renew it well before it
 //! runs out, and stop (the process exits) the moment a renewal cannot be confirmed in time.
 //! Every write carries the resourceVersion read, so two contenders cannot both win.
+//!
+//! Expiry is judged on the contender's own monotonic clock, as client-go does: another holder's
+//! Lease has expired when its record (holder, renew time, version) has not changed for the
+//! Lease's duration since this contender first saw it. Clocks of different nodes never meet.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -34,20 +39,45 @@ pub struct LeaseError {
     pub source: kube::Error,
 }
 
-/// Whether `lease` is free for `identity` at `now`: unheld, held by `identity`, or expired.
-pub fn can_take(lease: &Lease, identity: &str, now: Timestamp) -> bool {
+/// Another holder's Lease record as this contender last saw it, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sighting {
+    record: String,
+    since: Instant,
+}
+
+/// Whether `lease` is free for `identity`: unheld, held by `identity`, or held by another
+/// whose record has not changed for its duration since `previous` first saw it. Returns the
+/// sighting to remember for next time.
+pub fn can_take(
+    lease: &Lease,
+    identity: &str,
+    previous: Option<Sighting>,
+    now: Instant,
+) -> (bool, Option<Sighting>) {
     let Some(spec) = &lease.spec else {
-        return true;
+        return (true, None);
     };
     match spec.holder_identity.as_deref() {
-        None | Some("") => true,
-        Some(holder) if holder == identity => true,
-        Some(_) => {
-            let Some(renewed) = spec.renew_time.as_ref().map(|t| t.0) else {
-                return true;
-            };
-            let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-            renewed.as_second().saturating_add(duration) < now.as_second()
+        None | Some("") => (true, None),
+        Some(holder) if holder == identity => (true, None),
+        Some(holder) => {
+            let record = format!(
+                "{holder}|{:?}|{}",
+                spec.renew_time.as_ref().map(|t| t.0),
+                lease.metadata.resource_version.as_deref().unwrap_or("")
+            );
+            let duration = Duration::from_secs(
+                u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15),
+            );
+            match previous {
+                Some(seen) if seen.record == record => (
+                    now.saturating_duration_since(seen.since) >= duration,
+                    Some(seen),
+                ),
+                // A new record: the holder is alive as of now.
+                _ => (false, Some(Sighting { record, since: now })),
+            }
         }
     }
 }
@@ -56,6 +86,7 @@ pub fn can_take(lease: &Lease, identity: &str, now: Timestamp) -> bool {
 pub struct LeaderLease {
     api: Api<Lease>,
     config: LeaseConfig,
+    sighting: Mutex<Option<Sighting>>,
 }
 
 impl LeaderLease {
@@ -64,6 +95,7 @@ impl LeaderLease {
         LeaderLease {
             api: Api::namespaced(client, &config.namespace),
             config,
+            sighting: Mutex::new(None),
         }
     }
 
@@ -97,7 +129,20 @@ impl LeaderLease {
                 Err(e) => Err(err(e)),
             };
         };
-        if !can_take(&lease, &self.config.identity, now) {
+        let free = match self.sighting.lock() {
+            Ok(mut sighting) => {
+                let (free, seen) = can_take(
+                    &lease,
+                    &self.config.identity,
+                    sighting.take(),
+                    Instant::now(),
+                );
+                *sighting = seen;
+                free
+            }
+            Err(_) => false,
+        };
+        if !free {
             return Ok(false);
         }
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
@@ -159,24 +204,37 @@ impl LeaderLease {
 mod tests {
     use super::*;
 
-    fn lease(holder: &str, renewed: &str, secs: i32) -> Lease {
+    fn lease(holder: &str, version: &str) -> Lease {
         Lease {
-            metadata: ObjectMeta::default(),
+            metadata: ObjectMeta {
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
             spec: Some(LeaseSpec {
                 holder_identity: Some(holder.into()),
-                renew_time: renewed.parse().ok().map(MicroTime),
-                lease_duration_seconds: Some(secs),
+                lease_duration_seconds: Some(15),
                 ..LeaseSpec::default()
             }),
         }
     }
 
     #[test]
-    fn a_lease_is_free_when_unheld_ours_or_expired() {
-        let now: Timestamp = "2026-01-01T00:00:30Z".parse().expect("time");
-        assert!(can_take(&Lease::default(), "a", now));
-        assert!(can_take(&lease("a", "2026-01-01T00:00:29Z", 15), "a", now));
-        assert!(!can_take(&lease("b", "2026-01-01T00:00:20Z", 15), "a", now));
-        assert!(can_take(&lease("b", "2026-01-01T00:00:10Z", 15), "a", now));
+    fn a_lease_is_free_when_unheld_ours_or_unchanged_for_its_duration() {
+        let t0 = Instant::now();
+        let later = |secs| t0 + Duration::from_secs(secs);
+        assert!(can_take(&Lease::default(), "a", None, t0).0);
+        assert!(can_take(&lease("a", "1"), "a", None, t0).0);
+        // Another holder: first seen now, so alive now.
+        let (free, seen) = can_take(&lease("b", "1"), "a", None, t0);
+        assert!(!free);
+        let (free, seen) = can_take(&lease("b", "1"), "a", seen, later(10));
+        assert!(!free, "unchanged for 10 s of 15");
+        // It renewed: the clock starts again.
+        let (free, seen) = can_take(&lease("b", "2"), "a", seen, later(14));
+        assert!(!free);
+        let (free, seen) = can_take(&lease("b", "2"), "a", seen, later(20));
+        assert!(!free, "unchanged for 6 s since the renewal was seen");
+        let (free, _) = can_take(&lease("b", "2"), "a", seen, later(29));
+        assert!(free, "unchanged for 15 s: expired");
     }
 }

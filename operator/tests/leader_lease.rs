@@ -99,33 +99,80 @@ async fn a_live_holder_keeps_its_lease() {
     assert!(!attempt.await.expect("task").expect("no API error"));
 }
 
-#[tokio::test]
-async fn an_expired_lease_is_taken_over_with_the_version_read() {
+/// Two attempts of one contender; between them, `pause` passes on its clock.
+async fn two_attempts(
+    pause: Duration,
+    first: Value,
+    second: Value,
+    expect_write: bool,
+) -> (Vec<(Method, String, Value)>, bool, bool) {
     let (lease_holder, mut handle) = contender();
+    let lease_holder = std::sync::Arc::new(lease_holder);
+    let contender_a = lease_holder.clone();
+    let attempt = tokio::spawn(async move { contender_a.try_hold().await });
+    let mut seen = vec![answer(&mut handle, StatusCode::OK, first).await];
+    let took_first = attempt.await.expect("task").expect("no API error");
+    tokio::time::advance(pause).await;
     let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
-    let expired: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
-    answer(&mut handle, StatusCode::OK, lease("op-b", expired, 3)).await;
-    let (method, path, body) = answer(
-        &mut handle,
-        StatusCode::OK,
-        lease("op-a", Timestamp::now(), 4),
+    seen.push(answer(&mut handle, StatusCode::OK, second).await);
+    if expect_write {
+        seen.push(answer(&mut handle, StatusCode::OK, Value::Null).await);
+    }
+    let took_second = attempt.await.expect("task").expect("no API error");
+    (seen, took_first, took_second)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_lease_is_taken_over_after_its_duration_with_the_version_read() {
+    // The holder's clock is far off (renewTime in the past): only our own clock counts.
+    let stale: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+    let (seen, first, second) = two_attempts(
+        Duration::from_secs(16),
+        lease("op-b", stale, 3),
+        lease("op-b", stale, 3),
+        true,
     )
     .await;
-    assert_eq!((method, path.as_str()), (Method::PUT, PATH));
+    assert!(!first, "a holder seen for the first time is alive");
+    assert!(second, "unchanged for longer than its duration: expired");
+    let (method, path, body) = &seen[2];
+    assert_eq!((method, path.as_str()), (&Method::PUT, PATH));
     assert_eq!(body["metadata"]["resourceVersion"], "41");
     assert_eq!(body["spec"]["holderIdentity"], "op-a");
     assert_eq!(body["spec"]["leaseTransitions"], 4);
-    assert!(attempt.await.expect("task").expect("no API error"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
+async fn a_lease_renewed_meanwhile_is_not_taken() {
+    let stale: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+    let mut renewed = lease("op-b", Timestamp::now(), 3);
+    renewed["metadata"]["resourceVersion"] = json!("42");
+    let (seen, first, second) = two_attempts(
+        Duration::from_secs(16),
+        lease("op-b", stale, 3),
+        renewed,
+        false,
+    )
+    .await;
+    assert!(!first && !second);
+    assert_eq!(seen.len(), 2, "no write");
+}
+
+#[tokio::test(start_paused = true)]
 async fn losing_the_race_for_an_expired_lease_is_not_leadership() {
     let (lease_holder, mut handle) = contender();
+    let lease_holder = std::sync::Arc::new(lease_holder);
+    let stale: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+    let first = lease_holder.clone();
+    let attempt = tokio::spawn(async move { first.try_hold().await });
+    answer(&mut handle, StatusCode::OK, lease("op-b", stale, 3)).await;
+    assert!(!attempt.await.expect("task").expect("no API error"));
+    tokio::time::advance(Duration::from_secs(16)).await;
     let attempt = tokio::spawn(async move { lease_holder.try_hold().await });
-    let expired: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
-    answer(&mut handle, StatusCode::OK, lease("op-b", expired, 3)).await;
+    answer(&mut handle, StatusCode::OK, lease("op-b", stale, 3)).await;
     let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
-    answer(&mut handle, StatusCode::CONFLICT, conflict).await;
+    let (method, _, _) = answer(&mut handle, StatusCode::CONFLICT, conflict).await;
+    assert_eq!(method, Method::PUT);
     assert!(
         !attempt
             .await
