@@ -90,5 +90,10 @@ fn observed_pod(names: &EnsembleNames, pod: &Pod) -> Option<ObservedPod> {
             .as_ref()
             .and_then(|l| l.get(REVISION_LABEL).cloned()),
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        ready: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
     })
 }

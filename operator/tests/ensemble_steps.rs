@@ -133,6 +133,7 @@ fn observed(replicas: i32, bootstrap: i32, view: EnsembleView) -> Observed {
                 id,
                 revision: Some("r1".into()),
                 terminating: false,
+                ready: true,
             })
             .collect(),
         ensemble: view,

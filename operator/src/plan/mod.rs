@@ -30,6 +30,8 @@ pub struct ObservedPod {
     pub revision: Option<String>,
     /// Has a deletion timestamp.
     pub terminating: bool,
+    /// Its Ready condition is True (the kubelet's view of `/readyz`).
+    pub ready: bool,
 }
 
 /// Everything `plan` decides from.
@@ -134,6 +136,11 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
         return wait("the StatefulSet controller has not caught up with the StatefulSet".into());
     }
     let view = &observed.ensemble;
+    // A rollout that fixes broken members (a bad image, a crash loop) cannot wait for a healthy
+    // quorum: an outdated member that serves nothing is restarted at once, one at a time.
+    if let Some(id) = broken_outdated_member(sts, &observed.pods, view) {
+        return step(Some(Action::RestartMember { id }), Phase::Rolling);
+    }
     let Some(leader) = view.leader() else {
         return wait("no member reports a leader".into());
     };
@@ -288,6 +295,24 @@ fn rolling(
         None => Action::RestartMember { id: leader },
     };
     step(Some(action), Phase::Rolling)
+}
+
+/// The lowest outdated member that is neither Ready nor a ready voter, if no pod is being
+/// replaced already.
+fn broken_outdated_member(
+    sts: &ObservedStatefulSet,
+    pods: &[ObservedPod],
+    view: &EnsembleView,
+) -> Option<u64> {
+    let revision = sts.update_revision.as_ref()?;
+    if pods.iter().any(|p| p.terminating) {
+        return None;
+    }
+    let serving = view.ready_voters();
+    pods.iter()
+        .filter(|p| p.revision.as_ref() != Some(revision) && !p.ready && !serving.contains(&p.id))
+        .map(|p| p.id)
+        .min()
 }
 
 /// The lowest id in `candidates` other than `leader` and at most `max`.

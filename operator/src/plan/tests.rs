@@ -42,6 +42,7 @@ fn observed(replicas: i32, bootstrap: i32, ensemble: EnsembleView) -> Observed {
                 id,
                 revision: Some("r1".into()),
                 terminating: false,
+                ready: true,
             })
             .collect(),
         ensemble,
@@ -182,6 +183,7 @@ fn rolling_update_restarts_followers_first_and_the_leader_after_a_transfer() {
         id: 1,
         revision: Some("r1".into()),
         terminating: false,
+        ready: true,
     };
     assert_eq!(plan(3, &o).phase, Phase::Stable);
     assert_eq!(plan(3, &o).describe(), None);
@@ -241,4 +243,38 @@ fn scaling_back_removes_a_member_that_never_became_ready() {
     // But not while a member that stays is down.
     let p = plan(3, &observed(4, 3, view(&[1, 2, 3, 4], 2, &[3])));
     assert!(matches!(p.phase, Phase::Waiting(_)), "{p:?}");
+}
+
+#[test]
+fn a_rollout_replaces_broken_members_without_waiting_for_a_quorum() {
+    // A bad image: no member runs, so there is no leader; the fixed template is at r1.
+    let mut o = observed(3, 3, EnsembleView::default());
+    for pod in &mut o.pods {
+        pod.revision = Some("r0".into());
+        pod.ready = false;
+    }
+    assert_eq!(plan(3, &o).action, Some(Action::RestartMember { id: 1 }));
+    o.pods[0].terminating = true;
+    assert!(
+        matches!(plan(3, &o).phase, Phase::Waiting(_)),
+        "one at a time"
+    );
+    o.pods[0] = ObservedPod {
+        id: 1,
+        revision: Some("r1".into()),
+        terminating: false,
+        ready: false,
+    };
+    assert_eq!(plan(3, &o).action, Some(Action::RestartMember { id: 2 }));
+    // A member that serves is never restarted this way, even when its pod is not Ready.
+    let mut o = observed(3, 3, view(&[1, 2, 3], 1, &[]));
+    for pod in &mut o.pods {
+        pod.revision = Some("r0".into());
+        pod.ready = false;
+    }
+    assert_eq!(
+        plan(3, &o).action,
+        Some(Action::RestartMember { id: 2 }),
+        "followers first"
+    );
 }

@@ -40,6 +40,8 @@ pub struct World {
     pub update_revision: String,
     /// Member pods: (member id, revision).
     pub pods: Vec<(u64, String)>,
+    /// Members whose pods are not Ready.
+    pub unready_pods: Vec<u64>,
     pub ensemble: FakeEnsemble,
     /// Answer the StatefulSet's apply with 422, as for a change to an immutable field.
     pub refuse_statefulset: bool,
@@ -74,6 +76,7 @@ spec: {spec}
             statefulset: None,
             update_revision: "r1".into(),
             pods: Vec::new(),
+            unready_pods: Vec::new(),
             ensemble,
             refuse_statefulset: false,
         }

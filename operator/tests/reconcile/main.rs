@@ -321,3 +321,31 @@ async fn a_refused_apply_is_reported_in_the_status_and_retried() {
             .is_some_and(|m| m.contains("Forbidden"))
     );
 }
+
+#[tokio::test]
+async fn a_fixed_image_replaces_broken_members_without_a_quorum() {
+    let mut world = running("{replicas: 3, image: 'baton:typo'}", 3, 1).await;
+    // The image never ran: no member answers, no pod is Ready.
+    world.ensemble.model().down.extend([1, 2, 3]);
+    world.unready_pods = vec![1, 2, 3];
+    world.set_spec("image", json!("baton:2"));
+    world.update_revision = "r2".into();
+    let mut deleted = Vec::new();
+    for _ in 0..3 {
+        let seen = world.reconcile().await;
+        for s in seen.iter().filter(|s| s.method == Method::DELETE) {
+            deleted.push(
+                s.path
+                    .trim_start_matches(&format!("{NS}/pods/"))
+                    .to_string(),
+            );
+        }
+        for id in 1..=3u64 {
+            if !world.pods.iter().any(|(p, _)| *p == id) {
+                world.pods.push((id, "r2".into()));
+            }
+        }
+    }
+    assert_eq!(deleted, vec!["zk-0", "zk-1", "zk-2"]);
+    assert!(world.ensemble.take_calls().is_empty());
+}
