@@ -177,6 +177,37 @@ impl LeaderLease {
         }
     }
 
+    /// Gives the Lease up if this replica holds it, so another can take over at once instead
+    /// of after the Lease's duration (called on shutdown, after reconciling has stopped).
+    pub async fn release(&self) -> Result<(), LeaseError> {
+        let err = |source| LeaseError {
+            name: self.config.name.clone(),
+            source,
+        };
+        let Some(mut lease) = self.api.get_opt(&self.config.name).await.map_err(err)? else {
+            return Ok(());
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        spec.acquire_time = None;
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Someone else wrote it meanwhile: then it is not ours to give up any more.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(err(e)),
+        }
+    }
+
     /// Renews until a renewal has not succeeded for two thirds of the Lease's duration, then
     /// returns: the caller must stop reconciling before another replica may take over.
     pub async fn hold(&self) {

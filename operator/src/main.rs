@@ -154,7 +154,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.clone(),
     ));
     tokio::select! {
-        _ = controller::run(ctx, shutdown_signal()) => Ok(()),
+        _ = controller::run(ctx, shutdown_signal()) => {
+            metrics.set_leader(false);
+            if let Err(e) = lease.release().await {
+                tracing::warn!(error = %e, "cannot release the leader lease; it expires by itself");
+            }
+            Ok(())
+        }
         _ = lease.hold() => {
             metrics.set_leader(false);
             // Exit rather than keep reconciling: another replica may be leading already.

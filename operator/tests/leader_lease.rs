@@ -180,3 +180,35 @@ async fn losing_the_race_for_an_expired_lease_is_not_leadership() {
             .expect("a conflict is no error")
     );
 }
+
+#[tokio::test]
+async fn a_held_lease_is_released_on_shutdown() {
+    let (lease_holder, mut handle) = contender();
+    let release = tokio::spawn(async move { lease_holder.release().await });
+    answer(
+        &mut handle,
+        StatusCode::OK,
+        lease("op-a", Timestamp::now(), 4),
+    )
+    .await;
+    let (method, path, body) = answer(&mut handle, StatusCode::OK, Value::Null).await;
+    assert_eq!((method, path.as_str()), (Method::PUT, PATH));
+    assert_eq!(body["metadata"]["resourceVersion"], "41");
+    assert!(body["spec"].get("holderIdentity").is_none(), "{body}");
+    release.await.expect("task").expect("released");
+}
+
+#[tokio::test]
+async fn another_holders_lease_is_left_alone_on_shutdown() {
+    let (lease_holder, mut handle) = contender();
+    let release = tokio::spawn(async move { lease_holder.release().await });
+    answer(
+        &mut handle,
+        StatusCode::OK,
+        lease("op-b", Timestamp::now(), 4),
+    )
+    .await;
+    release.await.expect("task").expect("nothing to release");
+    // No write followed: the client is gone with the task, so the mock sees no more requests.
+    assert!(handle.next_request().await.is_none());
+}
