@@ -50,8 +50,13 @@ pub struct CoordinationEnsembleSpec {
     /// CPU and memory of each member's container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// Each member's persistent volume (Raft log and snapshots).
+    /// Each member's persistent volume (Raft log and snapshots). Fixed at creation: a
+    /// StatefulSet's volume claim templates cannot change.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "storage cannot change after creation (volume claim templates are immutable)"
+    }]))]
     pub storage: StorageSpec,
     /// Bounds on the session timeouts the ensemble grants to clients.
     #[serde(default)]
