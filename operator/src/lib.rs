@@ -12,6 +12,7 @@ pub mod controller;
 pub mod crd;
 pub mod dereference;
 pub mod ensemble;
+pub mod events;
 pub mod http_server;
 pub mod leader_lease;
 pub mod metrics;

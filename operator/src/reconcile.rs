@@ -13,6 +13,7 @@ use crate::build::{self, BuildError};
 use crate::crd::CoordinationEnsemble;
 use crate::dereference::{self, ReadError};
 use crate::ensemble::{EnsembleAdmin, EnsembleView, StepError, run_action, wait_until};
+use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::names::EnsembleNames;
 use crate::plan::{self, Action, Phase};
@@ -54,6 +55,8 @@ pub struct Context<A> {
     pub metrics: Arc<Metrics>,
     /// The clock conditions are stamped with (fixed in tests).
     pub now: fn() -> Timestamp,
+    /// Where steps and failures are reported as Kubernetes Events.
+    pub events: EventSink,
     /// Consecutive failures per ensemble (`namespace/name`), for exponential requeue.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -62,6 +65,7 @@ impl<A> Context<A> {
     /// A context with the system clock.
     pub fn new(client: kube::Client, admin: A, settings: Settings, metrics: Arc<Metrics>) -> Self {
         Context {
+            events: EventSink::new(client.clone(), std::env::var("POD_NAME").ok()),
             client,
             admin,
             settings,
@@ -138,6 +142,9 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         Ok(spec) => spec,
         Err(invalid) => {
             tracing::warn!(error = %invalid, "spec is invalid; nothing applied");
+            ctx.events
+                .warning(ce, "InvalidSpec", &invalid.to_string())
+                .await;
             if let (Some(name), Some(ns)) = (&ce.metadata.name, &ce.metadata.namespace) {
                 let names = EnsembleNames::new(name, ns);
                 let status = status::invalid(
@@ -170,6 +177,7 @@ async fn reconcile_inner<A: EnsembleAdmin>(
             now,
             stuck_after: settings.stuck_after,
         });
+        ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
             tracing::warn!(error = %status_error, "cannot report the failed apply in the status");
         }
@@ -178,6 +186,9 @@ async fn reconcile_inner<A: EnsembleAdmin>(
 
     let mut step_error = None;
     let mut view = observed.ensemble.clone();
+    if let Some(action) = &plan.action {
+        ctx.events.step(ce, action).await;
+    }
     match plan.action {
         Some(Action::Membership(step)) => {
             tracing::info!(%step, "membership step");
@@ -205,6 +216,7 @@ async fn reconcile_inner<A: EnsembleAdmin>(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "membership step failed");
+                    ctx.events.warning(ce, "StepFailed", &e.to_string()).await;
                     step_error = Some(e);
                 }
             }

@@ -43,6 +43,8 @@ pub struct World {
     /// Members whose pods are not Ready.
     pub unready_pods: Vec<u64>,
     pub ensemble: FakeEnsemble,
+    /// Events published, as `Type Reason: note`.
+    pub events: Vec<String>,
     /// Answer the StatefulSet's apply with 422, as for a change to an immutable field.
     pub refuse_statefulset: bool,
 }
@@ -57,6 +59,7 @@ pub fn now() -> Timestamp {
 pub const NS: &str = "/api/v1/namespaces/prod";
 pub const APPS: &str = "/apis/apps/v1/namespaces/prod";
 pub const POLICY: &str = "/apis/policy/v1/namespaces/prod";
+pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 pub const CE: &str = "/apis/baton.dev/v1alpha1/namespaces/prod/coordinationensembles/zk";
 
 impl World {
@@ -78,6 +81,7 @@ spec: {spec}
             pods: Vec::new(),
             unready_pods: Vec::new(),
             ensemble,
+            events: Vec::new(),
             refuse_statefulset: false,
         }
     }
@@ -227,6 +231,16 @@ spec: {spec}
                     self.statefulset = Some(s.body.clone());
                 }
                 ok(s.body.clone())
+            }
+            (&Method::POST, p) if p == EVENTS => {
+                let b = &s.body;
+                self.events.push(format!(
+                    "{} {}: {}",
+                    b["type"].as_str().unwrap_or("?"),
+                    b["reason"].as_str().unwrap_or("?"),
+                    b["note"].as_str().unwrap_or("")
+                ));
+                (StatusCode::CREATED, s.body.clone())
             }
             (&Method::DELETE, p) if p.starts_with(&format!("{NS}/pods/")) => {
                 let name = p.rsplit('/').next().unwrap_or_default().to_string();

@@ -4,7 +4,7 @@
 mod api_server;
 mod fake_ensemble;
 
-use api_server::{APPS, CE, NS, POLICY, World, apply_lines, body, lines};
+use api_server::{APPS, CE, EVENTS, NS, POLICY, World, apply_lines, body, lines};
 use baton_operator::build::{StoredMembership, build};
 use baton_operator::crd::CoordinationEnsemble;
 use baton_operator::validate::validate;
@@ -112,8 +112,10 @@ async fn scale_up_three_to_five_adds_one_member_per_step() {
 
     let seen = world.reconcile().await;
     let mut expected = apply_lines(true);
+    expected.push(format!("POST {EVENTS}"));
     expected.push(format!("PATCH {CE}/status"));
     assert_eq!(lines(&seen), expected);
+    assert_eq!(world.events, vec!["Normal ScalingUp: add member 4"]);
     let cm = body(&seen, Method::PATCH, &format!("{NS}/configmaps/zk-config"));
     assert_eq!(cm["data"]["BATON_REPLICAS"], "4");
     assert_eq!(
@@ -176,6 +178,14 @@ async fn scale_down_five_to_three_removes_from_raft_before_the_pod_goes() {
         calls,
         vec!["transfer to 1 via 5", "remove 5 via 1", "remove 4 via 1"]
     );
+    assert_eq!(
+        world.events,
+        vec![
+            "Normal LeaderTransfer: move leadership from member 5 to member 1",
+            "Normal ScalingDown: remove member 5",
+            "Normal ScalingDown: remove member 4",
+        ]
+    );
     // The replicas fall only after Raft has dropped the member.
     assert_eq!(replicas, vec![5, 5, 4, 4, 3]);
     let cm = world.config_map.clone().expect("config map");
@@ -218,6 +228,15 @@ async fn an_image_change_restarts_followers_first_and_the_leader_last() {
     }
     assert_eq!(deleted, vec!["zk-0", "zk-2", "zk-1"]);
     assert_eq!(calls, vec!["transfer to 1 via 2"]);
+    assert_eq!(
+        world.events,
+        vec![
+            "Normal RollingUpdate: restart member 1 at the new revision",
+            "Normal RollingUpdate: restart member 3 at the new revision",
+            "Normal LeaderTransfer: move leadership from member 2 to member 1",
+            "Normal RollingUpdate: restart member 2 at the new revision",
+        ]
+    );
     assert!(world.pods.iter().all(|(_, rev)| rev == "r2"));
 }
 
@@ -288,8 +307,13 @@ async fn status_reports_members_leader_and_a_stuck_step() {
 async fn an_invalid_spec_is_reported_and_nothing_is_applied() {
     let mut world = World::new("{replicas: 4}", FakeEnsemble::default());
     let seen = world.reconcile().await;
-    assert_eq!(lines(&seen), vec![format!("PATCH {CE}/status")]);
-    let status = &seen[0].body["status"];
+    assert_eq!(
+        lines(&seen),
+        vec![format!("POST {EVENTS}"), format!("PATCH {CE}/status")]
+    );
+    assert_eq!(world.events.len(), 1);
+    assert!(world.events[0].starts_with("Warning InvalidSpec: spec.replicas is 4"));
+    let status = &seen[1].body["status"];
     assert_eq!(condition(status, "Degraded")["reason"], "InvalidSpec");
     assert!(
         condition(status, "Degraded")["message"]
@@ -311,6 +335,14 @@ async fn a_refused_apply_is_reported_in_the_status_and_retried() {
         Some(&format!("PATCH {CE}/status")),
         "{:?}",
         lines(&seen)
+    );
+    assert!(
+        world
+            .events
+            .iter()
+            .any(|e| e.starts_with("Warning ApplyFailed: apply StatefulSet zk")),
+        "{:?}",
+        world.events
     );
     let status = &seen.last().expect("a request").body["status"];
     assert_eq!(condition(status, "Degraded")["status"], "True");

@@ -1,0 +1,77 @@
+//! Kubernetes Events on the `CoordinationEnsemble` for every step the operator takes and every
+//! failure, so `kubectl describe ce` tells the story. Publishing is best effort: an Event that
+//! cannot be written is logged, never a reason to fail a reconcile.
+
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use crate::crd::CoordinationEnsemble;
+use crate::ensemble::MembershipStep;
+use crate::names::FIELD_MANAGER;
+use crate::plan::Action;
+
+/// Publishes Events as `baton-operator`.
+#[derive(Clone)]
+pub struct EventSink {
+    recorder: Recorder,
+}
+
+impl EventSink {
+    /// Events reported by `baton-operator` (instance `instance`, e.g. the pod name).
+    pub fn new(client: kube::Client, instance: Option<String>) -> Self {
+        EventSink {
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: FIELD_MANAGER.into(),
+                    instance,
+                },
+            ),
+        }
+    }
+
+    /// A Normal Event for a step about to be taken.
+    pub async fn step(&self, ce: &CoordinationEnsemble, action: &Action) {
+        let (reason, verb) = match action {
+            Action::Membership(MembershipStep::Add { .. }) => ("ScalingUp", "AddMember"),
+            Action::Membership(MembershipStep::Remove { .. }) => ("ScalingDown", "RemoveMember"),
+            Action::Membership(MembershipStep::Transfer { .. }) => {
+                ("LeaderTransfer", "TransferLeadership")
+            }
+            Action::RestartMember { .. } => ("RollingUpdate", "RestartMember"),
+        };
+        let note = match action {
+            Action::Membership(step) => step.to_string(),
+            Action::RestartMember { id } => format!("restart member {id} at the new revision"),
+        };
+        self.publish(ce, EventType::Normal, reason, verb, &note)
+            .await;
+    }
+
+    /// A Warning Event.
+    pub async fn warning(&self, ce: &CoordinationEnsemble, reason: &str, note: &str) {
+        self.publish(ce, EventType::Warning, reason, "Reconcile", note)
+            .await;
+    }
+
+    async fn publish(
+        &self,
+        ce: &CoordinationEnsemble,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            // The API server refuses notes over 1 kB.
+            note: Some(note.chars().take(1000).collect()),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &ce.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "cannot publish an Event");
+        }
+    }
+}
