@@ -184,49 +184,7 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         return Err(e.into());
     }
 
-    let mut step_error = None;
-    let mut view = observed.ensemble.clone();
-    if let Some(action) = &plan.action {
-        ctx.events.step(ce, action).await;
-    }
-    match plan.action {
-        Some(Action::Membership(step)) => {
-            tracing::info!(%step, "membership step");
-            let roster_size = plan
-                .membership
-                .replicas
-                .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas));
-            let roster = dereference::roster(&names, roster_size);
-            match run_action(&ctx.admin, &roster, step).await {
-                Ok(()) => {
-                    let what = step.to_string();
-                    match wait_until(&ctx.admin, &roster, &what, settings.settle_timeout, |v| {
-                        step.is_settled(v)
-                    })
-                    .await
-                    {
-                        Ok(settled) => view = settled,
-                        // Not an error: the next reconcile looks again, and a step that
-                        // never settles is reported as stuck.
-                        Err(e) => {
-                            tracing::info!(error = %e, "step not settled yet");
-                            view = EnsembleView::observe(&ctx.admin, &roster).await;
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "membership step failed");
-                    ctx.events.warning(ce, "StepFailed", &e.to_string()).await;
-                    step_error = Some(e);
-                }
-            }
-        }
-        Some(Action::RestartMember { id }) => {
-            tracing::info!(member = id, "restarting member for the rolling update");
-            apply::restart_member(&ctx.client, &names, id).await?;
-        }
-        None => {}
-    }
+    let (view, step_error) = take_step(ctx, ce, &names, &plan, &observed).await?;
 
     let status = status::compute(&StatusInputs {
         names: &names,
@@ -247,6 +205,54 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         Phase::Stable => Requeue::requeue(settings.stable_requeue),
         _ => Requeue::requeue(settings.step_requeue),
     })
+}
+
+/// Takes the plan's step, if any; returns the ensemble as it is afterwards and, if the
+/// ensemble refused the step, why (reported in the status, then retried with backoff).
+async fn take_step<A: EnsembleAdmin>(
+    ctx: &Context<A>,
+    ce: &CoordinationEnsemble,
+    names: &EnsembleNames,
+    plan: &plan::Plan,
+    observed: &plan::Observed,
+) -> Result<(EnsembleView, Option<StepError>), ReconcileError> {
+    let Some(action) = plan.action else {
+        return Ok((observed.ensemble.clone(), None));
+    };
+    ctx.events.step(ce, &action).await;
+    let step = match action {
+        Action::Membership(step) => step,
+        Action::RestartMember { id } => {
+            tracing::info!(member = id, "restarting member for the rolling update");
+            apply::restart_member(&ctx.client, names, id).await?;
+            return Ok((observed.ensemble.clone(), None));
+        }
+    };
+    tracing::info!(%step, "membership step");
+    let roster_size = plan
+        .membership
+        .replicas
+        .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas));
+    let roster = dereference::roster(names, roster_size);
+    if let Err(e) = run_action(&ctx.admin, &roster, step).await {
+        tracing::warn!(error = %e, "membership step failed");
+        ctx.events.warning(ce, "StepFailed", &e.to_string()).await;
+        return Ok((observed.ensemble.clone(), Some(e)));
+    }
+    let limit = ctx.settings.settle_timeout;
+    match wait_until(&ctx.admin, &roster, &step.to_string(), limit, |v| {
+        step.is_settled(v)
+    })
+    .await
+    {
+        Ok(settled) => Ok((settled, None)),
+        // Not an error: the next reconcile looks again, and a step that never settles is
+        // reported as stuck.
+        Err(e) => {
+            tracing::info!(error = %e, "step not settled yet");
+            Ok((EnsembleView::observe(&ctx.admin, &roster).await, None))
+        }
+    }
 }
 
 /// Requeues a failed reconcile after 1 s, 2 s, 4 s ... up to 5 minutes.
