@@ -39,7 +39,7 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         let since = input
             .previous
             .and_then(|p| p.step.as_ref())
-            .filter(|s| s.description == description)
+            .filter(|s| step_key(&s.description) == step_key(&description))
             .map(|s| s.since.clone())
             .unwrap_or_else(|| input.now.to_string());
         StepStatus { description, since }
@@ -182,6 +182,16 @@ pub async fn publish(
         })
 }
 
+/// What makes two descriptions the same step: a wait is one wait however its reason reads
+/// (members going from `[3]` to `[2, 3]` not ready must not restart the stuck clock).
+fn step_key(description: &str) -> &str {
+    if description.starts_with("Waiting") {
+        "Waiting"
+    } else {
+        description
+    }
+}
+
 fn member_id(id: u64) -> i64 {
     i64::try_from(id).unwrap_or(i64::MAX)
 }
@@ -223,5 +233,62 @@ fn condition(
         message,
         observed_generation: input.generation,
         last_transition_time: previous_time.unwrap_or(Time(input.now)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::StoredMembership;
+
+    fn inputs<'a>(
+        names: &'a EnsembleNames,
+        plan: &'a Plan,
+        view: &'a EnsembleView,
+        previous: Option<&'a CoordinationEnsembleStatus>,
+        now: &str,
+    ) -> StatusInputs<'a> {
+        StatusInputs {
+            names,
+            generation: Some(3),
+            plan,
+            view,
+            previous,
+            step_error: None,
+            now: now.parse().unwrap_or(Timestamp::UNIX_EPOCH),
+            stuck_after: Duration::from_secs(600),
+        }
+    }
+
+    fn waiting(why: &str) -> Plan {
+        Plan {
+            membership: StoredMembership {
+                replicas: 3,
+                bootstrap: 3,
+            },
+            action: None,
+            phase: Phase::Waiting(why.into()),
+        }
+    }
+
+    #[test]
+    fn a_wait_whose_reason_changes_is_still_one_step() {
+        let names = EnsembleNames::new("zk", "prod");
+        let view = EnsembleView::default();
+        let first = waiting("members [3] not ready");
+        let s1 = compute(&inputs(&names, &first, &view, None, "2026-01-01T00:00:00Z"));
+        let second = waiting("members [2, 3] not ready");
+        let s2 = compute(&inputs(
+            &names,
+            &second,
+            &view,
+            Some(&s1),
+            "2026-01-01T00:11:00Z",
+        ));
+        let step = s2.step.as_ref().map(|s| s.since.as_str());
+        assert_eq!(step, Some("2026-01-01T00:00:00Z"));
+        let degraded = s2.conditions.iter().find(|c| c.type_ == "Degraded");
+        assert_eq!(degraded.map(|c| c.reason.as_str()), Some("StepStuck"));
+        assert_eq!(s2.observed_generation, Some(3));
     }
 }
