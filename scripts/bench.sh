@@ -4,18 +4,29 @@
 #
 #   scripts/bench.sh [--quick] [--targets zk,baton] [--members 1|3|5]
 #
-#   --quick          ~2 s per cell instead of ~6 s (about 1.5 minutes instead of 3.5 on an idle build)
+#   --quick          ~2 s per cell instead of ~6 s, fewer failover rounds (about 2 minutes instead
+#                    of 5 on an idle build)
 #   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
 #   --members N      ensemble size (default 1: ZooKeeper standalone, Baton one member). With 3 or 5,
 #                    every member runs on loopback on this one machine, and the bench's workers are
 #                    spread round-robin across the members (worker i talks to member i mod N), so
 #                    most writes are forwarded by a follower to the leader, as in production.
+#                    With 3 or 5 members the table also has ensemble-failover: kill -9 the leader,
+#                    time until a write through a surviving member is accepted (baton-bench
+#                    restarts the killed member with the start script below and waits for it to
+#                    rejoin before the next round).
+#
+# The sidecar rows run real baton-sidecar processes (built here) against each server: HTTP lock
+# acquire+release, uncontended and contended, and /leader hand-over on SIGTERM.
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
 # Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper clients (and $ZK_QUORUM_PORT
 # (42888) for its quorum and election ports), and from $BATON_PORT (43181), $BATON_PEER_PORT
 # (43888) and $BATON_ADMIN_PORT (43080) for Baton.
+# Every member is started by a script of its own, $BENCH_DIR/run/start-<zk|baton>-<i>.sh, which
+# writes the member's pid (the server process itself: the script ends in exec) to
+# $BENCH_DIR/run/<zk|baton>-<i>.pid; that pid, and only that one, is what ensemble-failover kills.
 # Memory is the sum of every member's RSS.
 # Ratios read ">1 means Baton wins": Baton/ZK for ops/s, ZK/Baton for latencies and memory.
 set -euo pipefail
@@ -23,14 +34,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cell=6s
 election_rounds=30
+handover_rounds=30
+failover_rounds=10
 targets=zk,baton
 members=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) cell=2s; election_rounds=10 ;;
+    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -73,22 +86,51 @@ done
 bench=$root/target/release/baton-bench
 results=$work/results.jsonl
 
-packages=(-p baton-bench)
+# The sidecar rows run baton-sidecar against ZooKeeper too.
+packages=(-p baton-bench -p baton-sidecar)
 want baton && packages+=(-p baton-ensemble)
 echo "building ${packages[*]} (release)..." >&2
 (cd "$root" && cargo build --release --quiet "${packages[@]}")
 
 # Only what this script creates is removed, whatever $BENCH_DIR points at.
-rm -rf "$work/zk" "$work/baton"
-mkdir -p "$work"
+rm -rf "$work/zk" "$work/baton" "$work/run"
+mkdir -p "$work/run"
 : >"$results"
 
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # Members that ensemble-failover restarted are not our children; their pid files say where
+  # they are. A pid is stopped only while its command line still names this run's directory,
+  # so a stranger that reused the number is left alone.
+  local file pid
+  for file in "$work"/run/*.pid; do
+    [ -e "$file" ] || continue
+    pid=$(<"$file")
+    if [[ "$pid" =~ ^[0-9]+$ ]] && grep -qaF "$work/" "/proc/$pid/cmdline" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+    fi
+  done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+
+# Writes $work/run/start-$1-$2.sh, which runs member $2 of $1 (zk or baton) in the foreground:
+# it writes its own pid to $work/run/$1-$2.pid and then execs the server (arguments 4..), so the
+# pid is the server's own process, never a wrapper; output is appended to log $3.
+member_script() {
+  local name=$1 i=$2 log=$3; shift 3
+  local script=$work/run/start-$name-$i.sh
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'echo $$ >%q\n' "$work/run/$name-$i.pid"
+    printf 'exec'
+    printf ' %q' "$@"
+    printf ' >>%q 2>&1 </dev/null\n' "$log"
+  } >"$script"
+  chmod +x "$script"
+  : >"$log"
+}
 
 # Answers a four-letter word on HOST PORT (empty when nothing listens).
 four_letter() {
@@ -131,8 +173,9 @@ baton_ready() {
     curl -sf "http://127.0.0.1:${baton_admin_port[$i]}/readyz" >/dev/null
 }
 
-# Member $1 of a ZooKeeper quorum in the foreground: the same JVM flags as reference-zookeeper.sh
-# (which runs standalone only), plus the quorum's server list and this member's myid.
+# The data dir and config of member $1 of a ZooKeeper quorum, and its start script: the same JVM
+# flags as reference-zookeeper.sh (which runs standalone only), plus the quorum's server list and
+# this member's myid.
 zk_member() {
   local i=$1 dir=$work/zk/$1 j
   mkdir -p "$dir"
@@ -150,7 +193,8 @@ zk_member() {
       echo "server.$j=127.0.0.1:${zk_quorum_port[$j]}:${zk_election_port[$j]}"
     done
   } >"$dir/zoo.cfg"
-  exec java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
+  member_script zk "$i" "$work/zk-$i.log" \
+    java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
     -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \
     -cp "/usr/share/java/*:/etc/zookeeper/conf" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
@@ -163,21 +207,24 @@ baton_members=$(IFS=,; echo "${baton_members[*]}")
 zk_servers=() baton_servers=()
 for i in $(seq 1 "$members"); do
   if want zk; then
-    # Both ways exec java, so $! is the JVM whose memory we measure.
+    # Every way ends in exec java, so $! is the JVM whose memory we measure.
     if [ "$members" = 1 ]; then
-      "$root/scripts/reference-zookeeper.sh" "${zk_port[$i]}" "$work/zk" >"$work/zk.log" 2>&1 &
+      member_script zk 1 "$work/zk.log" \
+        "$root/scripts/reference-zookeeper.sh" "${zk_port[$i]}" "$work/zk"
     else
-      zk_member "$i" >"$work/zk-$i.log" 2>&1 &
+      zk_member "$i"
     fi
+    "$work/run/start-zk-$i.sh" &
     zk_pid[$i]=$!; pids+=("$!")
     zk_servers+=("127.0.0.1:${zk_port[$i]}")
   fi
   if want baton; then
     if [ "$members" = 1 ]; then baton_dir=$work/baton; else baton_dir=$work/baton/$i; fi
-    "$root/target/release/baton-ensemble" --id "$i" --data-dir "$baton_dir" \
+    member_script baton "$i" "$work/baton$([ "$members" = 1 ] || echo "-$i").log" \
+      "$root/target/release/baton-ensemble" --id "$i" --data-dir "$baton_dir" \
       --client-addr "127.0.0.1:${baton_port[$i]}" --peer-addr "127.0.0.1:${baton_peer_port[$i]}" \
-      --admin-addr "127.0.0.1:${baton_admin_port[$i]}" --members "$baton_members" \
-      >"$work/baton$([ "$members" = 1 ] || echo "-$i").log" 2>&1 &
+      --admin-addr "127.0.0.1:${baton_admin_port[$i]}" --members "$baton_members"
+    "$work/run/start-baton-$i.sh" &
     baton_pid[$i]=$!; pids+=("$!")
     baton_servers+=("127.0.0.1:${baton_port[$i]}")
   fi
@@ -218,10 +265,12 @@ disk_sync() {
 disk_sync disk-before
 
 # One cell of the matrix: the same arguments against every server, one after the other, so
-# background load on this shared machine hits both alike.
+# background load on this shared machine hits both alike. A literal {name} in an argument
+# becomes the server's name (zk or baton).
 cell() {
   for name in "${names[@]}"; do
-    "$bench" --servers "${server[$name]}" --label "$name" --json "$@" | tee -a "$results" |
+    "$bench" --servers "${server[$name]}" --label "$name" --json "${@//\{name\}/$name}" |
+      tee -a "$results" |
       jq -r '"  \(.label)\t\(.workload)\tworkers=\(.workers)\tops/s=\(.ops_per_sec)\tp50=\(.p50_us)us"' >&2
   done
 }
@@ -234,10 +283,18 @@ cell --workload mixed-90-10 --workers 10 --duration "$cell"
 cell --workload mixed-50-50 --workers 10 --duration "$cell"
 cell --workload lock-uncontended --workers 1 --duration "$cell"
 cell --workload lock-contended --workers 10 --duration "$cell"
+cell --workload sidecar-lock-uncontended --workers 1 --duration "$cell"
+cell --workload sidecar-lock-contended --workers 5 --duration "$cell"
 cell --workload election-failover --workers 5 --ops "$election_rounds"
+cell --workload sidecar-handover --workers 3 --ops "$handover_rounds"
 cell --workload watch-fanout --workers 100 --duration "$cell"
 cell --workload populate --workers 32 --ops 100000 --data-size 100
 for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "$name"); done
+# Last: it replaces members (new pids), which the memory figures above must not see.
+if [ "$members" -ge 3 ]; then
+  cell --workload ensemble-failover --ops "$failover_rounds" \
+    --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
+fi
 
 disk_sync disk-after
 echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2

@@ -45,6 +45,11 @@ impl Ensemble {
         })
     }
 
+    /// Every server, in `--servers` order.
+    pub fn servers(&self) -> &[String] {
+        &self.servers
+    }
+
     /// The server that worker `worker` connects to.
     pub fn server_for(&self, worker: usize) -> &str {
         &self.servers[worker % self.servers.len()]

@@ -40,6 +40,9 @@ pub enum BenchError {
     #[error("two sessions held the lock at once (this grant: {path})")]
     MutualExclusion { path: String },
 
+    #[error("fencing token {token} granted after token {previous}: tokens must rise")]
+    TokenNotRising { previous: i64, token: i64 },
+
     #[error("election hand-over went to {observed} but {expected} was next in line")]
     WrongLeader { expected: String, observed: String },
 
@@ -57,6 +60,39 @@ pub enum BenchError {
 
     #[error("invalid option: {0}")]
     InvalidOption(String),
+
+    #[error("HTTP {request} to {addr}: {source}")]
+    Http {
+        addr: String,
+        request: String,
+        source: hyper::Error,
+    },
+
+    #[error("HTTP {request} to {addr} answered {status}: {body}")]
+    HttpStatus {
+        addr: String,
+        request: String,
+        status: u16,
+        body: String,
+    },
+
+    #[error("HTTP {request} to {addr}: unexpected answer ({detail}): {body}")]
+    BadReply {
+        addr: String,
+        request: String,
+        detail: String,
+        body: String,
+    },
+
+    #[error("sidecar {identity}: {detail}")]
+    Sidecar { identity: String, detail: String },
+
+    #[error("ensemble member {member} ({server}): {detail}")]
+    Member {
+        member: usize,
+        server: String,
+        detail: String,
+    },
 }
 
 impl BenchError {

@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use baton_bench::budget::{Limit, parse_duration};
 use baton_bench::ensemble::Ensemble;
+use baton_bench::members::MemberControl;
+use baton_bench::sidecar::SidecarLauncher;
 use baton_bench::workload::{self, RunConfig, Workload};
 use clap::Parser;
 
@@ -23,18 +25,19 @@ struct Cli {
     #[arg(long, value_enum)]
     workload: Workload,
 
-    /// Sessions (workers, lock contenders, election candidates or watchers); each workload has
-    /// its own default.
+    /// Sessions (workers, lock contenders, election candidates or watchers), or sidecar
+    /// processes for the sidecar-* workloads; each workload has its own default.
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
 
-    /// Stop after this long (e.g. 10s, 500ms, 2m). Default 10s, except election-failover,
-    /// populate and fsync, which default to --ops 20, 100000 and 1000.
+    /// Stop after this long (e.g. 10s, 500ms, 2m). Default 10s, except election-failover and
+    /// sidecar-handover (--ops 20), ensemble-failover (--ops 5), populate (--ops 100000) and
+    /// fsync (--ops 1000).
     #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
     duration: Option<Duration>,
 
-    /// Stop after this many operations (hand-overs for election-failover, notifications for
-    /// watch-fanout, nodes for populate).
+    /// Stop after this many operations (hand-overs for election-failover and sidecar-handover,
+    /// leader kills for ensemble-failover, notifications for watch-fanout, nodes for populate).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     ops: Option<u64>,
 
@@ -53,6 +56,21 @@ struct Cli {
     /// Directory for the fsync workload's temp file (use the disk the servers write to).
     #[arg(long, value_name = "DIR", default_value = ".")]
     fsync_dir: PathBuf,
+
+    /// The baton-sidecar executable for the sidecar-* workloads (default: the one next to
+    /// this executable).
+    #[arg(long, value_name = "PATH")]
+    sidecar_bin: Option<PathBuf>,
+
+    /// ensemble-failover: the pid file of member {id} (1-based, --servers order), holding the
+    /// pid of the server process itself.
+    #[arg(long, value_name = "TEMPLATE", requires = "member_start")]
+    member_pid_file: Option<String>,
+
+    /// ensemble-failover: the executable that starts member {id} again in the background
+    /// (it rewrites the pid file and sends its output elsewhere).
+    #[arg(long, value_name = "TEMPLATE", requires = "member_pid_file")]
+    member_start: Option<String>,
 }
 
 impl Cli {
@@ -72,6 +90,10 @@ impl Cli {
             (None, Some(n)) => Limit::Ops(n),
             (None, None) => workload.default_limit(),
         };
+        let members = match (&self.member_pid_file, &self.member_start) {
+            (Some(pid_file), Some(start)) => Some(MemberControl::new(pid_file, start)?),
+            _ => None,
+        };
         let config = RunConfig {
             ensemble,
             workers,
@@ -79,6 +101,10 @@ impl Cli {
             data_size: self.data_size,
             label: self.label,
             fsync_dir: self.fsync_dir,
+            sidecar_bin: self
+                .sidecar_bin
+                .unwrap_or_else(SidecarLauncher::default_binary),
+            members,
         };
         Ok((workload, config, self.json))
     }

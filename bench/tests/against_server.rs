@@ -24,6 +24,8 @@ fn config(workers: usize, ops: u64) -> RunConfig {
         data_size: 100,
         label: "test".into(),
         fsync_dir: PathBuf::from("."),
+        sidecar_bin: baton_bench::sidecar::SidecarLauncher::default_binary(),
+        members: None,
     }
 }
 

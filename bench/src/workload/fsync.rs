@@ -55,6 +55,8 @@ mod tests {
             data_size: 0,
             label: "disk".into(),
             fsync_dir: dir.path().to_owned(),
+            sidecar_bin: "baton-sidecar".into(),
+            members: None,
         };
         let (latencies, _) = sync_loop(&config).expect("fsync loop");
         assert_eq!(latencies.count(), 5);
@@ -69,6 +71,8 @@ mod tests {
             data_size: 0,
             label: "disk".into(),
             fsync_dir: "/nonexistent/baton-bench".into(),
+            sidecar_bin: "baton-sidecar".into(),
+            members: None,
         };
         let err = sync_loop(&config).expect_err("no such directory");
         assert!(

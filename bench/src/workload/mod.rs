@@ -2,9 +2,13 @@
 
 mod crud;
 mod election;
+mod ensemble_failover;
 mod fanout;
 mod fsync;
 mod lock;
+mod sidecar_handover;
+mod sidecar_lock;
+mod sidecars;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,6 +22,7 @@ use crate::budget::{Budget, Limit};
 use crate::ensemble::Ensemble;
 use crate::error::BenchError;
 use crate::latency::LatencyRecorder;
+use crate::members::MemberControl;
 use crate::report::RunReport;
 
 /// Where every workload keeps its nodes; each run gets a fresh directory below it.
@@ -52,6 +57,15 @@ pub enum Workload {
     Populate,
     /// No server: appends 1 KiB and fdatasyncs in a temp file under --fsync-dir.
     Fsync,
+    /// One baton-sidecar per worker, each locking its own lock over HTTP (POST, then DELETE).
+    SidecarLockUncontended,
+    /// --workers baton-sidecars taking turns on one lock over HTTP.
+    SidecarLockContended,
+    /// --workers baton-sidecars in one election; SIGTERM the leader's, time until another's
+    /// GET /leader long-poll names the next leader.
+    SidecarHandover,
+    /// kill -9 the ensemble's leader; time until a write through a surviving member succeeds.
+    EnsembleFailover,
 }
 
 impl Workload {
@@ -68,13 +82,23 @@ impl Workload {
             Workload::WatchFanout => "watch-fanout",
             Workload::Populate => "populate",
             Workload::Fsync => "fsync",
+            Workload::SidecarLockUncontended => "sidecar-lock-uncontended",
+            Workload::SidecarLockContended => "sidecar-lock-contended",
+            Workload::SidecarHandover => "sidecar-handover",
+            Workload::EnsembleFailover => "ensemble-failover",
         }
     }
 
     /// Workers (sessions, candidates or watchers) when --workers is not given.
     pub fn default_workers(self) -> usize {
         match self {
-            Workload::CreateDelete | Workload::LockUncontended | Workload::Fsync => 1,
+            Workload::CreateDelete
+            | Workload::LockUncontended
+            | Workload::Fsync
+            | Workload::SidecarLockUncontended
+            | Workload::EnsembleFailover => 1,
+            Workload::SidecarLockContended => 5,
+            Workload::SidecarHandover => 3,
             Workload::GetData
             | Workload::Mixed90_10
             | Workload::Mixed50_50
@@ -88,7 +112,8 @@ impl Workload {
     /// The bound when neither --duration nor --ops is given.
     pub fn default_limit(self) -> Limit {
         match self {
-            Workload::ElectionFailover => Limit::Ops(20),
+            Workload::ElectionFailover | Workload::SidecarHandover => Limit::Ops(20),
+            Workload::EnsembleFailover => Limit::Ops(5),
             Workload::Populate => Limit::Ops(100_000),
             Workload::Fsync => Limit::Ops(1_000),
             _ => Limit::Duration(Duration::from_secs(10)),
@@ -110,6 +135,10 @@ pub struct RunConfig {
     pub data_size: usize,
     pub label: String,
     pub fsync_dir: PathBuf,
+    /// The `baton-sidecar` executable of the sidecar workloads.
+    pub sidecar_bin: PathBuf,
+    /// How ensemble-failover kills and restarts members.
+    pub members: Option<MemberControl>,
 }
 
 /// Runs `workload` once and reports what it measured.
@@ -131,6 +160,12 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         Workload::LockUncontended => lock::uncontended(servers()?, config, &dir).await?,
         Workload::ElectionFailover => election::failover(servers()?, config, &dir).await?,
         Workload::WatchFanout => fanout::run(servers()?, config, &dir).await?,
+        Workload::SidecarLockUncontended => {
+            sidecar_lock::run(servers()?, config, &dir, false).await?
+        }
+        Workload::SidecarLockContended => sidecar_lock::run(servers()?, config, &dir, true).await?,
+        Workload::SidecarHandover => sidecar_handover::run(servers()?, config, &dir).await?,
+        Workload::EnsembleFailover => ensemble_failover::run(servers()?, config, &dir).await?,
     };
     if let Some(ensemble) = &config.ensemble {
         let open = ensemble.wait_all_closed(SESSION_CLOSE_TIMEOUT).await;
