@@ -193,8 +193,12 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
         };
         return step(membership(action), Phase::Repairing);
     }
-    // Pods without a vote: the add of a scale-up step not (yet) done, or a lost answer.
-    if let Some(&missing) = expected.iter().find(|id| !voters.contains(id)) {
+    // Pods without a vote: the add of a scale-up step not (yet) done, or a lost answer. Only
+    // members that are wanted: a pod beyond the desired size goes rather than joins.
+    if let Some(&missing) = expected
+        .iter()
+        .find(|id| **id <= desired as u64 && !voters.contains(id))
+    {
         return step(
             membership(MembershipStep::Add {
                 leader,

@@ -278,3 +278,18 @@ fn a_rollout_replaces_broken_members_without_waiting_for_a_quorum() {
         "followers first"
     );
 }
+
+#[test]
+fn a_statefulset_scaled_behind_our_back_comes_back_to_the_spec() {
+    // Raised by hand: the extra pod is not added to Raft, the replicas just come back down.
+    let p = plan(3, &observed(4, 3, view(&[1, 2, 3], 1, &[])));
+    assert_eq!(p.action, None);
+    assert_eq!(p.membership.replicas, 3);
+    // Lowered by hand: the voter without a pod is removed first (its vote could cost the
+    // quorum), then it is added back as the spec asks.
+    let p = plan(3, &observed(2, 2, view(&[1, 2, 3], 1, &[3])));
+    assert_eq!(
+        p.action,
+        membership(MembershipStep::Remove { leader: 1, id: 3 })
+    );
+}
