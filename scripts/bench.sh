@@ -292,6 +292,7 @@ cell --workload populate --workers 32 --ops 100000 --data-size 100
 for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "$name"); done
 # Last: it replaces members (new pids), which the memory figures above must not see.
 if [ "$members" -ge 3 ]; then
+  echo "ensemble-failover: kill -9 of the leader, $failover_rounds round(s) each (bash reports each kill)" >&2
   cell --workload ensemble-failover --ops "$failover_rounds" \
     --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
 fi

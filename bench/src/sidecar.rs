@@ -142,13 +142,23 @@ fn parse_listening_line(line: &str) -> Option<SocketAddr> {
     line[start..].split_whitespace().next()?.parse().ok()
 }
 
-/// Keeps reading the sidecar's log so a full pipe never blocks it, passing lines to our log.
+/// Keeps reading the sidecar's log so a full pipe never blocks it, passing its warnings and
+/// errors on to our log (its start and stop lines only at debug: one pair per restart).
 fn forward_log(identity: String, mut lines: Lines<BufReader<ChildStderr>>) {
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
-            tracing::warn!(sidecar = %identity, "{line}");
+            if is_problem(&line) {
+                tracing::warn!(sidecar = %identity, "{line}");
+            } else {
+                tracing::debug!(sidecar = %identity, "{line}");
+            }
         }
     });
+}
+
+/// Whether a sidecar log line (`<time>  <LEVEL> <target>: ...`) is a warning or an error.
+fn is_problem(line: &str) -> bool {
+    matches!(line.split_whitespace().nth(1), Some("WARN" | "ERROR"))
 }
 
 impl Sidecar {
@@ -229,5 +239,17 @@ mod tests {
         assert_eq!(parse_listening_line("serving the HTTP API"), None);
         assert_eq!(parse_listening_line("other addr=127.0.0.1:1"), None);
         assert_eq!(parse_listening_line("serving the HTTP API addr=x"), None);
+    }
+
+    #[test]
+    fn only_warnings_and_errors_are_problems() {
+        assert!(is_problem(
+            "2026-11-23T13:39:03Z  WARN baton_sidecar::recipe: lost"
+        ));
+        assert!(is_problem("2026-11-23T13:39:03Z ERROR baton_sidecar: bad"));
+        assert!(!is_problem(
+            "2026-11-23T13:39:03Z  INFO baton_sidecar::sidecar: stopped"
+        ));
+        assert!(!is_problem("WARN"));
     }
 }

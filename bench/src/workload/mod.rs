@@ -176,10 +176,15 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
             );
         }
     }
+    // ensemble-failover has no workers of its own; its rows are told apart by ensemble size.
+    let workers = match (workload, &config.ensemble) {
+        (Workload::EnsembleFailover, Some(ensemble)) => ensemble.servers().len(),
+        _ => config.workers,
+    };
     Ok(RunReport::new(
         &config.label,
         workload.name(),
-        config.workers,
+        workers,
         &latencies,
         elapsed,
     ))
