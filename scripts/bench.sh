@@ -5,7 +5,8 @@
 #   scripts/bench.sh [--quick] [--targets zk,baton] [--members 1|3|5]
 #
 #   --quick          ~2 s per cell instead of ~6 s, fewer failover rounds (about 2 minutes instead
-#                    of 5 on an idle build)
+#                    of 5 on an idle build; --members 3 adds a minute or more for ensemble-failover,
+#                    whose rounds wait for the killed member to restart and rejoin)
 #   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
 #   --members N      ensemble size (default 1: ZooKeeper standalone, Baton one member). With 3 or 5,
 #                    every member runs on loopback on this one machine, and the bench's workers are
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -323,7 +324,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
     }
     END {
       a = target[1]; b = target[n]
-      printf "%-22s", "workload"
+      printf "%-28s", "workload"
       split("ops/s p50 p99 p999", metric, " ")
       for (m = 1; m <= 4; m++) {
         for (t = 1; t <= n; t++) printf " %12s", metric[m] "(" target[t] ")"
@@ -332,7 +333,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
       printf "\n"
       for (r = 1; r <= rows; r++) {
         key = order[r]
-        printf "%-22s", key
+        printf "%-28s", key
         for (t = 1; t <= n; t++) printf " %12.0f", ops[key, target[t]]
         if (n == 2) printf " %6s", ratio(ops[key, b], ops[key, a])
         for (t = 1; t <= n; t++) printf " %12s", lat(p50[key, target[t]])
@@ -346,7 +347,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
       printf "%s", disk
     }'
 
-printf '%-22s' "memory (RSS)"
+printf '%-28s' "memory (RSS)"
 for name in "${names[@]}"; do
   printf ' %s: %d MiB idle, %d MiB with 100k x 100 B znodes;' "$name" \
     $((rss_idle[$name] / 1024)) $((rss_full[$name] / 1024))

@@ -3,7 +3,9 @@
 //!
 //! Needs a server, so it is ignored by default:
 //! `BATON_BENCH_SERVERS=127.0.0.1:2181 cargo test -p baton-bench -- --ignored`
-//! (`scripts/reference-zookeeper.sh 2181 /tmp/zk &` starts Apache ZooKeeper).
+//! (`scripts/reference-zookeeper.sh 2181 /tmp/zk &` starts Apache ZooKeeper). The sidecar
+//! workloads also need `baton-sidecar`: `cargo build --release -p baton-sidecar`, or point
+//! BATON_BENCH_SIDECAR at one.
 
 use std::path::PathBuf;
 
@@ -24,8 +26,26 @@ fn config(workers: usize, ops: u64) -> RunConfig {
         data_size: 100,
         label: "test".into(),
         fsync_dir: PathBuf::from("."),
-        sidecar_bin: baton_bench::sidecar::SidecarLauncher::default_binary(),
+        sidecar_bin: sidecar_bin(),
         members: None,
+    }
+}
+
+/// The sidecar the sidecar workloads run: $BATON_BENCH_SIDECAR, else the workspace's release
+/// build.
+fn sidecar_bin() -> PathBuf {
+    std::env::var_os("BATON_BENCH_SIDECAR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/baton-sidecar"),
+        PathBuf::from,
+    )
+}
+
+/// The children of `path`, none when it does not exist.
+async fn children(client: &Client, path: &str) -> Vec<String> {
+    match client.list_children(path).await {
+        Ok(children) => children,
+        Err(Error::NoNode) => Vec::new(),
+        Err(err) => panic!("listing {path}: {err}"),
     }
 }
 
@@ -106,4 +126,34 @@ async fn populate_leaves_exactly_the_requested_nodes() {
             .expect("clean up");
     }
     observer.delete(&dir, None).await.expect("clean up");
+}
+
+#[tokio::test]
+#[ignore = "needs a server: BATON_BENCH_SERVERS=127.0.0.1:2181 cargo test -p baton-bench -- --ignored"]
+async fn sidecar_workloads_stop_at_their_bound_and_clean_up() {
+    let observer = Client::connect(&servers()).await.expect("connect observer");
+    let folders = async || {
+        (
+            children(&observer, "/baton/locks").await,
+            children(&observer, "/baton/elections").await,
+        )
+    };
+    let before = folders().await;
+    let cases = [
+        (Workload::SidecarLockUncontended, 2, 20),
+        (Workload::SidecarLockContended, 3, 20),
+        (Workload::SidecarHandover, 3, 4),
+    ];
+    for (workload, workers, ops) in cases {
+        let report = run(workload, &config(workers, ops))
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", workload.name()));
+        assert_eq!(report.ops, ops, "{}", workload.name());
+        assert!(
+            report.latency.p50.0 > 0.0,
+            "{}: {report:?}",
+            workload.name()
+        );
+        assert_eq!(folders().await, before, "{}", workload.name());
+    }
 }

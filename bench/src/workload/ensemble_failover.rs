@@ -65,9 +65,14 @@ pub(super) async fn run(
             .map_err(BenchError::op("create", &target))?;
     }
     let result = rounds(ensemble, control, config, &target, &data).await;
-    // Any member still up can clean up; the one that led may just have been killed.
-    let admin = connect_when_up(ensemble, 0, REJOIN_TIMEOUT).await?;
-    remove_dir(&admin, dir).await;
+    // Any member that is up can clean up (after a failed round, some may not be); a leftover
+    // directory never collides with a later run's.
+    for member in 0..ensemble.servers().len() {
+        if let Ok(admin) = ensemble.connect(member).await {
+            remove_dir(&admin, dir).await;
+            break;
+        }
+    }
     result
 }
 
@@ -109,7 +114,7 @@ async fn rounds(
         control.restart(leader + 1, &leader_server)?;
         let rejoined = connect_when_up(ensemble, leader, REJOIN_TIMEOUT).await?;
         let deadline = Instant::now() + REJOIN_TIMEOUT;
-        write_until_accepted(&rejoined, target, data, deadline).await?;
+        write_until_accepted(&rejoined, target, data, deadline, REJOIN_TIMEOUT).await?;
     }
     Ok((latencies, started.elapsed()))
 }
@@ -149,7 +154,9 @@ async fn first_accepted(
     for client in writers {
         let target = target.to_owned();
         let data = data.to_vec();
-        tasks.spawn(async move { write_until_accepted(&client, &target, &data, deadline).await });
+        tasks.spawn(async move {
+            write_until_accepted(&client, &target, &data, deadline, FAILOVER_TIMEOUT).await
+        });
     }
     let mut last_error = None;
     // The first success wins; dropping the set aborts the others and closes their sessions.
@@ -165,7 +172,8 @@ async fn first_accepted(
     }))
 }
 
-/// Retries setData on `target` until one is accepted, and returns when it was.
+/// Retries setData on `target` until one is accepted, and returns when it was; `deadline` ends
+/// the attempt (`limit` names it in the error).
 ///
 /// While the session is disconnected the client is reconnecting and reports when it has, so
 /// the next try waits for that event; while connected but refused, only trying again can tell.
@@ -174,10 +182,11 @@ async fn write_until_accepted(
     target: &str,
     data: &[u8],
     deadline: Instant,
+    limit: Duration,
 ) -> Result<Instant, BenchError> {
     let stuck = || BenchError::Timeout {
         what: format!("a setData of {target} accepted"),
-        timeout: FAILOVER_TIMEOUT,
+        timeout: limit,
     };
     let mut states = client.state_watcher();
     loop {
