@@ -4,7 +4,8 @@
 //! The reconciler is a pipeline, one module per stage: [`dereference`] (read what exists),
 //! [`validate`], [`build`] (pure: objects from the spec), [`plan`] (pure: the next membership or
 //! rollout step), [`apply`] (server-side apply), [`ensemble`] (the admin API steps) and
-//! [`status`]. [`reconcile`] strings them together; [`controller`] runs it.
+//! [`status`]. [`reconcile`] strings them together; [`controller`] runs it. [`webhook`] injects
+//! the sidecar into annotated pods.
 
 pub mod apply;
 pub mod build;
@@ -18,6 +19,8 @@ pub mod leader_lease;
 pub mod metrics;
 pub mod names;
 pub mod plan;
+pub mod probe;
 pub mod reconcile;
 pub mod status;
 pub mod validate;
+pub mod webhook;

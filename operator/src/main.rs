@@ -14,7 +14,14 @@ use baton_operator::ensemble::HttpAdmin;
 use baton_operator::leader_lease::{LeaderLease, LeaseConfig};
 use baton_operator::metrics::Metrics;
 use baton_operator::reconcile::{Context, Settings};
-use baton_operator::{controller, crd, http_server};
+use baton_operator::webhook::cert_store::CertStore;
+use baton_operator::webhook::certs;
+use baton_operator::webhook::inject::InjectSettings;
+use baton_operator::webhook::lookup::KubeEnsembles;
+use baton_operator::webhook::review::Injector;
+use baton_operator::webhook::server::{self, ReloadableCert, certified_key_from_dir};
+use baton_operator::{controller, crd, http_server, probe};
+use k8s_openapi::jiff::Timestamp;
 
 /// Baton's Kubernetes operator: reconciles CoordinationEnsemble resources into running,
 /// scalable, upgradable ensembles. Kubernetes access as kubectl finds it (in-cluster
@@ -32,6 +39,16 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print every CRD the operator owns as YAML (what crds/ holds).
     Crd,
+    /// GET a URL, exit 0 on 2xx: the injected sidecar's exec readiness probe (its HTTP API
+    /// listens on localhost, out of the kubelet's reach).
+    Probe {
+        /// What to GET (http only).
+        #[arg(long, default_value = "http://127.0.0.1:4040/readyz")]
+        url: String,
+        /// Fail when no answer comes within this many seconds.
+        #[arg(long, default_value_t = 2)]
+        timeout_secs: u64,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -61,15 +78,29 @@ struct RunArgs {
     /// Log one JSON object per line (for log pipelines) instead of text.
     #[arg(long, env = "BATON_LOG_JSON")]
     log_json: bool,
-    /// Not served yet (the injection webhook is issue 6): accepted so manifests can set it.
-    #[arg(long)]
+    /// Serve the sidecar-injection webhook (HTTPS, `POST /mutate-pods`) on this address.
+    #[arg(long, env = "BATON_WEBHOOK_ADDR")]
     webhook_addr: Option<SocketAddr>,
-    /// Not served yet (issue 6): the MutatingWebhookConfiguration to keep the CA bundle of.
-    #[arg(long)]
-    webhook_config_name: Option<String>,
-    /// Not served yet (issue 6): directory with tls.crt and tls.key for the webhook.
+    /// The MutatingWebhookConfiguration whose caBundles the operator keeps (own certificates).
+    #[arg(long, default_value = "baton-sidecar-injector")]
+    webhook_config_name: String,
+    /// Directory with tls.crt and tls.key (e.g. a cert-manager Secret), reloaded when they
+    /// change; without it the operator makes, stores and rotates its own certificates.
     #[arg(long)]
     webhook_cert_dir: Option<PathBuf>,
+    /// The webhook's Service in the operator's namespace (the serving certificate's DNS names).
+    #[arg(long, default_value = "baton-webhook")]
+    webhook_service: String,
+    /// The Secret in the operator's namespace keeping the operator-made CA and certificate.
+    #[arg(long, default_value = "baton-webhook-tls")]
+    webhook_secret: String,
+    /// Sidecar image when an ensemble's spec.sidecar.image names none (default: --default-image).
+    #[arg(long, env = "BATON_SIDECAR_IMAGE")]
+    sidecar_image: Option<String>,
+    /// Inject native sidecars (Kubernetes 1.29+); `false` injects plain containers, for older
+    /// clusters. A pod's `baton.dev/native-sidecar` annotation overrides it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    native_sidecar: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -81,6 +112,15 @@ fn main() -> anyhow::Result<()> {
                 .write_all(yaml.as_bytes())
                 .context("write the CRD to stdout")?;
             Ok(())
+        }
+        Command::Probe { url, timeout_secs } => {
+            let outcome = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the async runtime")?
+                .block_on(probe::probe(&url, Duration::from_secs(timeout_secs)));
+            // The kubelet shows an exec probe's output in the pod's events.
+            outcome.with_context(|| format!("probe {url}"))
         }
         Command::Run(args) => {
             let filter =
@@ -103,14 +143,6 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    if args.webhook_addr.is_some()
-        || args.webhook_config_name.is_some()
-        || args.webhook_cert_dir.is_some()
-    {
-        tracing::warn!(
-            "the sidecar injection webhook is not served yet (issue 6); webhook flags are ignored"
-        );
-    }
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
@@ -120,6 +152,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("no Kubernetes access (in-cluster or KUBECONFIG)")?;
+    if let Some(addr) = args.webhook_addr {
+        // Every replica serves the webhook, leader or not: the Service spreads reviews over them.
+        start_webhook(addr, &args, client.clone()).await?;
+    }
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
             .unwrap_or_else(|_| format!("baton-operator-{}", std::process::id()))
@@ -167,6 +203,62 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             anyhow::bail!("lost the leader lease")
         }
     }
+}
+
+async fn start_webhook(
+    addr: SocketAddr,
+    args: &RunArgs,
+    client: kube::Client,
+) -> anyhow::Result<()> {
+    let settings = InjectSettings {
+        image: args
+            .sidecar_image
+            .clone()
+            .unwrap_or_else(|| args.default_image.clone()),
+        native_sidecar: args.native_sidecar,
+    };
+    let cert = match &args.webhook_cert_dir {
+        Some(dir) => {
+            let (key, seen) = certified_key_from_dir(dir)
+                .with_context(|| format!("webhook certificate in {}", dir.display()))?;
+            let cert = ReloadableCert::new(key);
+            tokio::spawn(server::watch_cert_dir(
+                dir.clone(),
+                cert.clone(),
+                seen,
+                Duration::from_secs(60),
+            ));
+            cert
+        }
+        None => {
+            let store = CertStore {
+                client: client.clone(),
+                namespace: args.lease_namespace.clone(),
+                secret_name: args.webhook_secret.clone(),
+                webhook_config: args.webhook_config_name.clone(),
+                dns_names: certs::service_dns_names(&args.webhook_service, &args.lease_namespace),
+            };
+            // Serve at once with a throw-away certificate; the stored one replaces it as soon
+            // as the Secret is read, and the API server trusts only that one's CA anyway.
+            let interim = certs::new_bundle(&store.dns_names, None, Timestamp::now())
+                .context("make an interim webhook certificate")?;
+            let cert = ReloadableCert::new(server::certified_key(
+                interim.cert_pem.as_bytes(),
+                interim.key_pem.as_bytes(),
+                "interim certificate",
+            )?);
+            tokio::spawn(store.keep_rotated(cert.clone(), Duration::from_secs(3600)));
+            cert
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listen on {addr}"))?;
+    let tls = server::tls_config(cert).context("webhook TLS configuration")?;
+    let injector = Arc::new(Injector::new(KubeEnsembles::new(client), settings));
+    tracing::info!(%addr, "serving the sidecar-injection webhook");
+    tokio::spawn(server::serve(listener, tls, injector, shutdown_signal()));
+    Ok(())
 }
 
 async fn shutdown_signal() {

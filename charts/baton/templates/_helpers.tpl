@@ -26,3 +26,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: baton-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{- define "baton.webhookSecret" -}}
+{{- default (printf "%s-webhook-tls" (include "baton.fullname" .)) .Values.webhook.secretName -}}
+{{- end -}}

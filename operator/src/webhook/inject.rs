@@ -1,0 +1,297 @@
+//! The injection decision and the JSON patch: a pure function from the pod and the ensemble it
+//! uses to the patch, unit-tested from inline YAML (`tests.rs`).
+
+use json_patch::Patch;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::sidecar::{self, CONTAINER_NAME, SidecarSpec};
+use crate::crd::{CoordinationEnsemble, SidecarDefaults};
+use crate::names::EnsembleNames;
+
+/// `"true"` asks for the sidecar.
+pub const INJECT_ANNOTATION: &str = "baton.dev/inject";
+/// Elections to stand in (comma-separated); the owning workload's name when absent.
+pub const ELECTION_ANNOTATION: &str = "baton.dev/election";
+/// The ensemble, `NAME` (the pod's namespace) or `NAMESPACE/NAME`; the namespace's only one when
+/// absent.
+pub const ENSEMBLE_ANNOTATION: &str = "baton.dev/ensemble";
+/// `"false"` injects a plain container, for clusters before Kubernetes 1.29.
+pub const NATIVE_SIDECAR_ANNOTATION: &str = "baton.dev/native-sidecar";
+/// `"leader"` makes the sidecar's readiness (and so the pod's) follow leadership of the first
+/// election, for apps that cannot probe the localhost-only `/leader/ready` themselves;
+/// `"session"` (the default) follows the session.
+pub const READY_WHEN_ANNOTATION: &str = "baton.dev/ready-when";
+/// The sidecar needs this long after SIGTERM to resign and release its locks.
+pub const MIN_GRACE_SECONDS: i64 = 5;
+/// Longest election name the sidecar accepts.
+const MAX_ELECTION_LEN: usize = 128;
+
+/// Operator-wide injection settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectSettings {
+    /// Sidecar image when the ensemble's `spec.sidecar.image` names none.
+    pub image: String,
+    /// Native sidecars unless a pod's `baton.dev/native-sidecar` says otherwise.
+    pub native_sidecar: bool,
+}
+
+/// What the webhook needs of a `CoordinationEnsemble`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnsembleView {
+    /// `HOST:PORT` clients connect to.
+    pub endpoint: String,
+    /// `spec.sidecar`.
+    pub sidecar: SidecarDefaults,
+}
+
+impl EnsembleView {
+    /// The view of `ce`: its reported client endpoint, else the client Service the operator makes.
+    pub fn of(ce: &CoordinationEnsemble, pod_namespace: &str) -> EnsembleView {
+        let name = ce.metadata.name.as_deref().unwrap_or_default();
+        let namespace = ce.metadata.namespace.as_deref().unwrap_or(pod_namespace);
+        let endpoint = ce
+            .status
+            .as_ref()
+            .and_then(|s| s.client_endpoint.clone())
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| EnsembleNames::new(name, namespace).client_endpoint());
+        EnsembleView {
+            endpoint,
+            sidecar: ce.spec.sidecar.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Which ensemble a pod asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnsembleChoice {
+    /// `baton.dev/ensemble` names it.
+    Named { namespace: String, name: String },
+    /// The only one in the pod's namespace.
+    OnlyIn { namespace: String },
+}
+
+/// The first look at a pod, before any API lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wanted {
+    /// Pass the pod untouched, for this reason.
+    Skip(&'static str),
+    /// Inject, with the sidecar talking to this ensemble.
+    Inject(EnsembleChoice),
+}
+
+/// A pod that asks for the sidecar but cannot have it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    /// An election name the sidecar would refuse to start with.
+    #[error("{ELECTION_ANNOTATION}: {0}")]
+    BadElection(String),
+    /// Neither the annotation nor an owner nor the pod's name gives an election.
+    #[error(
+        "no election name: set the {ELECTION_ANNOTATION} annotation (the pod has no owner, name or generateName)"
+    )]
+    NoElection,
+    /// An annotation value that means nothing.
+    #[error("{annotation}: {value:?} is not {expected}")]
+    BadAnnotation {
+        annotation: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// Whether `pod` (created in `namespace`) asks for injection, and from which ensemble.
+pub fn wanted(pod: &Pod, namespace: &str) -> Wanted {
+    if annotation(pod, INJECT_ANNOTATION) != Some("true") {
+        return Wanted::Skip("not annotated baton.dev/inject: \"true\"");
+    }
+    if has_sidecar(pod) {
+        return Wanted::Skip("already has a baton-sidecar container");
+    }
+    let choice = match annotation(pod, ENSEMBLE_ANNOTATION).map(str::trim) {
+        Some(named) if !named.is_empty() => match named.split_once('/') {
+            Some((ns, name)) => EnsembleChoice::Named {
+                namespace: ns.into(),
+                name: name.into(),
+            },
+            None => EnsembleChoice::Named {
+                namespace: namespace.into(),
+                name: named.into(),
+            },
+        },
+        _ => EnsembleChoice::OnlyIn {
+            namespace: namespace.into(),
+        },
+    };
+    Wanted::Inject(choice)
+}
+
+/// The JSON patch that adds the sidecar to `pod`, which `wanted` said to inject.
+pub fn patch(
+    pod: &Pod,
+    ensemble: &EnsembleView,
+    settings: &InjectSettings,
+) -> Result<Patch, InjectError> {
+    let elections = elections(pod)?;
+    let native = match annotation(pod, NATIVE_SIDECAR_ANNOTATION) {
+        None => settings.native_sidecar,
+        Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            return Err(InjectError::BadAnnotation {
+                annotation: NATIVE_SIDECAR_ANNOTATION,
+                value: other.into(),
+                expected: "\"true\" or \"false\"",
+            });
+        }
+    };
+    let probe_url = match annotation(pod, READY_WHEN_ANNOTATION) {
+        None | Some("session") => sidecar::READYZ_URL,
+        Some("leader") => sidecar::LEADER_READY_URL,
+        Some(other) => {
+            return Err(InjectError::BadAnnotation {
+                annotation: READY_WHEN_ANNOTATION,
+                value: other.into(),
+                expected: "\"session\" or \"leader\"",
+            });
+        }
+    };
+    let spec = pod.spec.clone().unwrap_or_default();
+    let address_port_suffix = spec
+        .containers
+        .first()
+        .and_then(|c| c.ports.as_ref()?.first())
+        .map(|p| format!(":{}", p.container_port))
+        .unwrap_or_default();
+    let container = sidecar::container(&SidecarSpec {
+        image: settings.image.clone(),
+        ensemble_endpoint: ensemble.endpoint.clone(),
+        elections,
+        address_port_suffix,
+        label_pod: spec.automount_service_account_token != Some(false),
+        native,
+        probe_url,
+        defaults: ensemble.sidecar.clone(),
+    });
+    let container = serde_json::to_value(&container).unwrap_or(Value::Null);
+    let mut ops = Vec::new();
+    if native {
+        // First among the init containers, so later init containers can already use it.
+        match spec.init_containers.as_ref().filter(|c| !c.is_empty()) {
+            Some(_) => ops.push(add("/spec/initContainers/0", container)),
+            None => ops.push(add("/spec/initContainers", json!([container]))),
+        }
+    } else {
+        // Last, so `kubectl logs` and `exec` keep defaulting to the app.
+        ops.push(add("/spec/containers/-", container));
+    }
+    if spec
+        .termination_grace_period_seconds
+        .is_some_and(|s| s < MIN_GRACE_SECONDS)
+    {
+        ops.push(add(
+            "/spec/terminationGracePeriodSeconds",
+            json!(MIN_GRACE_SECONDS),
+        ));
+    }
+    Ok(serde_json::from_value(Value::Array(ops)).unwrap_or_default())
+}
+
+/// Whether `pod` already runs the sidecar (as a native sidecar or a plain container).
+pub fn has_sidecar(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .any(|c| c.name == CONTAINER_NAME)
+    })
+}
+
+/// `baton.dev/election`, else the owning workload's name, else the pod's own.
+pub fn elections(pod: &Pod) -> Result<String, InjectError> {
+    if let Some(value) = annotation(pod, ELECTION_ANNOTATION) {
+        let names: Vec<&str> = value.split(',').map(str::trim).collect();
+        for (i, name) in names.iter().enumerate() {
+            check_election(name)?;
+            if names[..i].contains(name) {
+                return Err(InjectError::BadElection(format!("{name:?} is given twice")));
+            }
+        }
+        return Ok(names.join(","));
+    }
+    let name = workload_name(pod).ok_or(InjectError::NoElection)?;
+    check_election(&name)?;
+    Ok(name)
+}
+
+/// The name of the workload that made `pod`: a ReplicaSet's Deployment (its name without the
+/// pod-template-hash), a StatefulSet's or any other controller's own name; for a bare pod its
+/// `generateName` without the trailing dash, else its name.
+pub fn workload_name(pod: &Pod) -> Option<String> {
+    let meta = &pod.metadata;
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    if let Some(owner) = owner {
+        if owner.kind == "ReplicaSet" {
+            let hash = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("pod-template-hash"));
+            let stripped = match hash {
+                Some(hash) => owner.name.strip_suffix(&format!("-{hash}")),
+                None => owner.name.rsplit_once('-').map(|(head, _)| head),
+            };
+            return Some(stripped.unwrap_or(&owner.name).to_string());
+        }
+        return Some(owner.name.clone());
+    }
+    let generated = meta
+        .generate_name
+        .as_deref()
+        .map(|g| g.trim_end_matches('-'))
+        .filter(|g| !g.is_empty());
+    generated
+        .or(meta.name.as_deref().filter(|n| !n.is_empty()))
+        .map(str::to_string)
+}
+
+/// The sidecar's rules for election names (sidecar/src/recipe/names.rs and config.rs).
+fn check_election(name: &str) -> Result<(), InjectError> {
+    let bad = |why: String| Err(InjectError::BadElection(why));
+    match name.chars().next() {
+        None => return bad("an election name is empty".into()),
+        Some(first) if !first.is_ascii_alphanumeric() => {
+            return bad(format!("{name:?} must start with a letter or digit"));
+        }
+        Some(_) => {}
+    }
+    if name.len() > MAX_ELECTION_LEN {
+        return bad(format!("{name:?} is longer than {MAX_ELECTION_LEN} bytes"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return bad(format!("{name:?} contains {c:?}"));
+    }
+    if matches!(name, "ready" | "resign") {
+        return bad(format!("{name:?} is reserved"));
+    }
+    Ok(())
+}
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn add(path: &str, value: Value) -> Value {
+    json!({"op": "add", "path": path, "value": value})
+}

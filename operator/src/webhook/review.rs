@@ -1,0 +1,169 @@
+//! One AdmissionReview v1 in, one out. The response is written here rather than with kube's
+//! `AdmissionResponse`, whose `patch` serializes as an array of numbers (kube-rs #1781): the API
+//! server reads a `[]byte` field only as a base64 string.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use serde::Serialize;
+
+use super::inject::{self, EnsembleView, InjectSettings, Wanted};
+use super::lookup::{EnsembleLookup, resolve};
+
+/// Answers AdmissionReviews for pods.
+pub struct Injector<L> {
+    lookup: L,
+    settings: InjectSettings,
+}
+
+/// The HTTP status and JSON body to send back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// 200 for every review the webhook could read, 400 for one it could not.
+    pub status: u16,
+    /// An AdmissionReview with only `response` set.
+    pub body: Vec<u8>,
+}
+
+impl<L: EnsembleLookup> Injector<L> {
+    /// An injector finding ensembles through `lookup`.
+    pub fn new(lookup: L, settings: InjectSettings) -> Self {
+        Injector { lookup, settings }
+    }
+
+    /// Answers the AdmissionReview in `body`.
+    pub async fn review(&self, body: &[u8]) -> Answer {
+        let request: AdmissionRequest<Pod> =
+            match serde_json::from_slice::<AdmissionReview<Pod>>(body)
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.try_into().map_err(|_| "no request in the review".into()))
+            {
+                Ok(request) => request,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable AdmissionReview");
+                    return answer(
+                        400,
+                        Response::denied(
+                            String::new(),
+                            400,
+                            format!("not an AdmissionReview v1: {e}"),
+                        ),
+                    );
+                }
+            };
+        let uid = request.uid.clone();
+        let namespace = request.namespace.clone().unwrap_or_default();
+        let Some(pod) = request
+            .object
+            .as_ref()
+            .filter(|_| request.operation == Operation::Create)
+        else {
+            return answer(200, Response::allowed(uid));
+        };
+        let name = pod_name(pod, &request.name);
+        let choice = match inject::wanted(pod, &namespace) {
+            Wanted::Skip(why) => {
+                tracing::debug!(pod = %name, %namespace, why, "not injecting");
+                return answer(200, Response::allowed(uid));
+            }
+            Wanted::Inject(choice) => choice,
+        };
+        let ensemble = match resolve(&self.lookup, &choice).await {
+            Ok(ce) => EnsembleView::of(&ce, &namespace),
+            Err(message) => {
+                tracing::info!(pod = %name, %namespace, %message, "injection denied");
+                return answer(200, Response::denied(uid, 403, message));
+            }
+        };
+        match inject::patch(pod, &ensemble, &self.settings) {
+            Ok(patch) => {
+                tracing::info!(pod = %name, %namespace, ensemble = %ensemble.endpoint, "injecting the sidecar");
+                let bytes = serde_json::to_vec(&patch).unwrap_or_default();
+                answer(200, Response::patched(uid, &bytes))
+            }
+            Err(e) => {
+                tracing::info!(pod = %name, %namespace, error = %e, "injection denied");
+                answer(200, Response::denied(uid, 400, e.to_string()))
+            }
+        }
+    }
+}
+
+fn pod_name(pod: &Pod, request_name: &str) -> String {
+    pod.metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| pod.metadata.generate_name.clone())
+        .unwrap_or_else(|| request_name.to_string())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Review {
+    api_version: &'static str,
+    kind: &'static str,
+    response: Response,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response {
+    uid: String,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Status {
+    code: u16,
+    message: String,
+}
+
+impl Response {
+    fn allowed(uid: String) -> Self {
+        Response {
+            uid,
+            allowed: true,
+            status: None,
+            patch: None,
+            patch_type: None,
+        }
+    }
+
+    fn patched(uid: String, patch: &[u8]) -> Self {
+        Response {
+            patch: Some(STANDARD.encode(patch)),
+            patch_type: Some("JSONPatch"),
+            ..Response::allowed(uid)
+        }
+    }
+
+    fn denied(uid: String, code: u16, message: String) -> Self {
+        Response {
+            uid,
+            allowed: false,
+            status: Some(Status { code, message }),
+            patch: None,
+            patch_type: None,
+        }
+    }
+}
+
+fn answer(status: u16, response: Response) -> Answer {
+    let review = Review {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response,
+    };
+    Answer {
+        status,
+        body: serde_json::to_vec(&review).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,242 @@
+//! HTTPS for the webhook: rustls (ring) with a certificate that can be swapped while serving, and
+//! hyper answering `POST /mutate-pods` (and `GET /healthz`).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::ServerConfig;
+use rustls::crypto::ring;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::lookup::EnsembleLookup;
+use super::review::Injector;
+
+/// The path the MutatingWebhookConfiguration calls.
+pub const MUTATE_PODS_PATH: &str = "/mutate-pods";
+/// Largest AdmissionReview read (the API server's own request limit is 3 MiB).
+const MAX_BODY: usize = 6 * 1024 * 1024;
+/// A client that has not finished its TLS handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A certificate or key could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// No certificate in the PEM.
+    #[error("no certificate in {0}")]
+    NoCertificate(String),
+    /// The PEM held no usable private key.
+    #[error("no private key in {what}: {reason}")]
+    BadKey { what: String, reason: String },
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The serving certificate, replaceable while connections are served (rotation never restarts
+/// the server; a handshake takes whichever certificate is current).
+#[derive(Debug)]
+pub struct ReloadableCert {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl ReloadableCert {
+    /// Serves `key` until `replace`d.
+    pub fn new(key: CertifiedKey) -> Arc<Self> {
+        Arc::new(ReloadableCert {
+            current: RwLock::new(Arc::new(key)),
+        })
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn replace(&self, key: CertifiedKey) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        *current = Arc::new(key);
+    }
+
+    fn get(&self) -> Arc<CertifiedKey> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl ResolvesServerCert for ReloadableCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.get())
+    }
+}
+
+/// A certificate chain and its key from PEM (`what` names them in errors).
+pub fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    what: &str,
+) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .filter_map(Result::ok)
+        .collect();
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(what.into()));
+    }
+    let bad_key = |reason: String| TlsError::BadKey {
+        what: what.into(),
+        reason,
+    };
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| bad_key(e.to_string()))?;
+    let signer = ring::sign::any_supported_type(&key).map_err(|e| bad_key(e.to_string()))?;
+    Ok(CertifiedKey::new(chain, signer))
+}
+
+/// `tls.crt` and `tls.key` from `dir` (a mounted cert-manager Secret).
+pub fn certified_key_from_dir(dir: &Path) -> Result<(CertifiedKey, Vec<u8>), TlsError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| TlsError::Read { path, source })
+    };
+    let cert = read("tls.crt")?;
+    let key = read("tls.key")?;
+    let certified = certified_key(&cert, &key, &dir.display().to_string())?;
+    let mut fingerprint = cert;
+    fingerprint.extend_from_slice(&key);
+    Ok((certified, fingerprint))
+}
+
+/// Reloads `dir` whenever its files change (kubelet swaps a mounted Secret's files atomically),
+/// checking every `every`.
+pub async fn watch_cert_dir(
+    dir: PathBuf,
+    cert: Arc<ReloadableCert>,
+    mut seen: Vec<u8>,
+    every: Duration,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match certified_key_from_dir(&dir) {
+            Ok((key, fingerprint)) if fingerprint != seen => {
+                cert.replace(key);
+                seen = fingerprint;
+                tracing::info!(dir = %dir.display(), "webhook certificate reloaded");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot reload the webhook certificate"),
+        }
+    }
+}
+
+/// A rustls server configuration (ring provider) serving `cert`.
+pub fn tls_config(cert: Arc<ReloadableCert>) -> Result<Arc<ServerConfig>, TlsError> {
+    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves the webhook on `listener` until `shutdown` completes.
+pub async fn serve<L: EnsembleLookup>(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    injector: Arc<Injector<L>>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook accept failed");
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let acceptor = acceptor.clone();
+        let injector = injector.clone();
+        tokio::spawn(async move {
+            let stream =
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "webhook TLS handshake timed out");
+                        return;
+                    }
+                };
+            let service = service_fn(move |req| {
+                let injector = injector.clone();
+                async move { Ok::<_, Infallible>(handle(&injector, req).await) }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn handle<L: EnsembleLookup>(
+    injector: &Injector<L>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, MUTATE_PODS_PATH) => {
+            let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        "text/plain",
+                        format!("{e}\n").into(),
+                    );
+                }
+            };
+            let answer = injector.review(&body).await;
+            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+            reply(status, "application/json", answer.body.into())
+        }
+        (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    response
+}

@@ -1,0 +1,306 @@
+//! The injection decision and patch, from inline YAML pods.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::Value;
+
+use super::inject::{self, EnsembleChoice, EnsembleView, InjectError, InjectSettings, Wanted};
+use super::sidecar::CONTAINER_NAME;
+use crate::crd::{CoordinationEnsemble, SidecarDefaults};
+
+fn pod(yaml: &str) -> Pod {
+    serde_saphyr::from_str(yaml).expect("test YAML parses")
+}
+
+fn settings() -> InjectSettings {
+    InjectSettings {
+        image: "baton:dev".into(),
+        native_sidecar: true,
+    }
+}
+
+fn view() -> EnsembleView {
+    EnsembleView {
+        endpoint: "zk-client.prod.svc:2181".into(),
+        sidecar: SidecarDefaults::default(),
+    }
+}
+
+/// `pod` after its patch.
+fn patched(pod: &Pod, view: &EnsembleView, settings: &InjectSettings) -> Pod {
+    let patch = inject::patch(pod, view, settings).expect("patch");
+    let mut doc = serde_json::to_value(pod).expect("pod serializes");
+    json_patch::patch(&mut doc, &patch).expect("patch applies");
+    serde_json::from_value(doc).expect("a valid Pod")
+}
+
+fn sidecar(pod: &Pod) -> Container {
+    let spec = pod.spec.as_ref().expect("spec");
+    let all: Vec<&Container> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .filter(|c| c.name == CONTAINER_NAME)
+        .collect();
+    assert_eq!(all.len(), 1, "exactly one sidecar");
+    all[0].clone()
+}
+
+fn env(c: &Container, name: &str) -> Value {
+    let var = c
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .unwrap_or_else(|| panic!("no {name}"));
+    serde_json::to_value(var).expect("env serializes")
+}
+
+const DEPLOYMENT_POD: &str = r#"
+metadata:
+  generateName: web-7d9f8c6b5-
+  labels: {app: web, pod-template-hash: 7d9f8c6b5}
+  annotations: {baton.dev/inject: "true"}
+  ownerReferences:
+  - {apiVersion: apps/v1, kind: ReplicaSet, name: web-7d9f8c6b5, uid: u1, controller: true}
+spec:
+  containers:
+  - name: app
+    image: web:1
+    ports: [{containerPort: 8080}]
+"#;
+
+#[test]
+fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
+    let original = pod(DEPLOYMENT_POD);
+    assert_eq!(
+        inject::wanted(&original, "prod"),
+        Wanted::Inject(EnsembleChoice::OnlyIn {
+            namespace: "prod".into()
+        })
+    );
+    let after = patched(&original, &view(), &settings());
+    let spec = after.spec.as_ref().expect("spec");
+    assert_eq!(spec.init_containers.as_ref().map(Vec::len), Some(1));
+    let c = sidecar(&after);
+    assert_eq!(c.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(c.image.as_deref(), Some("baton:dev"));
+    assert_eq!(c.command, Some(vec!["baton-sidecar".to_string()]));
+    assert_eq!(env(&c, "BATON_ELECTION")["value"], "web");
+    assert_eq!(
+        env(&c, "BATON_ENSEMBLE")["value"],
+        "zk-client.prod.svc:2181"
+    );
+    assert_eq!(env(&c, "BATON_LISTEN")["value"], "127.0.0.1:4040");
+    assert_eq!(env(&c, "BATON_ADDRESS")["value"], "$(BATON_POD_IP):8080");
+    assert_eq!(
+        env(&c, "BATON_POD_IP")["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert_eq!(
+        env(&c, "BATON_IDENTITY")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(
+        env(&c, "BATON_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    let probe = c.readiness_probe.expect("readiness probe");
+    let command = probe.exec.and_then(|e| e.command).expect("exec probe");
+    assert_eq!(
+        command.last().map(String::as_str),
+        Some("http://127.0.0.1:4040/readyz")
+    );
+    assert!(c.resources.is_some());
+    assert_eq!(spec.containers.len(), 1, "the app is untouched");
+
+    let leader_only = DEPLOYMENT_POD.replace(
+        "{baton.dev/inject: \"true\"}",
+        "{baton.dev/inject: \"true\", baton.dev/ready-when: leader}",
+    );
+    let c = sidecar(&patched(&pod(&leader_only), &view(), &settings()));
+    let command = c
+        .readiness_probe
+        .and_then(|p| p.exec?.command)
+        .expect("exec probe");
+    assert_eq!(
+        command.last().map(String::as_str),
+        Some("http://127.0.0.1:4040/leader/ready")
+    );
+}
+
+#[test]
+fn the_sidecar_goes_before_existing_init_containers() {
+    let pod = pod(r#"
+metadata:
+  name: job-pod
+  annotations: {baton.dev/inject: "true", baton.dev/election: "migrate"}
+spec:
+  initContainers: [{name: setup, image: busybox}]
+  containers: [{name: app, image: app:1}]
+"#);
+    let after = patched(&pod, &view(), &settings());
+    let init = after.spec.and_then(|s| s.init_containers).expect("init");
+    let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, [CONTAINER_NAME, "setup"]);
+}
+
+#[test]
+fn election_names_come_from_the_owner_or_the_pod() {
+    let statefulset = pod(r#"
+metadata:
+  name: db-2
+  annotations: {baton.dev/inject: "true"}
+  ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: db, uid: u, controller: true}]
+spec: {containers: [{name: db, image: db}]}
+"#);
+    assert_eq!(inject::elections(&statefulset), Ok("db".into()));
+    let bare = pod(
+        "metadata: {name: solo, annotations: {baton.dev/inject: \"true\"}}\nspec: {containers: []}",
+    );
+    assert_eq!(inject::elections(&bare), Ok("solo".into()));
+    let generated = pod(
+        "metadata: {generateName: batch-, annotations: {baton.dev/inject: \"true\"}}\nspec: {containers: []}",
+    );
+    assert_eq!(inject::elections(&generated), Ok("batch".into()));
+    // A ReplicaSet without the hash label: its last dash-segment is the hash.
+    let rs = pod(r#"
+metadata:
+  annotations: {baton.dev/inject: "true"}
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: api-server-5c4d, uid: u, controller: true}]
+spec: {containers: []}
+"#);
+    assert_eq!(inject::elections(&rs), Ok("api-server".into()));
+    let named = pod(r#"
+metadata:
+  name: x
+  annotations: {baton.dev/inject: "true", baton.dev/election: "a, b.c"}
+spec: {containers: []}
+"#);
+    assert_eq!(inject::elections(&named), Ok("a,b.c".into()));
+}
+
+#[test]
+fn bad_election_names_are_refused_before_the_sidecar_would_be() {
+    for bad in ["ready", "a,a", "-x", "a b", ""] {
+        let yaml = format!(
+            "metadata: {{name: x, annotations: {{baton.dev/election: \"{bad}\"}}}}\nspec: {{containers: []}}"
+        );
+        assert!(
+            matches!(
+                inject::elections(&pod(&yaml)),
+                Err(InjectError::BadElection(_))
+            ),
+            "{bad:?} accepted"
+        );
+    }
+    let nameless =
+        pod("metadata: {annotations: {baton.dev/inject: \"true\"}}\nspec: {containers: []}");
+    assert_eq!(inject::elections(&nameless), Err(InjectError::NoElection));
+}
+
+#[test]
+fn pods_without_the_annotation_or_with_the_sidecar_are_skipped() {
+    let plain = pod("metadata: {name: a}\nspec: {containers: [{name: app}]}");
+    assert!(matches!(inject::wanted(&plain, "prod"), Wanted::Skip(_)));
+    let off = pod(
+        "metadata: {name: a, annotations: {baton.dev/inject: \"false\"}}\nspec: {containers: [{name: app}]}",
+    );
+    assert!(matches!(inject::wanted(&off, "prod"), Wanted::Skip(_)));
+    let once = patched(&pod(DEPLOYMENT_POD), &view(), &settings());
+    assert!(inject::has_sidecar(&once));
+    assert!(matches!(inject::wanted(&once, "prod"), Wanted::Skip(_)));
+}
+
+#[test]
+fn the_ensemble_annotation_names_one_here_or_elsewhere() {
+    let here = pod(
+        "metadata: {name: a, annotations: {baton.dev/inject: \"true\", baton.dev/ensemble: zk}}\nspec: {containers: []}",
+    );
+    assert_eq!(
+        inject::wanted(&here, "prod"),
+        Wanted::Inject(EnsembleChoice::Named {
+            namespace: "prod".into(),
+            name: "zk".into()
+        })
+    );
+    let there = pod(
+        "metadata: {name: a, annotations: {baton.dev/inject: \"true\", baton.dev/ensemble: shared/zk}}\nspec: {containers: []}",
+    );
+    assert_eq!(
+        inject::wanted(&there, "prod"),
+        Wanted::Inject(EnsembleChoice::Named {
+            namespace: "shared".into(),
+            name: "zk".into()
+        })
+    );
+}
+
+#[test]
+fn older_clusters_get_a_plain_container_last() {
+    let mut settings = settings();
+    settings.native_sidecar = false;
+    let after = patched(&pod(DEPLOYMENT_POD), &view(), &settings);
+    let spec = after.spec.as_ref().expect("spec");
+    assert!(spec.init_containers.is_none());
+    assert_eq!(
+        spec.containers.last().map(|c| c.name.as_str()),
+        Some(CONTAINER_NAME)
+    );
+    assert_eq!(sidecar(&after).restart_policy, None);
+    // The annotation overrides the operator's default both ways.
+    let yaml = DEPLOYMENT_POD.replace(
+        "{baton.dev/inject: \"true\"}",
+        "{baton.dev/inject: \"true\", baton.dev/native-sidecar: \"true\"}",
+    );
+    let after = patched(&pod(&yaml), &view(), &settings);
+    assert_eq!(sidecar(&after).restart_policy.as_deref(), Some("Always"));
+    let bad = DEPLOYMENT_POD.replace(
+        "{baton.dev/inject: \"true\"}",
+        "{baton.dev/inject: \"true\", baton.dev/native-sidecar: \"no\"}",
+    );
+    assert!(matches!(
+        inject::patch(&pod(&bad), &view(), &settings),
+        Err(InjectError::BadAnnotation { .. })
+    ));
+}
+
+#[test]
+fn ensemble_defaults_and_a_short_grace_period_are_applied() {
+    let ce: CoordinationEnsemble = serde_saphyr::from_str(
+        r#"
+apiVersion: baton.dev/v1alpha1
+kind: CoordinationEnsemble
+metadata: {name: zk, namespace: prod}
+spec:
+  sidecar:
+    image: baton:sidecar
+    sessionTimeout: 20s
+    resources: {requests: {cpu: 5m}}
+"#,
+    )
+    .expect("ensemble");
+    let view = EnsembleView::of(&ce, "prod");
+    assert_eq!(
+        view.endpoint, "zk-client.prod.svc:2181",
+        "the client Service before any status"
+    );
+    let yaml = DEPLOYMENT_POD.replace(
+        "spec:\n",
+        "spec:\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n",
+    );
+    let after = patched(&pod(&yaml), &view, &settings());
+    let c = sidecar(&after);
+    assert_eq!(c.image.as_deref(), Some("baton:sidecar"));
+    assert_eq!(env(&c, "BATON_SESSION_TIMEOUT")["value"], "20s");
+    let requests = c.resources.and_then(|r| r.requests).expect("requests");
+    assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("5m"));
+    assert!(
+        !c.env.iter().flatten().any(|e| e.name == "BATON_POD"),
+        "no token, no pod labelling"
+    );
+    assert_eq!(
+        after.spec.and_then(|s| s.termination_grace_period_seconds),
+        Some(inject::MIN_GRACE_SECONDS)
+    );
+}

@@ -1,0 +1,459 @@
+//! A real TLS server on loopback with a generated CA; the client trusts only that CA, sends
+//! AdmissionReviews, and applies the returned JSON patch to the pod it sent.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use baton_operator::crd::CoordinationEnsemble;
+use baton_operator::webhook::certs::{self, CertBundle};
+use baton_operator::webhook::inject::InjectSettings;
+use baton_operator::webhook::lookup::{EnsembleLookup, LookupError};
+use baton_operator::webhook::review::Injector;
+use baton_operator::webhook::server::{self, ReloadableCert};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+/// Ensembles the fake lookup knows, all in their own namespaces.
+struct Ensembles(Vec<CoordinationEnsemble>);
+
+impl EnsembleLookup for Ensembles {
+    async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<CoordinationEnsemble>, LookupError> {
+        Ok(self
+            .0
+            .iter()
+            .find(|ce| {
+                ce.metadata.namespace.as_deref() == Some(namespace)
+                    && ce.metadata.name.as_deref() == Some(name)
+            })
+            .cloned())
+    }
+
+    async fn list(&self, namespace: &str) -> Result<Vec<CoordinationEnsemble>, LookupError> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|ce| ce.metadata.namespace.as_deref() == Some(namespace))
+            .cloned()
+            .collect())
+    }
+}
+
+fn ensemble(namespace: &str, name: &str, endpoint: Option<&str>) -> CoordinationEnsemble {
+    let mut ce: CoordinationEnsemble = serde_json::from_value(json!({
+        "apiVersion": "baton.dev/v1alpha1", "kind": "CoordinationEnsemble",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 3, "sidecar": {"sessionTimeout": "15s",
+                 "resources": {"requests": {"cpu": "20m", "memory": "40Mi"}}}}
+    }))
+    .expect("ensemble");
+    if let Some(endpoint) = endpoint {
+        ce.status =
+            Some(serde_json::from_value(json!({"clientEndpoint": endpoint})).expect("status"));
+    }
+    ce
+}
+
+/// The running webhook and what a client needs to reach it.
+struct Webhook {
+    addr: std::net::SocketAddr,
+    ca_pem: String,
+    cert: Arc<ReloadableCert>,
+    _stop: oneshot::Sender<()>,
+}
+
+fn bundle() -> CertBundle {
+    certs::new_bundle(&["localhost".to_string()], None, Timestamp::now()).expect("certificates")
+}
+
+async fn start() -> Webhook {
+    let bundle = bundle();
+    let cert = ReloadableCert::new(
+        server::certified_key(
+            bundle.cert_pem.as_bytes(),
+            bundle.key_pem.as_bytes(),
+            "test",
+        )
+        .expect("key"),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let ensembles = Ensembles(vec![
+        ensemble("prod", "zk", Some("zk-client.prod.svc:2181")),
+        ensemble("shared", "main", None),
+        ensemble("crowded", "a", None),
+        ensemble("crowded", "b", None),
+    ]);
+    let settings = InjectSettings {
+        image: "baton:test".into(),
+        native_sidecar: true,
+    };
+    let injector = Arc::new(Injector::new(ensembles, settings));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let tls = server::tls_config(cert.clone()).expect("tls config");
+    tokio::spawn(server::serve(listener, tls, injector, async move {
+        let _ = stopped.await;
+    }));
+    Webhook {
+        addr,
+        ca_pem: bundle.ca_bundle_pem,
+        cert,
+        _stop: stop,
+    }
+}
+
+/// POSTs `body` to `path` over TLS, trusting only `ca_pem`; returns the status and body.
+async fn post(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<(u16, Vec<u8>), String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let request = http::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, bytes.to_vec()))
+}
+
+fn review(namespace: &str, pod: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": pod["metadata"]["name"].as_str().unwrap_or_default(),
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
+                         "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": pod,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    }))
+    .expect("review")
+}
+
+/// What the webhook answered about `pod`, and the pod after its patch (if any).
+struct Outcome {
+    response: Value,
+    pod: Pod,
+}
+
+async fn admit(hook: &Webhook, namespace: &str, pod: Value) -> Outcome {
+    let (status, body) = post(
+        hook.addr,
+        &hook.ca_pem,
+        "/mutate-pods",
+        review(namespace, &pod),
+    )
+    .await
+    .expect("POST");
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    let response = answer["response"].clone();
+    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    let mut doc = pod;
+    if let Some(encoded) = response["patch"].as_str() {
+        assert_eq!(response["patchType"], "JSONPatch");
+        // As the API server reads it: a base64 string holding a JSON patch.
+        let bytes = STANDARD.decode(encoded).expect("patch is base64");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("a JSON patch");
+        json_patch::patch(&mut doc, &patch).expect("the patch applies");
+    }
+    let pod: Pod = serde_json::from_value(doc).expect("a valid k8s-openapi Pod");
+    Outcome { response, pod }
+}
+
+fn sidecars(pod: &Pod) -> Vec<k8s_openapi::api::core::v1::Container> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    spec.init_containers
+        .unwrap_or_default()
+        .into_iter()
+        .chain(spec.containers)
+        .filter(|c| c.name == "baton-sidecar")
+        .collect()
+}
+
+fn env(c: &k8s_openapi::api::core::v1::Container, name: &str) -> Option<String> {
+    c.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
+fn deployment_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": "web-6f7c9d8b4-",
+            "labels": {"app": "web", "pod-template-hash": "6f7c9d8b4"},
+            "annotations": {"baton.dev/inject": "true"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-6f7c9d8b4",
+                                  "uid": "1b2c", "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": {"containers": [{"name": "app", "image": "web:1", "ports": [{"containerPort": 8080}],
+                                  "readinessProbe": {"httpGet": {"path": "/leader/ready", "port": 8080}}}]}
+    })
+}
+
+#[tokio::test]
+async fn a_deployment_pod_gets_the_sidecar_once() {
+    let hook = start().await;
+    let out = admit(&hook, "prod", deployment_pod()).await;
+    assert_eq!(out.response["allowed"], true);
+    let found = sidecars(&out.pod);
+    assert_eq!(found.len(), 1);
+    let sidecar = &found[0];
+    assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(env(sidecar, "BATON_ELECTION").as_deref(), Some("web"));
+    assert_eq!(
+        env(sidecar, "BATON_ENSEMBLE").as_deref(),
+        Some("zk-client.prod.svc:2181")
+    );
+    assert_eq!(
+        env(sidecar, "BATON_SESSION_TIMEOUT").as_deref(),
+        Some("15s")
+    );
+    let requests = sidecar
+        .resources
+        .clone()
+        .and_then(|r| r.requests)
+        .expect("requests");
+    assert_eq!(requests.get("memory").map(|q| q.0.as_str()), Some("40Mi"));
+    assert_eq!(out.pod.spec.as_ref().map(|s| s.containers.len()), Some(1));
+
+    // Sent again (a retried create, a re-invocation), the injected pod passes untouched.
+    let again = admit(&hook, "prod", serde_json::to_value(&out.pod).expect("pod")).await;
+    assert_eq!(again.response["allowed"], true);
+    assert!(again.response.get("patch").is_none());
+    assert_eq!(sidecars(&again.pod).len(), 1);
+}
+
+#[tokio::test]
+async fn a_statefulset_pod_stands_in_its_set_s_election_on_a_named_ensemble() {
+    let hook = start().await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "db-1",
+            "annotations": {"baton.dev/inject": "true", "baton.dev/ensemble": "shared/main"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "9", "controller": true}]
+        },
+        "spec": {"initContainers": [{"name": "init-db", "image": "db:1"}],
+                 "containers": [{"name": "db", "image": "db:1"}]}
+    });
+    let out = admit(&hook, "prod", pod).await;
+    assert_eq!(out.response["allowed"], true);
+    let found = sidecars(&out.pod);
+    assert_eq!(found.len(), 1);
+    assert_eq!(env(&found[0], "BATON_ELECTION").as_deref(), Some("db"));
+    // No status yet: the client Service the operator makes for that ensemble.
+    assert_eq!(
+        env(&found[0], "BATON_ENSEMBLE").as_deref(),
+        Some("main-client.shared.svc:2181")
+    );
+    let init = out
+        .pod
+        .spec
+        .and_then(|s| s.init_containers)
+        .expect("init containers");
+    assert_eq!(
+        init.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["baton-sidecar", "init-db"]
+    );
+}
+
+#[tokio::test]
+async fn a_bare_pod_uses_its_own_name_and_may_ask_for_a_plain_container() {
+    let hook = start().await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "solo", "annotations": {"baton.dev/inject": "true", "baton.dev/native-sidecar": "false"}},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}]}
+    });
+    let out = admit(&hook, "prod", pod).await;
+    let found = sidecars(&out.pod);
+    assert_eq!(found.len(), 1);
+    assert_eq!(env(&found[0], "BATON_ELECTION").as_deref(), Some("solo"));
+    assert_eq!(found[0].restart_policy, None);
+    let spec = out.pod.spec.expect("spec");
+    assert!(spec.init_containers.is_none());
+    assert_eq!(
+        spec.containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["app", "baton-sidecar"]
+    );
+}
+
+#[tokio::test]
+async fn pods_without_the_annotation_pass_untouched() {
+    let hook = start().await;
+    let mut pod = deployment_pod();
+    pod["metadata"]["annotations"] = json!({"other": "x"});
+    let out = admit(&hook, "prod", pod.clone()).await;
+    assert_eq!(out.response["allowed"], true);
+    assert!(out.response.get("patch").is_none());
+    assert_eq!(
+        serde_json::to_value(&out.pod).expect("pod"),
+        serde_json::to_value(serde_json::from_value::<Pod>(pod).expect("pod")).expect("pod")
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_ambiguous_ensemble_is_a_clear_denial() {
+    let hook = start().await;
+    let none = admit(&hook, "empty", deployment_pod()).await;
+    assert_eq!(none.response["allowed"], false);
+    let message = none.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("no CoordinationEnsemble in namespace empty"),
+        "{message}"
+    );
+    assert!(sidecars(&none.pod).is_empty());
+
+    let two = admit(&hook, "crowded", deployment_pod()).await;
+    let message = two.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("2 CoordinationEnsembles") && message.contains("baton.dev/ensemble"),
+        "{message}"
+    );
+
+    let mut named = deployment_pod();
+    named["metadata"]["annotations"]["baton.dev/ensemble"] = json!("gone");
+    let gone = admit(&hook, "prod", named).await;
+    assert_eq!(gone.response["allowed"], false);
+    let message = gone.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("prod/gone does not exist"), "{message}");
+
+    let mut bad = deployment_pod();
+    bad["metadata"]["annotations"]["baton.dev/election"] = json!("ready");
+    let refused = admit(&hook, "prod", bad).await;
+    assert_eq!(refused.response["allowed"], false);
+    let message = refused.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("reserved"), "{message}");
+}
+
+#[tokio::test]
+async fn garbage_is_a_bad_request_and_other_paths_are_not_found() {
+    let hook = start().await;
+    for body in [
+        b"not json".to_vec(),
+        b"{}".to_vec(),
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":1}}"#
+            .to_vec(),
+    ] {
+        let (status, answer) = post(hook.addr, &hook.ca_pem, "/mutate-pods", body)
+            .await
+            .expect("POST");
+        assert_eq!(status, 400);
+        let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+        assert_eq!(answer["response"]["allowed"], false);
+    }
+    let (status, _) = post(hook.addr, &hook.ca_pem, "/elsewhere", b"{}".to_vec())
+        .await
+        .expect("POST");
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_replaced_certificate_is_served_without_a_restart() {
+    let hook = start().await;
+    let next = bundle();
+    // The old CA does not vouch for the new certificate, nor the new CA for the old one.
+    assert!(
+        post(
+            hook.addr,
+            &next.ca_bundle_pem,
+            "/mutate-pods",
+            b"{}".to_vec()
+        )
+        .await
+        .is_err()
+    );
+    hook.cert.replace(
+        server::certified_key(next.cert_pem.as_bytes(), next.key_pem.as_bytes(), "next")
+            .expect("key"),
+    );
+    let (status, _) = post(
+        hook.addr,
+        &next.ca_bundle_pem,
+        "/mutate-pods",
+        b"{}".to_vec(),
+    )
+    .await
+    .expect("new certificate");
+    assert_eq!(status, 400);
+    assert!(
+        post(hook.addr, &hook.ca_pem, "/mutate-pods", b"{}".to_vec())
+            .await
+            .is_err()
+    );
+}
