@@ -12,6 +12,10 @@ use super::Core;
 
 /// How far (in entries) a learner may trail the leader's log and still be promoted.
 const PROMOTION_LAG: u64 = 64;
+/// How many heartbeat intervals of silence make a member count as not live for the safety
+/// checks of membership changes: followers answer every heartbeat, so three missed answers
+/// are a dead or cut-off member, not a slow one.
+const LIVENESS_HEARTBEATS: u32 = 3;
 
 /// A command from the admin API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,9 +160,22 @@ impl Core {
         Ok(())
     }
 
+    /// Whether `id` answers the leader right now: raft-rs counts it active and a message
+    /// from it arrived within [`LIVENESS_HEARTBEATS`] heartbeat intervals. `recent_active`
+    /// alone stays true for up to an election timeout after a member dies, long enough to
+    /// accept a removal that leaves no quorum.
     fn is_live(&self, id: u64) -> bool {
-        id == self.cfg.id
-            || self
+        if id == self.cfg.id {
+            return true;
+        }
+        let window =
+            self.cfg.tick * self.node.raft.heartbeat_timeout() as u32 * LIVENESS_HEARTBEATS;
+        let heard = self
+            .last_heard
+            .get(&id)
+            .is_some_and(|at| at.elapsed() <= window);
+        heard
+            && self
                 .node
                 .raft
                 .prs()

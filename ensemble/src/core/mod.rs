@@ -97,6 +97,9 @@ pub struct Core {
     /// Connections with a sync whose read index is known, to answer once applied that far.
     syncing: HashSet<ConnId>,
     transport: Option<PeerTransport>,
+    /// When each peer's last Raft message arrived: the leader's evidence that a member is
+    /// alive right now (raft-rs's `recent_active` lags by up to an election timeout).
+    last_heard: HashMap<u64, Instant>,
     next_session_id: i64,
     conf_state: ConfState,
     last_snapshot_index: u64,
@@ -177,6 +180,7 @@ impl Core {
             conf_state,
             last_snapshot_index,
             snapshot_after_membership_change: false,
+            last_heard: HashMap::new(),
             last_reap: started,
             started,
             last_leader: (0, 0),
@@ -255,6 +259,7 @@ impl Core {
             CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
             CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
             CoreMsg::Peer(PeerInbound::Raft(m)) => {
+                self.last_heard.insert(m.from, Instant::now());
                 if let Err(e) = self.node.step(m) {
                     tracing::debug!(error = %e, "raft refused a message");
                 }
