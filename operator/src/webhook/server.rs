@@ -74,7 +74,8 @@ impl ReloadableCert {
         *current = Arc::new(key);
     }
 
-    fn get(&self) -> Arc<CertifiedKey> {
+    /// The certificate handshakes get now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -84,7 +85,7 @@ impl ReloadableCert {
 
 impl ResolvesServerCert for ReloadableCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.get())
+        Some(self.current())
     }
 }
 
@@ -135,14 +136,24 @@ pub async fn watch_cert_dir(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        match certified_key_from_dir(&dir) {
-            Ok((key, fingerprint)) if fingerprint != seen => {
-                cert.replace(key);
-                seen = fingerprint;
-                tracing::info!(dir = %dir.display(), "webhook certificate reloaded");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot reload the webhook certificate"),
+        seen = reload_if_changed(&dir, &cert, seen);
+    }
+}
+
+/// One check of `watch_cert_dir`: serves `dir`'s files if they differ from `seen` (their
+/// contents when last loaded); returns what is served now.
+pub fn reload_if_changed(dir: &Path, cert: &ReloadableCert, seen: Vec<u8>) -> Vec<u8> {
+    match certified_key_from_dir(dir) {
+        Ok((key, fingerprint)) if fingerprint != seen => {
+            cert.replace(key);
+            tracing::info!(dir = %dir.display(), "webhook certificate reloaded");
+            fingerprint
+        }
+        Ok(_) => seen,
+        Err(e) => {
+            // Keep serving the last good certificate: a half-written update is retried.
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot reload the webhook certificate");
+            seen
         }
     }
 }
@@ -239,4 +250,43 @@ fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Respons
         http::HeaderValue::from_static(content_type),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhook::certs;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn write(dir: &Path) -> CertificateDer<'static> {
+        let bundle =
+            certs::new_bundle(&["localhost".into()], None, Timestamp::now()).expect("bundle");
+        std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).expect("write");
+        std::fs::write(dir.join("tls.key"), &bundle.key_pem).expect("write");
+        CertificateDer::from_pem_slice(bundle.cert_pem.as_bytes()).expect("pem")
+    }
+
+    #[test]
+    fn a_cert_dir_is_reloaded_when_its_files_change_and_kept_when_they_break() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = write(dir.path());
+        let (key, seen) = certified_key_from_dir(dir.path()).expect("load");
+        let cert = ReloadableCert::new(key);
+        let seen = reload_if_changed(dir.path(), &cert, seen);
+        assert_eq!(
+            cert.current().cert[0],
+            first,
+            "unchanged files, same certificate"
+        );
+        let second = write(dir.path());
+        let seen = reload_if_changed(dir.path(), &cert, seen);
+        assert_eq!(cert.current().cert[0], second);
+        std::fs::write(dir.path().join("tls.key"), "garbage").expect("write");
+        let _ = reload_if_changed(dir.path(), &cert, seen);
+        assert_eq!(
+            cert.current().cert[0],
+            second,
+            "a broken update keeps the last good one"
+        );
+    }
 }
