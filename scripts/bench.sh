@@ -334,8 +334,11 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us] |
       for (r = 1; r <= rows; r++) {
         key = order[r]
         printf "%-28s", key
-        for (t = 1; t <= n; t++) printf " %12.0f", ops[key, target[t]]
-        if (n == 2) printf " %6s", ratio(ops[key, b], ops[key, a])
+        # Hand-over and failover rows time rounds that include restarts: their rate says
+        # nothing, their latencies are the result.
+        timed = (key ~ /(failover|handover) w/)
+        for (t = 1; t <= n; t++) printf (timed ? " %12s" : " %12.0f"), (timed ? "-" : ops[key, target[t]])
+        if (n == 2) printf " %6s", (timed ? "-" : ratio(ops[key, b], ops[key, a]))
         for (t = 1; t <= n; t++) printf " %12s", lat(p50[key, target[t]])
         if (n == 2) printf " %6s", ratio(p50[key, a], p50[key, b])
         for (t = 1; t <= n; t++) printf " %12s", lat(p99[key, target[t]])
