@@ -119,8 +119,12 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("start the async runtime")?
                 .block_on(probe::probe(&url, Duration::from_secs(timeout_secs)));
-            // The kubelet shows an exec probe's output in the pod's events.
-            outcome.with_context(|| format!("probe {url}"))
+            if let Err(e) = outcome {
+                // One line: the kubelet shows an exec probe's output in the pod's events.
+                let _ = writeln!(std::io::stderr(), "probe {url}: {e}");
+                std::process::exit(1);
+            }
+            Ok(())
         }
         Command::Run(args) => {
             let filter =
