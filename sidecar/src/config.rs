@@ -39,6 +39,13 @@ pub struct Config {
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:4040")]
     pub listen: SocketAddr,
 
+    /// A second, read-only listener for the kubelet's probes and Prometheus, e.g.
+    /// 0.0.0.0:4041 (probes reach the pod IP, never its localhost): GET /healthz, /readyz,
+    /// /leader[/NAME], /leader[/NAME]/ready and /metrics; everything else is refused with 403.
+    /// Absent: no second listener.
+    #[arg(long, env = "BATON_PROBE_LISTEN")]
+    pub probe_listen: Option<SocketAddr>,
+
     /// This member's name in elections and locks, unique among the members (the pod name).
     #[arg(long, env = "BATON_IDENTITY", value_parser = parse_identity)]
     pub identity: String,

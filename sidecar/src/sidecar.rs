@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::http::{ApiState, serve};
+use crate::http::{ApiState, Exposure, serve};
 use crate::leases::LockTable;
 use crate::metrics::{ElectionLabels, Metrics};
 use crate::pod::{PodLabeler, run_pod_view};
@@ -48,6 +48,22 @@ pub async fn run(
         source,
     })?;
     tracing::info!(%addr, identity = %config.identity, "serving the HTTP API");
+    let probe_listener = match config.probe_listen {
+        Some(probe_addr) => {
+            let listener =
+                TcpListener::bind(probe_addr)
+                    .await
+                    .map_err(|source| RunError::Bind {
+                        addr: probe_addr,
+                        source,
+                    })?;
+            if let Ok(bound) = listener.local_addr() {
+                tracing::info!(addr = %bound, "serving the read-only probe API");
+            }
+            Some(listener)
+        }
+        None => None,
+    };
 
     let (session, session_control) = start_session(SessionOptions {
         ensemble: config.ensemble.clone(),
@@ -75,7 +91,9 @@ pub async fn run(
         metrics: metrics.clone(),
         draining,
     });
-    let http = tokio::spawn(serve(listener, state, stop.clone()));
+    let probes = probe_listener
+        .map(|l| tokio::spawn(serve(l, state.clone(), Exposure::ProbesOnly, stop.clone())));
+    let http = tokio::spawn(serve(listener, state, Exposure::Full, stop.clone()));
     let pod_view = tokio::spawn(run_pod_view(elections.clone(), labeler, stop.clone()));
     let observer = tokio::spawn(observe(
         session.clone(),
@@ -108,6 +126,9 @@ pub async fn run(
         tracing::warn!("pod labels not updated before exit");
     }
     let _ = http.await;
+    if let Some(probes) = probes {
+        let _ = probes.await;
+    }
     let _ = observer.await;
     session_control.close(bound).await;
     tracing::info!("stopped");

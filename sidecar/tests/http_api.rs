@@ -178,6 +178,54 @@ async fn health_readiness_and_metrics() {
     );
 }
 
+async fn the_probe_port_serves_only_read_only_routes() {
+    let election = unique("probe");
+    let s = Sidecar::start_with(
+        "probe-pod",
+        &[&election],
+        &["--probe-listen", "127.0.0.1:0"],
+    );
+    let line = s.wait_log("serving the read-only probe API");
+    let probe: std::net::SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    s.wait_log("became the leader");
+
+    for path in ["/healthz", "/readyz", "/metrics", "/leader"] {
+        let answer = http(probe, "GET", path, &[]).await;
+        assert_eq!(answer.status, 200, "GET {path}: {answer:?}");
+    }
+    let ready = http(probe, "GET", &format!("/leader/{election}/ready"), &[]).await;
+    assert_eq!(ready.status, 200, "the sole candidate leads: {ready:?}");
+
+    let lock = unique("probe-lock");
+    for (method, path) in [
+        ("POST", format!("/lock/{lock}?wait=0s&ttl=30s")),
+        ("POST", format!("/lock/{lock}/renew")),
+        ("DELETE", format!("/lock/{lock}")),
+        ("GET", format!("/lock/{lock}")),
+        ("POST", format!("/leader/{election}/resign")),
+    ] {
+        let answer = http(probe, method, &path, &[]).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (403, "ProbePortReadOnly"),
+            "{method} {path}: {answer:?}"
+        );
+    }
+    // Nothing refused there took effect: no holder, and still the leader.
+    let inspect = s.call("GET", &format!("/lock/{lock}")).await;
+    assert_eq!(
+        inspect.body["holder"],
+        serde_json::Value::Null,
+        "{inspect:?}"
+    );
+    let leader = s.call("GET", &format!("/leader/{election}")).await;
+    assert_eq!(leader.body["self"]["isLeader"], true, "{leader:?}");
+}
+
 #[test]
 fn flags_are_documented_and_checked() {
     let binary = env!("CARGO_BIN_EXE_baton-sidecar");
@@ -189,6 +237,7 @@ fn flags_are_documented_and_checked() {
     for flag in [
         "--ensemble",
         "--listen",
+        "--probe-listen",
         "--identity",
         "--election",
         "--session-timeout",
@@ -240,6 +289,7 @@ fn flags_are_documented_and_checked() {
 }
 
 against_both!(
+    the_probe_port_serves_only_read_only_routes,
     bad_input_gets_clear_json_errors,
     health_readiness_and_metrics,
 );

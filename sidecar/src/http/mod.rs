@@ -30,9 +30,42 @@ use crate::metrics::HttpLabels;
 /// tolerated (and ignored) only up to this size.
 pub const MAX_BODY: usize = 4096;
 
+/// What a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// The whole API (`--listen`, localhost).
+    Full,
+    /// Read-only routes for the kubelet and Prometheus (`--probe-listen`, the pod IP): health,
+    /// readiness, leader views and metrics. Taking locks or resigning is refused, so exposing
+    /// it beyond the pod lets nobody act as this pod.
+    ProbesOnly,
+}
+
+impl Exposure {
+    /// Whether a listener of this exposure serves `route`.
+    pub fn serves(self, route: &Route) -> bool {
+        match self {
+            Exposure::Full => true,
+            Exposure::ProbesOnly => matches!(
+                route,
+                Route::Leader(_)
+                    | Route::LeaderReady(_)
+                    | Route::Healthz
+                    | Route::Readyz
+                    | Route::Metrics
+            ),
+        }
+    }
+}
+
 /// Serves the API on `listener` until `stop` is set; open connections finish their current
 /// request (long-polls end when `state.draining` is set).
-pub async fn serve(listener: TcpListener, state: Arc<ApiState>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<ApiState>,
+    exposure: Exposure,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -49,7 +82,7 @@ pub async fn serve(listener: TcpListener, state: Arc<ApiState>, mut stop: watch:
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(respond(&state, req).await) }
+                async move { Ok::<_, Infallible>(respond(&state, exposure, req).await) }
             });
             let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
@@ -73,11 +106,24 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Answers one request, counting it by route and status.
-async fn respond(state: &ApiState, req: Request<Incoming>) -> Response<Body> {
+async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().map(str::to_owned);
-    let routed = route(&method, &path);
+    let routed = route(&method, &path).and_then(|route| {
+        if exposure.serves(&route) {
+            Ok(route)
+        } else {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "ProbePortReadOnly",
+                format!(
+                    "{method} {path} is served only on the localhost API (--listen); the probe \
+                     port answers health, readiness, leader views and metrics"
+                ),
+            ))
+        }
+    });
     let label = routed.as_ref().map_or("unknown", Route::label);
     let result = match routed {
         Ok(route) => match read_body(req).await {
