@@ -31,6 +31,9 @@ pub const MUTATE_PODS_PATH: &str = "/mutate-pods";
 const MAX_BODY: usize = 6 * 1024 * 1024;
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more wait in the accept queue (the API server retries within
+/// its timeout, and a flood cannot exhaust the operator's memory).
+const MAX_CONNECTIONS: usize = 256;
 
 /// A certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -176,8 +179,16 @@ pub async fn serve<L: EnsembleLookup>(
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+            _ = &mut shutdown => return,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -191,6 +202,8 @@ pub async fn serve<L: EnsembleLookup>(
         let acceptor = acceptor.clone();
         let injector = injector.clone();
         tokio::spawn(async move {
+            // Held until the connection ends.
+            let _slot = slot;
             let stream =
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => stream,
