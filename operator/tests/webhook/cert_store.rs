@@ -241,3 +241,60 @@ async fn a_missing_webhook_configuration_is_an_error_to_retry() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn an_ageing_ca_is_replaced_and_both_cas_go_into_every_ca_bundle() {
+    let old = certs::new_bundle(&names(), None, now()).expect("bundle");
+    let later = now() + certs::CA_VALIDITY - certs::CA_RENEW_BEFORE + SignedDuration::from_hours(1);
+    let (result, bodies) = run(
+        vec![
+            step(Method::GET, SECRET, 200, Some(stored(&old, "7"))),
+            step(Method::PUT, SECRET, 200, None),
+            step(
+                Method::GET,
+                MWC,
+                200,
+                Some(webhook_config(Some(&old.ca_bundle_pem))),
+            ),
+            step(Method::PATCH, MWC, 200, Some(webhook_config(None))),
+        ],
+        later,
+    )
+    .await;
+    let renewed = result.expect("ensured");
+    assert_ne!(renewed.ca_key_pem, old.ca_key_pem);
+    assert!(
+        renewed.ca_bundle_pem.ends_with(&old.ca_bundle_pem),
+        "the old CA is still trusted while a replica may serve its certificate"
+    );
+    assert_eq!(
+        renewed.ca_bundle_pem.matches("BEGIN CERTIFICATE").count(),
+        2
+    );
+    let ca = STANDARD.encode(&renewed.ca_bundle_pem);
+    assert_eq!(
+        bodies[3][1],
+        json!({"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca})
+    );
+    assert_eq!(bodies[3][3]["value"], json!(ca));
+}
+
+#[tokio::test]
+async fn a_secret_that_holds_no_whole_bundle_is_replaced() {
+    let foreign = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "baton-webhook-tls", "namespace": "baton-system", "resourceVersion": "2"},
+        "data": {"tls.crt": STANDARD.encode("not a certificate")}});
+    let (result, bodies) = run(
+        vec![
+            step(Method::GET, SECRET, 200, Some(foreign)),
+            step(Method::PUT, SECRET, 200, None),
+            step(Method::GET, MWC, 200, Some(webhook_config(None))),
+            step(Method::PATCH, MWC, 200, Some(webhook_config(None))),
+        ],
+        now(),
+    )
+    .await;
+    let bundle = result.expect("ensured");
+    assert_eq!(bodies[1]["metadata"]["resourceVersion"], "2");
+    assert_eq!(bundle.ca_bundle_pem.matches("BEGIN CERTIFICATE").count(), 1);
+}
