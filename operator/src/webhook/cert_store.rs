@@ -67,6 +67,13 @@ impl CertStore {
     /// Makes sure the Secret holds a bundle good at `now` and every webhook trusts its CA;
     /// returns the bundle to serve.
     pub async fn ensure(&self, now: Timestamp) -> Result<CertBundle, CertStoreError> {
+        let bundle = self.ensure_secret(now).await?;
+        self.publish_ca(&bundle.ca_bundle_pem).await?;
+        Ok(bundle)
+    }
+
+    /// Makes sure the Secret holds a bundle good at `now`; returns it.
+    pub async fn ensure_secret(&self, now: Timestamp) -> Result<CertBundle, CertStoreError> {
         let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
         let existing = secrets
             .get_opt(&self.secret_name)
@@ -90,7 +97,6 @@ impl CertStore {
                     .await?
             }
         };
-        self.publish_ca(&bundle.ca_bundle_pem).await?;
         Ok(bundle)
     }
 
@@ -99,34 +105,37 @@ impl CertStore {
     pub async fn keep_rotated(self, cert: Arc<ReloadableCert>, every: Duration) {
         let mut serving = String::new();
         loop {
-            let wait = match self.ensure(Timestamp::now()).await {
-                Ok(bundle) if bundle.cert_pem != serving => {
-                    match certified_key(
-                        bundle.cert_pem.as_bytes(),
-                        bundle.key_pem.as_bytes(),
-                        &self.secret_name,
-                    ) {
-                        Ok(key) => {
-                            cert.replace(key);
-                            serving = bundle.cert_pem;
-                            tracing::info!(secret = %self.secret_name, not_after = %bundle.cert_not_after, "serving the webhook certificate");
-                            every
-                        }
-                        Err(e) => {
-                            tracing::warn!(secret = %self.secret_name, error = %e, "unusable webhook certificate");
-                            RETRY
-                        }
-                    }
-                }
-                Ok(_) => every,
+            let wait = match self.rotate_once(&cert, &mut serving).await {
+                Ok(()) => every,
                 Err(e) => {
-                    tracing::warn!(secret = %self.secret_name, error = %e, "cannot keep the webhook certificate");
+                    tracing::warn!(secret = %self.secret_name, config = %self.webhook_config, error = %e, "cannot keep the webhook certificate");
                     RETRY
                 }
             };
             // A periodic check, not a synchronisation: nothing signals an approaching expiry.
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// One round of `keep_rotated`. The stored certificate is served before the caBundle is
+    /// published, so a missing or unpatchable configuration does not keep it from serving.
+    async fn rotate_once(
+        &self,
+        cert: &ReloadableCert,
+        serving: &mut String,
+    ) -> Result<(), CertStoreError> {
+        let bundle = self.ensure_secret(Timestamp::now()).await?;
+        if bundle.cert_pem != *serving {
+            let key = certified_key(
+                bundle.cert_pem.as_bytes(),
+                bundle.key_pem.as_bytes(),
+                &self.secret_name,
+            )?;
+            cert.replace(key);
+            serving.clone_from(&bundle.cert_pem);
+            tracing::info!(secret = %self.secret_name, not_after = %bundle.cert_not_after, "serving the webhook certificate");
+        }
+        self.publish_ca(&bundle.ca_bundle_pem).await
     }
 
     /// Stores `bundle`; when another replica wrote first, takes theirs if it is good.

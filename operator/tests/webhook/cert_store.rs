@@ -298,3 +298,54 @@ async fn a_secret_that_holds_no_whole_bundle_is_replaced() {
     assert_eq!(bodies[1]["metadata"]["resourceVersion"], "2");
     assert_eq!(bundle.ca_bundle_pem.matches("BEGIN CERTIFICATE").count(), 1);
 }
+
+#[tokio::test]
+async fn the_rotation_loop_serves_the_stored_certificate_even_without_a_configuration() {
+    use baton_operator::webhook::server::{ReloadableCert, certified_key};
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let stored_bundle = certs::new_bundle(&names(), None, Timestamp::now()).expect("bundle");
+    let interim = certs::new_bundle(&names(), None, Timestamp::now()).expect("bundle");
+    let cert = ReloadableCert::new(
+        certified_key(
+            interim.cert_pem.as_bytes(),
+            interim.key_pem.as_bytes(),
+            "interim",
+        )
+        .expect("key"),
+    );
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let store = CertStore {
+        client: kube::Client::new(service, "baton-system"),
+        namespace: "baton-system".into(),
+        secret_name: "baton-webhook-tls".into(),
+        webhook_config: "baton-sidecar-injector".into(),
+        dns_names: names(),
+    };
+    let task = tokio::spawn(store.keep_rotated(cert.clone(), Duration::from_secs(3600)));
+    for (path, status, answer) in [
+        (SECRET, 200, stored(&stored_bundle, "7")),
+        (MWC, 404, not_found().unwrap_or_default()),
+    ] {
+        let next = tokio::time::timeout(Duration::from_secs(30), handle.next_request()).await;
+        let Ok(Some((request, reply))) = next else {
+            panic!("no GET {path}");
+        };
+        assert_eq!(
+            (request.method(), request.uri().path()),
+            (&Method::GET, path)
+        );
+        reply.send_response(
+            Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                .expect("response"),
+        );
+    }
+    // The configuration is read only after the stored certificate is in place.
+    let expected = CertificateDer::from_pem_slice(stored_bundle.cert_pem.as_bytes()).expect("pem");
+    assert_eq!(cert.current().cert[0], expected);
+    task.abort();
+}
