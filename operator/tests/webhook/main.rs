@@ -3,4 +3,5 @@
 //! (`cert_store.rs`).
 
 mod cert_store;
+mod example;
 mod https;
