@@ -2,9 +2,7 @@
 # One image, three programs: baton-ensemble (the StatefulSet members), baton-sidecar (injected
 # into app pods) and baton-operator (the Deployment). Build from the repository root:
 #   docker build -t baton:dev .
-# Manifests choose the program with `command`; the default runs the operator. The injected sidecar's
-# readiness probe execs `baton-operator probe` (its API listens on localhost only), so the sidecar
-# container needs this image, or one that also holds baton-operator.
+# Manifests choose the program with `command`; the default runs the operator.
 
 # --- build: the workspace's three binaries, release profile, the committed Cargo.lock --------------
 FROM rust:1.95-bookworm AS build

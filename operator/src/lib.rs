@@ -19,7 +19,6 @@ pub mod leader_lease;
 pub mod metrics;
 pub mod names;
 pub mod plan;
-pub mod probe;
 pub mod reconcile;
 pub mod status;
 pub mod validate;

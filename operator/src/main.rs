@@ -20,7 +20,7 @@ use baton_operator::webhook::inject::InjectSettings;
 use baton_operator::webhook::lookup::KubeEnsembles;
 use baton_operator::webhook::review::Injector;
 use baton_operator::webhook::server::{self, ReloadableCert, certified_key_from_dir};
-use baton_operator::{controller, crd, http_server, probe};
+use baton_operator::{controller, crd, http_server};
 use k8s_openapi::jiff::Timestamp;
 
 /// Baton's Kubernetes operator: reconciles CoordinationEnsemble resources into running,
@@ -39,16 +39,6 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print every CRD the operator owns as YAML (what crds/ holds).
     Crd,
-    /// GET a URL, exit 0 on 2xx: the injected sidecar's exec readiness probe (its HTTP API
-    /// listens on localhost, out of the kubelet's reach).
-    Probe {
-        /// What to GET (http only).
-        #[arg(long, default_value = "http://127.0.0.1:4040/readyz")]
-        url: String,
-        /// Fail when no answer comes within this many seconds.
-        #[arg(long, default_value_t = 2)]
-        timeout_secs: u64,
-    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,19 +101,6 @@ fn main() -> anyhow::Result<()> {
             std::io::stdout()
                 .write_all(yaml.as_bytes())
                 .context("write the CRD to stdout")?;
-            Ok(())
-        }
-        Command::Probe { url, timeout_secs } => {
-            let outcome = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("start the async runtime")?
-                .block_on(probe::probe(&url, Duration::from_secs(timeout_secs)));
-            if let Err(e) = outcome {
-                // One line: the kubelet shows an exec probe's output in the pod's events.
-                let _ = writeln!(std::io::stderr(), "probe {url}: {e}");
-                std::process::exit(1);
-            }
             Ok(())
         }
         Command::Run(args) => {

@@ -19,8 +19,7 @@ pub const ENSEMBLE_ANNOTATION: &str = "baton.dev/ensemble";
 /// `"false"` injects a plain container, for clusters before Kubernetes 1.29.
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "baton.dev/native-sidecar";
 /// `"leader"` makes the sidecar's readiness (and so the pod's) follow leadership of the first
-/// election, for apps that cannot probe the localhost-only `/leader/ready` themselves;
-/// `"session"` (the default) follows the session.
+/// election, without a probe on the app; `"session"` (the default) follows the session.
 pub const READY_WHEN_ANNOTATION: &str = "baton.dev/ready-when";
 /// The sidecar needs this long after SIGTERM to resign and release its locks.
 pub const MIN_GRACE_SECONDS: i64 = 5;
@@ -146,9 +145,9 @@ pub fn patch(
             });
         }
     };
-    let probe_url = match annotation(pod, READY_WHEN_ANNOTATION) {
-        None | Some("session") => sidecar::READYZ_URL,
-        Some("leader") => sidecar::LEADER_READY_URL,
+    let ready_path = match annotation(pod, READY_WHEN_ANNOTATION) {
+        None | Some("session") => sidecar::READYZ_PATH,
+        Some("leader") => sidecar::LEADER_READY_PATH,
         Some(other) => {
             return Err(InjectError::BadAnnotation {
                 annotation: READY_WHEN_ANNOTATION,
@@ -171,7 +170,7 @@ pub fn patch(
         address_port_suffix,
         label_pod: spec.automount_service_account_token != Some(false),
         native,
-        probe_url,
+        ready_path,
         defaults: ensemble.sidecar.clone(),
     });
     let container = serde_json::to_value(&container).unwrap_or(Value::Null);

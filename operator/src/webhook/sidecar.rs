@@ -1,13 +1,14 @@
 //! The injected `baton-sidecar` container: env from the downward API, the ensemble's endpoint and
-//! defaults, an exec readiness probe that keeps the sidecar's HTTP API on localhost.
+//! defaults, the full HTTP API on localhost and kubelet probes on its read-only probe listener.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, ExecAction, ObjectFieldSelector, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::crd::SidecarDefaults;
 
@@ -16,18 +17,23 @@ pub const CONTAINER_NAME: &str = "baton-sidecar";
 /// Where the sidecar's HTTP API listens: localhost only (anyone reaching it can resign and take
 /// locks as this pod), so the app reaches it and the network does not.
 pub const LISTEN: &str = "127.0.0.1:4040";
-/// The readiness probe runs this program in the sidecar's container (the Baton image holds it):
-/// an HTTP probe would go to the pod IP, where the sidecar does not listen.
-pub const PROBE_COMMAND: [&str; 3] = ["baton-operator", "probe", "--url"];
+/// Port of the sidecar's read-only probe listener (`--probe-listen`): kubelet probes go to the
+/// pod IP, never its localhost; this listener answers only GETs of health, readiness, leader and
+/// metrics, so nothing on the network can take a lock or resign through it.
+pub const PROBE_PORT: i32 = 4041;
+/// `--probe-listen`: every address of the pod (IPv4; the probes come to the pod IP).
+pub const PROBE_LISTEN: &str = "0.0.0.0:4041";
+/// Name of the probe port in the pod spec.
+pub const PROBE_PORT_NAME: &str = "baton-probe";
 /// Ready when the session is connected.
-pub const READYZ_URL: &str = "http://127.0.0.1:4040/readyz";
+pub const READYZ_PATH: &str = "/readyz";
 /// Ready only on the leader of the first election (the pod's Ready condition follows it).
-pub const LEADER_READY_URL: &str = "http://127.0.0.1:4040/leader/ready";
+pub const LEADER_READY_PATH: &str = "/leader/ready";
 
 /// Everything the container depends on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SidecarSpec {
-    /// Image holding `baton-sidecar` (and `baton-operator`, for the probe).
+    /// Image holding `baton-sidecar`.
     pub image: String,
     /// `HOST:PORT[,HOST:PORT]` of the ensemble's clients.
     pub ensemble_endpoint: String,
@@ -39,8 +45,8 @@ pub struct SidecarSpec {
     pub label_pod: bool,
     /// Native sidecar (an init container with `restartPolicy: Always`).
     pub native: bool,
-    /// What the readiness probe GETs: `READYZ_URL` or `LEADER_READY_URL`.
-    pub probe_url: &'static str,
+    /// What the readiness probe GETs: `READYZ_PATH` or `LEADER_READY_PATH`.
+    pub ready_path: &'static str,
     /// The ensemble's `spec.sidecar`.
     pub defaults: SidecarDefaults,
 }
@@ -52,6 +58,7 @@ pub fn container(spec: &SidecarSpec) -> Container {
         field_env("BATON_IDENTITY", "metadata.name"),
         plain_env("BATON_ENSEMBLE", &spec.ensemble_endpoint),
         plain_env("BATON_LISTEN", LISTEN),
+        plain_env("BATON_PROBE_LISTEN", PROBE_LISTEN),
         plain_env("BATON_ELECTION", &spec.elections),
         plain_env(
             "BATON_ADDRESS",
@@ -78,21 +85,15 @@ pub fn container(spec: &SidecarSpec) -> Container {
         // Native sidecars start before, and stop after, the app containers; SIGTERM then
         // resigns every election and releases every lock at once.
         restart_policy: spec.native.then(|| "Always".into()),
-        readiness_probe: Some(Probe {
-            exec: Some(ExecAction {
-                command: Some(
-                    PROBE_COMMAND
-                        .iter()
-                        .chain([&spec.probe_url])
-                        .map(|s| s.to_string())
-                        .collect(),
-                ),
-            }),
-            period_seconds: Some(5),
-            timeout_seconds: Some(2),
-            failure_threshold: Some(2),
-            ..Probe::default()
-        }),
+        ports: Some(vec![ContainerPort {
+            name: Some(PROBE_PORT_NAME.into()),
+            container_port: PROBE_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        readiness_probe: Some(http_probe(spec.ready_path, 5, 2)),
+        // Restarts a wedged sidecar; generous, since a restart costs the pod its session.
+        liveness_probe: Some(http_probe("/healthz", 10, 3)),
         resources: Some(
             spec.defaults
                 .resources
@@ -130,6 +131,20 @@ pub fn default_resources() -> ResourceRequirements {
             Quantity("128Mi".into()),
         )])),
         ..ResourceRequirements::default()
+    }
+}
+
+fn http_probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(PROBE_PORT),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period_seconds),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(failure_threshold),
+        ..Probe::default()
     }
 }
 

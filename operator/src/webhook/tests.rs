@@ -105,12 +105,22 @@ fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
         env(&c, "BATON_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.namespace"
     );
-    let probe = c.readiness_probe.expect("readiness probe");
-    let command = probe.exec.and_then(|e| e.command).expect("exec probe");
-    assert_eq!(
-        command.last().map(String::as_str),
-        Some("http://127.0.0.1:4040/readyz")
-    );
+    assert_eq!(env(&c, "BATON_PROBE_LISTEN")["value"], "0.0.0.0:4041");
+    let probe = c
+        .readiness_probe
+        .clone()
+        .and_then(|p| p.http_get)
+        .expect("httpGet probe");
+    assert_eq!(probe.path.as_deref(), Some("/readyz"));
+    assert_eq!(serde_json::to_value(&probe.port).expect("port"), 4041);
+    let live = c
+        .liveness_probe
+        .clone()
+        .and_then(|p| p.http_get)
+        .expect("liveness");
+    assert_eq!(live.path.as_deref(), Some("/healthz"));
+    let ports = c.ports.clone().unwrap_or_default();
+    assert_eq!(ports.first().map(|p| p.container_port), Some(4041));
     assert!(c.resources.is_some());
     assert_eq!(spec.containers.len(), 1, "the app is untouched");
 
@@ -119,14 +129,11 @@ fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
         "{baton.dev/inject: \"true\", baton.dev/ready-when: leader}",
     );
     let c = sidecar(&patched(&pod(&leader_only), &view(), &settings()));
-    let command = c
+    let probe = c
         .readiness_probe
-        .and_then(|p| p.exec?.command)
-        .expect("exec probe");
-    assert_eq!(
-        command.last().map(String::as_str),
-        Some("http://127.0.0.1:4040/leader/ready")
-    );
+        .and_then(|p| p.http_get)
+        .expect("httpGet probe");
+    assert_eq!(probe.path.as_deref(), Some("/leader/ready"));
 }
 
 #[test]
