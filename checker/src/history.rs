@@ -99,7 +99,8 @@ pub enum Failure {
 pub enum Outcome {
     /// The server answered success.
     Ok(Reply),
-    /// The server answered an error: the request had no effect.
+    /// The server answered an error: the request had no effect. A named error (NodeExists,
+    /// NoNode, BadVersion) must also fit the znode at some point of the request's interval.
     Failed(Failure),
     /// No answer (connection loss, timeout): it may have taken effect at any time after its
     /// invocation, or never.

@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use crate::explanation::{Rejection, Violation};
-use crate::history::{Call, History, Operation, Outcome, Reply};
-use crate::model::{DataTable, Refusal, State, Step, apply};
+use crate::history::{Call, Failure, History, Operation, Outcome, Reply};
+use crate::model::{Attempt, DataTable, Refusal, State, Step, apply};
 
 /// The result of checking a history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,12 +55,31 @@ pub fn check_key(history: &History, key: &str, budget: u64) -> Verdict {
     Search::new(key, &pending, table, budget).run()
 }
 
-/// The search step for `op`, or `None` if it cannot constrain the znode (a failed write, an
-/// unchecked or unanswered read).
+/// The search step for `op`, or `None` if it cannot constrain the znode (a write refused for
+/// an unnamed reason, an unchecked or unanswered read).
 fn prepare<'h>(op: &'h Operation, table: &mut DataTable) -> Option<Pending<'h>> {
     let known = !matches!(op.outcome, Outcome::Unknown);
     let step = match (&op.call, &op.outcome) {
-        (_, Outcome::Failed(_)) => return None,
+        // A named error is an observation too: ZooKeeper checks a write against the state it
+        // is ordered after, so NodeExists, NoNode and BadVersion must fit some point of the
+        // interval. Other errors say nothing about the znode.
+        (_, Outcome::Failed(failure)) => {
+            let error = match failure {
+                Failure::NodeExists => "NodeExists",
+                Failure::NoNode => "NoNode",
+                Failure::BadVersion => "BadVersion",
+                Failure::Other => return None,
+            };
+            let attempt = match op.call {
+                Call::Create { .. } => Attempt::Create,
+                Call::SetData {
+                    expected_version, ..
+                } => Attempt::SetData { expected_version },
+                Call::Delete { expected_version } => Attempt::Delete { expected_version },
+                Call::GetData { .. } => return None,
+            };
+            Step::Refused { attempt, error }
+        }
         (Call::Create { data }, _) => Step::Create {
             data: table.intern(data),
         },
@@ -279,6 +298,14 @@ impl<'h, 'p> Search<'h, 'p> {
                 format!("read {seen}, but the znode holds {znode}")
             }
             Refusal::NoEffect => format!("outcome unknown, and it would change nothing on {znode}"),
+            Refusal::NotRefused {
+                answered,
+                here: Some(here),
+            } => format!("answered {answered}, but would have failed with {here} on {znode}"),
+            Refusal::NotRefused {
+                answered,
+                here: None,
+            } => format!("answered {answered}, but would have succeeded on {znode}"),
         }
     }
 

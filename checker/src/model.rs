@@ -44,6 +44,19 @@ pub(crate) enum Step {
     Read {
         seen: State,
     },
+    /// An answered error: `attempt` must fail with `error` here, and changes nothing.
+    Refused {
+        attempt: Attempt,
+        error: &'static str,
+    },
+}
+
+/// The write a refused operation attempted (its answer is the error, so no new version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    Create,
+    SetData { expected_version: i32 },
+    Delete { expected_version: i32 },
 }
 
 /// Why the model refuses an operation in a state.
@@ -57,6 +70,11 @@ pub(crate) enum Refusal {
     StaleRead,
     /// An unknown-outcome write would change nothing here, so placing it adds nothing.
     NoEffect,
+    /// A write answered with an error would have succeeded, or failed otherwise, here.
+    NotRefused {
+        answered: &'static str,
+        here: Option<&'static str>,
+    },
 }
 
 fn version_matches(expected: i32, version: i32) -> bool {
@@ -98,6 +116,28 @@ pub(crate) fn apply(state: State, step: Step) -> Result<State, Refusal> {
                 Ok(State::Absent)
             } else {
                 Err(Refusal::WouldFail("BadVersion"))
+            }
+        }
+        (Step::Refused { attempt, error }, state) => {
+            let tried = match attempt {
+                Attempt::Create => Step::Create { data: u32::MAX },
+                Attempt::SetData { expected_version } => Step::SetData {
+                    data: u32::MAX,
+                    expected_version,
+                    new_version: None,
+                },
+                Attempt::Delete { expected_version } => Step::Delete { expected_version },
+            };
+            match apply(state, tried) {
+                Err(Refusal::WouldFail(here)) if here == error => Ok(state),
+                Err(Refusal::WouldFail(here)) => Err(Refusal::NotRefused {
+                    answered: error,
+                    here: Some(here),
+                }),
+                _ => Err(Refusal::NotRefused {
+                    answered: error,
+                    here: None,
+                }),
             }
         }
         (Step::Read { seen }, state) => {
@@ -176,6 +216,41 @@ mod tests {
             Err(Refusal::WrongVersion {
                 expected: 4,
                 reported: 9
+            })
+        );
+    }
+
+    #[test]
+    fn a_refused_write_must_fail_the_same_way() {
+        let present = State::Present {
+            data: 0,
+            version: 3,
+        };
+        let refused = |attempt, error| Step::Refused { attempt, error };
+        assert_eq!(
+            apply(present, refused(Attempt::Create, "NodeExists")),
+            Ok(present)
+        );
+        assert_eq!(
+            apply(State::Absent, refused(Attempt::Create, "NodeExists")),
+            Err(Refusal::NotRefused {
+                answered: "NodeExists",
+                here: None
+            })
+        );
+        assert_eq!(
+            apply(
+                State::Absent,
+                refused(
+                    Attempt::SetData {
+                        expected_version: 3
+                    },
+                    "BadVersion"
+                )
+            ),
+            Err(Refusal::NotRefused {
+                answered: "BadVersion",
+                here: Some("NoNode")
             })
         );
     }

@@ -106,7 +106,7 @@ fn concurrent_writes_may_take_either_order() {
 }
 
 #[test]
-fn failed_writes_and_unchecked_reads_constrain_nothing() {
+fn failed_writes_change_nothing_and_unchecked_reads_are_not_checked() {
     let mut h = HistoryBuilder::new();
     h.push(1, "/a", Call::create("x"), 0, Some(10), OK);
     h.push(
@@ -477,4 +477,65 @@ fn answers_out_of_session_order_are_caught() {
     h.push(1, "/b", Call::create("y"), 5, None, Outcome::Unknown);
     h.push(1, "/b", Call::create("y"), 11, Some(20), OK);
     assert_eq!(check_session_fifo(&build(h)), Ok(()));
+}
+
+#[test]
+fn an_error_that_fits_no_state_is_caught() {
+    let mut h = HistoryBuilder::new();
+    h.push(1, "/a", Call::create("x"), 0, Some(10), OK);
+    h.push(1, "/a", Call::delete(0), 11, Some(20), OK);
+    // The znode is gone for certain: NodeExists fits no point of this interval.
+    h.push(
+        2,
+        "/a",
+        Call::create("y"),
+        30,
+        Some(40),
+        Outcome::Failed(Failure::NodeExists),
+    );
+    let report = violation(&build(h));
+    assert!(
+        report.contains("answered NodeExists, but would have succeeded on absent"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_bad_version_answered_for_the_current_version_is_caught() {
+    let mut h = HistoryBuilder::new();
+    h.push(1, "/a", Call::create("x"), 0, Some(10), OK);
+    h.push(
+        2,
+        "/a",
+        Call::set_data("y", 0),
+        20,
+        Some(30),
+        Outcome::Failed(Failure::BadVersion),
+    );
+    let report = violation(&build(h));
+    assert!(report.contains("answered BadVersion"), "{report}");
+}
+
+#[test]
+fn an_error_concurrent_with_the_write_that_explains_it_passes() {
+    let mut h = HistoryBuilder::new();
+    h.push(1, "/a", Call::create("x"), 0, Some(10), OK);
+    h.push(1, "/a", Call::delete(-1), 20, Some(40), OK);
+    h.push(
+        2,
+        "/a",
+        Call::set_data("y", -1),
+        25,
+        Some(35),
+        Outcome::Failed(Failure::NoNode),
+    );
+    h.push(
+        3,
+        "/a",
+        Call::create("z"),
+        50,
+        Some(60),
+        Outcome::Failed(Failure::Other),
+    );
+    assert_eq!(check(&build(h), BUDGET), Verdict::Ok);
 }
