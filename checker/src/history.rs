@@ -63,8 +63,15 @@ impl fmt::Display for Call {
             Call::SetData {
                 data,
                 expected_version,
-            } => write!(f, "setData({}, v{expected_version})", show(data)),
-            Call::Delete { expected_version } => write!(f, "delete(v{expected_version})"),
+            } => write!(
+                f,
+                "setData({}, {})",
+                show(data),
+                expected(*expected_version)
+            ),
+            Call::Delete { expected_version } => {
+                write!(f, "delete({})", expected(*expected_version))
+            }
             Call::GetData { checked: true } => write!(f, "getData"),
             Call::GetData { checked: false } => write!(f, "getData(unchecked)"),
         }
@@ -297,6 +304,15 @@ fn validate(op: &Operation) -> Result<(), HistoryError> {
             call: op.call.to_string(),
             outcome: op.outcome.to_string(),
         })
+    }
+}
+
+/// An expected version for humans: -1 matches any.
+fn expected(version: i32) -> String {
+    if version == -1 {
+        "any version".to_owned()
+    } else {
+        format!("if v{version}")
     }
 }
 

@@ -182,6 +182,8 @@ fn stale_read_after_a_completed_write_is_caught() {
         Outcome::read("x", 0),
     );
     let report = violation(&build(h));
+    // The report as an operator sees it (shown with --no-capture).
+    println!("{report}");
     assert!(report.contains("not linearizable on /a"), "{report}");
     assert!(
         report.contains("read \"x\" v0, but the znode holds \"y\" v1"),
