@@ -284,6 +284,9 @@ impl<'h, 'p> Search<'h, 'p> {
     fn reason(&self, refusal: Refusal, state: State, candidate: &Pending) -> String {
         let znode = self.table.znode(state);
         match refusal {
+            Refusal::WouldFail(error) if candidate.ret.is_none() => {
+                format!("outcome unknown, and it would fail with {error} on {znode}")
+            }
             Refusal::WouldFail(error) => {
                 format!("acknowledged, but would have failed with {error} on {znode}")
             }

@@ -42,7 +42,10 @@ const SEARCH_BUDGET: u64 = 20_000_000;
 /// Seeds the sessions' choices (their interleaving still depends on timing).
 const SEED: u64 = 0x6261_746f_6e21;
 
-/// One request as a session saw it, times in nanoseconds since the run began.
+/// The session number the injected stale read is recorded under.
+const INJECTED_SESSION: u64 = 999;
+
+/// One request as a session saw it, times in microseconds since the run began.
 struct Record {
     session: u64,
     key: String,
@@ -104,7 +107,7 @@ async fn run_session(
     let mut log = SessionLog::default();
     // The last version this session saw per key, so conditional writes sometimes succeed.
     let mut seen: BTreeMap<&str, i32> = BTreeMap::new();
-    let nanos = |at: Instant| at.duration_since(base).as_nanos() as u64;
+    let micros = |at: Instant| at.duration_since(base).as_micros() as u64;
     for op in 0..MAX_OPS_PER_SESSION {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -172,8 +175,8 @@ async fn run_session(
             session,
             key: key.to_owned(),
             call,
-            invoke: nanos(invoke),
-            ret: known.then(|| nanos(returned)),
+            invoke: micros(invoke),
+            ret: known.then(|| micros(returned)),
             outcome,
         });
         if known {
@@ -382,7 +385,7 @@ fn stale_read_is_caught(logs: &[SessionLog]) -> Result<()> {
         );
     }
     history.push(
-        u64::MAX,
+        INJECTED_SESSION,
         key.clone(),
         Call::get_data(),
         end,
@@ -393,7 +396,10 @@ fn stale_read_is_caught(logs: &[SessionLog]) -> Result<()> {
         .build()
         .context("the history with a stale read is malformed")?;
     match check(&history, SEARCH_BUDGET) {
-        Verdict::Violation(violation) if violation.key == key => Ok(()),
+        Verdict::Violation(violation) if violation.key == key => {
+            println!("the injected stale read is reported as:\n{violation}");
+            Ok(())
+        }
         other => bail!("a stale read injected on {key} was not caught: {other:?}"),
     }
 }
