@@ -141,6 +141,8 @@ struct Frame {
     bits: Bits,
     state: State,
     placed_known: usize,
+    /// Index in `Search::known` of the first acknowledged operation not yet placed.
+    low: usize,
     candidates: Vec<usize>,
     tried: usize,
     rejections: Vec<(usize, String)>,
@@ -160,52 +162,81 @@ struct Search<'h, 'p> {
     pending: &'p [Pending<'h>],
     table: DataTable,
     budget: u64,
-    known: usize,
+    /// Acknowledged operations (indexes into `pending`), by invocation.
+    known: Vec<usize>,
+    /// Operations of unknown outcome, by invocation.
+    unknown: Vec<usize>,
 }
 
 impl<'h, 'p> Search<'h, 'p> {
     fn new(key: &'h str, pending: &'p [Pending<'h>], table: DataTable, budget: u64) -> Self {
-        let known = pending.iter().filter(|p| p.ret.is_some()).count();
+        let (known, unknown) = (0..pending.len()).partition(|&i| pending[i].ret.is_some());
         Search {
             key,
             pending,
             table,
             budget,
             known,
+            unknown,
         }
     }
 
-    /// The earliest-returning operation not yet placed, if any known one is left.
-    fn deadline(&self, bits: &Bits) -> Option<usize> {
-        (0..self.pending.len())
-            .filter(|&i| !has(bits, i))
-            .filter_map(|i| self.pending[i].ret.map(|ret| (ret, i)))
-            .min()
-            .map(|(_, i)| i)
+    /// Where the first unplaced acknowledged operation sits in `known`, starting from `from`.
+    fn first_unplaced(&self, bits: &Bits, from: usize) -> usize {
+        let mut low = from;
+        while self.known.get(low).is_some_and(|&i| has(bits, i)) {
+            low += 1;
+        }
+        low
+    }
+
+    /// The earliest-returning acknowledged operation not yet placed, if any is left. Only
+    /// operations invoked before the best return so far can return earlier, so the scan stops
+    /// there instead of walking the whole history.
+    fn deadline(&self, bits: &Bits, low: usize) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for &i in self.known.get(low..).unwrap_or_default() {
+            let pending = &self.pending[i];
+            if best.is_some_and(|(ret, _)| pending.op.invoke > ret) {
+                break;
+            }
+            if let (false, Some(ret)) = (has(bits, i), pending.ret)
+                && best.is_none_or(|(best_ret, _)| ret < best_ret)
+            {
+                best = Some((ret, i));
+            }
+        }
+        best.map(|(_, i)| i)
     }
 
     /// Operations that may be placed next: not placed, and invoked no later than the first
     /// return among unplaced ones (anything invoked after it must follow it). Acknowledged ones
     /// come first so the search leaves unknown outcomes unplaced unless it needs them.
-    fn candidates(&self, bits: &Bits) -> Vec<usize> {
-        let Some(first) = self.deadline(bits) else {
+    fn candidates(&self, bits: &Bits, low: usize) -> Vec<usize> {
+        let Some(first) = self.deadline(bits, low) else {
             return Vec::new();
         };
         let limit = self.pending[first].ret.unwrap_or(u64::MAX);
-        let mut next: Vec<usize> = (0..self.pending.len())
-            .take_while(|&i| self.pending[i].op.invoke <= limit)
-            .filter(|&i| !has(bits, i))
-            .collect();
-        next.sort_by_key(|&i| self.pending[i].ret.is_none());
-        next
+        let invoked = |i: &&usize| self.pending[**i].op.invoke <= limit;
+        let unplaced = |i: &&usize| !has(bits, **i);
+        let known = self.known.get(low..).unwrap_or_default();
+        known
+            .iter()
+            .take_while(invoked)
+            .filter(unplaced)
+            .chain(self.unknown.iter().take_while(invoked).filter(unplaced))
+            .copied()
+            .collect()
     }
 
-    fn frame(&self, bits: Bits, state: State, placed_known: usize) -> Frame {
-        let candidates = self.candidates(&bits);
+    fn frame(&self, bits: Bits, state: State, placed_known: usize, low: usize) -> Frame {
+        let low = self.first_unplaced(&bits, low);
+        let candidates = self.candidates(&bits, low);
         Frame {
             bits,
             state,
             placed_known,
+            low,
             candidates,
             tried: 0,
             rejections: Vec::new(),
@@ -215,12 +246,12 @@ impl<'h, 'p> Search<'h, 'p> {
     fn run(self) -> Verdict {
         let words = self.pending.len().div_ceil(64).max(1);
         let mut memo: HashSet<(Bits, State)> = HashSet::new();
-        let mut stack = vec![self.frame(vec![0; words].into_boxed_slice(), State::Absent, 0)];
+        let mut stack = vec![self.frame(vec![0; words].into_boxed_slice(), State::Absent, 0, 0)];
         let mut prefix: Vec<usize> = Vec::new();
         let mut dead_end: Option<DeadEnd> = None;
         let mut steps = 0u64;
         while let Some(top) = stack.last_mut() {
-            if top.placed_known == self.known {
+            if top.placed_known == self.known.len() {
                 return Verdict::Ok;
             }
             let Some(&next) = top.candidates.get(top.tried) else {
@@ -233,7 +264,7 @@ impl<'h, 'p> Search<'h, 'p> {
                         prefix: prefix.clone(),
                         state: top.state,
                         rejections: std::mem::take(&mut top.rejections),
-                        deadline: self.deadline(&top.bits),
+                        deadline: self.deadline(&top.bits, top.low),
                     });
                 }
                 stack.pop();
@@ -276,7 +307,8 @@ impl<'h, 'p> Search<'h, 'p> {
             ));
             let placed_known = top.placed_known + usize::from(candidate.ret.is_some());
             prefix.push(next);
-            stack.push(self.frame(bits, state, placed_known));
+            let low = top.low;
+            stack.push(self.frame(bits, state, placed_known, low));
         }
         Verdict::Violation(Box::new(self.violation(dead_end)))
     }

@@ -194,3 +194,40 @@ proptest! {
         prop_assert!(matches!(verdict, Verdict::Violation(_)), "not caught: {:?}", verdict);
     }
 }
+
+/// Plans from a fixed seed (SplitMix64), for a history too long to shrink by hand.
+fn seeded_plans(count: usize, lost_one_in: u64, mut seed: u64) -> Vec<Plan> {
+    let mut next = |bound: u64| {
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % bound
+    };
+    (0..count)
+        .map(|_| Plan {
+            session: next(8),
+            key: next(KEYS.len() as u64) as usize,
+            kind: next(4) as u8,
+            version_pick: next(4) as u8,
+            before: next(3 * GAP),
+            after: next(3 * GAP),
+            lost: next(lost_one_in) == 0,
+            applied_if_lost: next(2) == 0,
+        })
+        .collect()
+}
+
+#[test]
+fn a_long_history_is_decided_in_a_few_steps_per_operation() {
+    const OPERATIONS: usize = 5_000;
+    for lost_one_in in [u64::MAX, 500] {
+        let (history, _) = record(&seeded_plans(OPERATIONS, lost_one_in, 7));
+        // Ten steps per operation: the search must not wander on a linearizable history.
+        assert_eq!(
+            check(&build(history), 10 * OPERATIONS as u64),
+            Verdict::Ok,
+            "one answer in {lost_one_in} lost"
+        );
+    }
+}
