@@ -145,7 +145,18 @@ struct Frame {
     low: usize,
     candidates: Vec<usize>,
     tried: usize,
-    rejections: Vec<(usize, String)>,
+    rejections: Vec<(usize, Tried)>,
+}
+
+/// What became of one candidate, kept cheap (formatted only for a report).
+#[derive(Debug, Clone, Copy)]
+enum Tried {
+    /// The model refused it in this state.
+    Refused(Refusal, State),
+    /// It fitted, but everything after it dead-ended.
+    DeadEnd,
+    /// It fitted, into a (placed set, state) already explored and dead.
+    Explored,
 }
 
 /// The deepest dead end seen, kept for the report.
@@ -153,7 +164,7 @@ struct DeadEnd {
     placed_known: usize,
     prefix: Vec<usize>,
     state: State,
-    rejections: Vec<(usize, String)>,
+    rejections: Vec<(usize, Tried)>,
     deadline: Option<usize>,
 }
 
@@ -283,28 +294,22 @@ impl<'h, 'p> Search<'h, 'p> {
             let state = match apply(top.state, candidate.step) {
                 Ok(state) if candidate.ret.is_none() && state == top.state => {
                     top.rejections
-                        .push((next, self.reason(Refusal::NoEffect, top.state, candidate)));
+                        .push((next, Tried::Refused(Refusal::NoEffect, top.state)));
                     continue;
                 }
                 Ok(state) => state,
                 Err(refusal) => {
                     top.rejections
-                        .push((next, self.reason(refusal, top.state, candidate)));
+                        .push((next, Tried::Refused(refusal, top.state)));
                     continue;
                 }
             };
             let bits = with(&top.bits, next);
             if !memo.insert((bits.clone(), state)) {
-                top.rejections.push((
-                    next,
-                    "fits here, but no order of the rest fits after it (already explored)".into(),
-                ));
+                top.rejections.push((next, Tried::Explored));
                 continue;
             }
-            top.rejections.push((
-                next,
-                "fits here, but no order of the rest fits after it".into(),
-            ));
+            top.rejections.push((next, Tried::DeadEnd));
             let placed_known = top.placed_known + usize::from(candidate.ret.is_some());
             prefix.push(next);
             let low = top.low;
@@ -313,7 +318,15 @@ impl<'h, 'p> Search<'h, 'p> {
         Verdict::Violation(Box::new(self.violation(dead_end)))
     }
 
-    fn reason(&self, refusal: Refusal, state: State, candidate: &Pending) -> String {
+    fn reason(&self, tried: Tried, candidate: &Pending) -> String {
+        let (refusal, state) = match tried {
+            Tried::Refused(refusal, state) => (refusal, state),
+            Tried::DeadEnd => return "fits here, but no order of the rest fits after it".into(),
+            Tried::Explored => {
+                return "fits here, but no order of the rest fits after it (already explored)"
+                    .into();
+            }
+        };
         let znode = self.table.znode(state);
         match refusal {
             Refusal::WouldFail(error) if candidate.ret.is_none() => {
@@ -366,9 +379,9 @@ impl<'h, 'p> Search<'h, 'p> {
             next: end
                 .rejections
                 .into_iter()
-                .map(|(i, reason)| Rejection {
+                .map(|(i, tried)| Rejection {
                     operation: op(i),
-                    reason,
+                    reason: self.reason(tried, &self.pending[i]),
                 })
                 .collect(),
             deadline: end.deadline.map(op),
