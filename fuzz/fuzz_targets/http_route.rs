@@ -60,7 +60,10 @@ fn parse(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
     let q = Query::parse(query, allowed(&route))?;
     for &(key, default, min, max) in durations(&route) {
         let d = q.duration(key, default, min, max)?;
-        assert!(min <= d && d <= max, "{key}: {d:?} outside {min:?}..={max:?}");
+        assert!(
+            min <= d && d <= max,
+            "{key}: {d:?} outside {min:?}..={max:?}"
+        );
     }
     Ok(route)
 }
@@ -68,7 +71,10 @@ fn parse(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
 /// The body of a `Full` response: ready at once, so one poll with a no-op waker suffices.
 fn body_of(response: hyper::Response<baton_sidecar::http::Body>) -> Vec<u8> {
     let mut collect = pin!(response.into_body().collect());
-    match collect.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match collect
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(Ok(collected)) => collected.to_bytes().to_vec(),
         Poll::Ready(Err(never)) => match never {},
         Poll::Pending => panic!("a Full body was not ready"),
@@ -82,7 +88,10 @@ fn check_refusal(err: ApiError) {
     let response = err.into_response();
     assert_eq!(response.status(), status);
     assert_eq!(
-        response.headers().get(header::CONTENT_TYPE).map(|v| v.as_bytes()),
+        response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes()),
         Some(&b"application/json"[..])
     );
     if status == StatusCode::METHOD_NOT_ALLOWED {
@@ -92,7 +101,10 @@ fn check_refusal(err: ApiError) {
         serde_json::from_slice(&body_of(response)).expect("the error body is JSON");
     let error = &body["error"];
     assert_eq!(error["code"].as_str(), Some(code), "{body}");
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
     assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
 }
 
@@ -117,7 +129,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(d) = parse_duration(text) {
-        assert!(d <= Duration::from_secs(30 * 24 * 3600), "{text:?} -> {d:?}");
+        assert!(
+            d <= Duration::from_secs(30 * 24 * 3600),
+            "{text:?} -> {d:?}"
+        );
     }
     let (path, query) = match text.split_once('?') {
         Some((path, query)) => (path, Some(query)),

@@ -38,7 +38,9 @@ async fn send_raw(addr: SocketAddr, bytes: &[u8], close: bool) -> Vec<u8> {
 
 /// The status of the first response in `answer`, if there is one.
 fn status(answer: &[u8]) -> Option<u16> {
-    let rest = answer.strip_prefix(b"HTTP/1.1 ")?;
+    let rest = answer
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| answer.strip_prefix(b"HTTP/1.0 "))?;
     std::str::from_utf8(rest.get(..3)?).ok()?.parse().ok()
 }
 

@@ -527,7 +527,12 @@ proptest! {
         let answer = exchange(&junk, true);
         check_no_worker_panic()?;
         if !answer.is_empty() {
-            prop_assert!(answer.starts_with(b"HTTP/1.1 "), "{:?}", String::from_utf8_lossy(&answer));
+            // hyper answers an HTTP/1.0 request (a mutated version) in HTTP/1.0.
+            prop_assert!(
+                answer.starts_with(b"HTTP/1.1 ") || answer.starts_with(b"HTTP/1.0 "),
+                "{:?}",
+                String::from_utf8_lossy(&answer)
+            );
         }
         let health = first_response(
             &exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false),
