@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -19,6 +19,11 @@ use crate::core::admin::{AdminCommand, AdminError};
 
 use crate::metrics::Metrics;
 use crate::status::Status;
+
+/// How long a client may take to send a request's headers. hyper enforces no limit unless it
+/// is given a timer, and without one a client that stops halfway holds its connection (and a
+/// file descriptor) forever: enough of them exhaust the process's descriptors.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the admin handlers read.
 #[derive(Clone)]
@@ -56,6 +61,8 @@ pub async fn serve_admin(
                 async move { Ok::<_, Infallible>(route(&ctx, req).await) }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

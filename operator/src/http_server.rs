@@ -8,10 +8,15 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+
+/// How long a client may take to send a request's headers. hyper enforces no limit unless it
+/// is given a timer, and without one a client that stops halfway holds its connection (and a
+/// file descriptor) forever: enough of them exhaust the process's descriptors.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves until the task is dropped; every connection gets its own task.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
@@ -30,6 +35,8 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
                 async move { Ok::<_, Infallible>(answer(&metrics, &req)) }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

@@ -12,7 +12,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ServerConfig;
 use rustls::crypto::ring;
 use rustls::pki_types::pem::PemObject;
@@ -24,6 +24,11 @@ use tokio_rustls::TlsAcceptor;
 
 use super::lookup::EnsembleLookup;
 use super::review::Injector;
+
+/// How long a client may take to send a request's headers. hyper enforces no limit unless it
+/// is given a timer, and without one a client that stops halfway holds its connection (and a
+/// file descriptor) forever: enough of them exhaust the process's descriptors.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The path the MutatingWebhookConfiguration calls.
 pub const MUTATE_PODS_PATH: &str = "/mutate-pods";
@@ -221,6 +226,8 @@ pub async fn serve<L: EnsembleLookup>(
                 async move { Ok::<_, Infallible>(handle(&injector, req).await) }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -28,6 +28,11 @@ pub use reply::{ApiError, Body};
 pub use route::{Route, route};
 
 use crate::metrics::HttpLabels;
+
+/// How long a client may take to send a request's headers. hyper enforces no limit unless it
+/// is given a timer, and without one a client that stops halfway holds its connection (and a
+/// file descriptor) forever: enough of them exhaust the process's descriptors.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Largest request body accepted. The API takes its parameters in the query string; a body is
 /// tolerated (and ignored) only up to this size.
@@ -87,7 +92,10 @@ pub async fn serve(
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(respond(&state, exposure, req).await) }
             });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             let result = tokio::select! {
                 result = connection.as_mut() => result,
