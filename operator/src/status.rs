@@ -105,7 +105,17 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         ("Degraded", degraded),
     ]
     .into_iter()
-    .map(|(type_, (status, reason, message))| condition(input, type_, status, reason, message))
+    .map(|(type_, (status, reason, message))| {
+        condition(
+            input.previous,
+            input.generation,
+            input.now,
+            type_,
+            status,
+            reason,
+            message,
+        )
+    })
     .collect();
     CoordinationEnsembleStatus {
         observed_generation: input.generation,
@@ -129,18 +139,7 @@ pub fn invalid(
 ) -> CoordinationEnsembleStatus {
     let mut status = previous.cloned().unwrap_or_default();
     let keep = |type_: &str, status: bool, reason: &str, message: String| {
-        let previous_time = previous
-            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| c.status == bool_str(status))
-            .map(|c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.into(),
-            status: bool_str(status).into(),
-            reason: reason.into(),
-            message,
-            observed_generation: generation,
-            last_transition_time: previous_time.unwrap_or(Time(now)),
-        }
+        condition(previous, generation, now, type_, status, reason, message)
     };
     let available = status
         .conditions
@@ -215,14 +214,15 @@ fn bool_str(b: bool) -> &'static str {
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
 fn condition(
-    input: &StatusInputs<'_>,
+    previous: Option<&CoordinationEnsembleStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
     type_: &str,
     status: bool,
     reason: &str,
     message: String,
 ) -> Condition {
-    let previous_time = input
-        .previous
+    let previous_time = previous
         .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
         .filter(|c| c.status == bool_str(status))
         .map(|c| c.last_transition_time.clone());
@@ -231,8 +231,8 @@ fn condition(
         status: bool_str(status).into(),
         reason: reason.into(),
         message,
-        observed_generation: input.generation,
-        last_transition_time: previous_time.unwrap_or(Time(input.now)),
+        observed_generation: generation,
+        last_transition_time: previous_time.unwrap_or(Time(now)),
     }
 }
 
