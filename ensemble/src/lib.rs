@@ -95,6 +95,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         tick: cfg.tick,
         reap_interval: cfg.housekeeping_interval,
         join: cfg.join,
+        fixed_election_ticks: None,
+        bugs: core::DeliberateBugs::NONE,
     };
     let core = Core::new(
         core_cfg,
@@ -102,7 +104,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         &members,
         metrics.clone(),
         status_tx,
-        Some(transport),
+        Some(Box::new(transport)),
+        Arc::new(core::SystemClock),
     )?;
 
     let (core_done_tx, mut core_done) = oneshot::channel();

@@ -173,7 +173,7 @@ impl Core {
         let heard = self
             .last_heard
             .get(&id)
-            .is_some_and(|at| at.elapsed() <= window);
+            .is_some_and(|at| super::clock::since(self.now(), *at) <= window);
         heard
             && self
                 .node

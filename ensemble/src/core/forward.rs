@@ -3,8 +3,6 @@
 //! entry applies. Also session claims (reconnects) and touches, which the leader needs to keep
 //! session ownership and deadlines.
 
-use std::time::Instant;
-
 use baton_proto::ErrorCode;
 use bytes::Bytes;
 
@@ -70,10 +68,11 @@ impl Core {
             return self.drop_connection(conn_id);
         }
         self.metrics.writes.inc();
+        let now = self.now();
         if let Some(conn) = self.conns.get_mut(&conn_id) {
             conn.pipeline.push_back(Pending::Write {
                 xid,
-                since: Instant::now(),
+                since: now,
                 term,
             });
         }
@@ -201,7 +200,7 @@ impl Core {
             self.touched.clear();
             return;
         }
-        let sessions: Vec<i64> = self.touched.drain().collect();
+        let sessions: Vec<i64> = std::mem::take(&mut self.touched).into_iter().collect();
         self.send_control(leader, &Control::Touches { sessions });
     }
 }

@@ -12,7 +12,7 @@
 //! Everything is forgotten at a term change: the new leader knows nothing of what its
 //! predecessor appended, so it accepts only writes with no pending predecessor.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use baton_proto::ErrorCode;
 
@@ -37,7 +37,7 @@ struct SessionState {
 #[derive(Debug, Default)]
 pub struct ProposalGate {
     term: u64,
-    sessions: HashMap<i64, SessionState>,
+    sessions: BTreeMap<i64, SessionState>,
 }
 
 impl ProposalGate {

@@ -7,19 +7,21 @@
 
 pub mod admin;
 mod auth;
+pub mod clock;
 mod conn;
 mod control;
 mod forward;
 mod gate;
+pub mod links;
 pub mod messages;
 mod replicate;
 mod requests;
 mod sessions;
 pub mod wire;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use baton_machine::{SessionTracker, StateMachine, WatchManager};
 use baton_raftlog::RaftLog;
@@ -28,10 +30,12 @@ use raft::eraftpb::ConfState;
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
-use crate::peer::{PeerEvent, PeerInbound, PeerTransport};
+use crate::peer::{PeerEvent, PeerInbound};
 use crate::status::Status;
+pub use clock::{Clock, ManualClock, SystemClock};
 use conn::LocalConn;
 use gate::ProposalGate;
+pub use links::PeerLinks;
 pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx};
 use sessions::{AwaitingClaim, AwaitingSession};
 
@@ -52,6 +56,28 @@ pub struct CoreConfig {
     /// Start with no configuration and wait to be added by the leader (a member joining a
     /// running ensemble).
     pub join: bool,
+    /// A fixed election timeout in ticks instead of raft-rs's random one in
+    /// `[election_tick, 2 * election_tick)`, which it draws from an unseedable generator. The
+    /// deterministic simulation draws this from its seed; production leaves it `None`.
+    pub fixed_election_ticks: Option<usize>,
+    /// Deliberate bugs for proving the simulation's checkers catch them. Always
+    /// `DeliberateBugs::NONE` outside tests; no flag reaches it.
+    pub bugs: DeliberateBugs,
+}
+
+/// Known-wrong behaviours the simulation switches on to prove its checkers find them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliberateBugs {
+    /// Answer `sync` at once from this member's state, skipping the leader's ReadIndex, so a
+    /// read after `sync` can be stale.
+    pub sync_without_read_index: bool,
+}
+
+impl DeliberateBugs {
+    /// None of them: the only setting production uses.
+    pub const NONE: DeliberateBugs = DeliberateBugs {
+        sync_without_read_index: false,
+    };
 }
 
 /// Why the core stopped.
@@ -83,23 +109,24 @@ pub struct Core {
     sm: StateMachine,
     watches: WatchManager,
     tracker: SessionTracker,
-    conns: HashMap<ConnId, LocalConn>,
-    session_conns: HashMap<i64, ConnId>,
-    awaiting_sessions: HashMap<i64, AwaitingSession>,
-    awaiting_claims: HashMap<u64, AwaitingClaim>,
+    conns: BTreeMap<ConnId, LocalConn>,
+    session_conns: BTreeMap<i64, ConnId>,
+    awaiting_sessions: BTreeMap<i64, AwaitingSession>,
+    awaiting_claims: BTreeMap<u64, AwaitingClaim>,
     next_claim_token: u64,
     gate: ProposalGate,
     /// Sessions active on this follower since the last batch sent to the leader.
-    touched: HashSet<i64>,
+    touched: BTreeSet<i64>,
     /// ReadIndex requests in flight: context → connection.
-    pending_reads: HashMap<u64, ConnId>,
+    pending_reads: BTreeMap<u64, ConnId>,
     next_read_ctx: u64,
     /// Connections with a sync whose read index is known, to answer once applied that far.
-    syncing: HashSet<ConnId>,
-    transport: Option<PeerTransport>,
+    syncing: BTreeSet<ConnId>,
+    transport: Option<Box<dyn PeerLinks>>,
+    clock: std::sync::Arc<dyn Clock>,
     /// When each peer's last Raft message arrived: the leader's evidence that a member is
     /// alive right now (raft-rs's `recent_active` lags by up to an election timeout).
-    last_heard: HashMap<u64, Instant>,
+    last_heard: BTreeMap<u64, Instant>,
     next_session_id: i64,
     conf_state: ConfState,
     last_snapshot_index: u64,
@@ -131,14 +158,6 @@ impl LatencyStats {
     }
 }
 
-/// Milliseconds since the Unix epoch: the proposer's timestamp carried in every entry.
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Core {
     /// Opens the node over `log`, restoring the tree from the latest snapshot.
     pub fn new(
@@ -147,40 +166,43 @@ impl Core {
         members: &[(u64, String)],
         metrics: Arc<Metrics>,
         status: watch::Sender<Status>,
-        transport: Option<PeerTransport>,
+        transport: Option<Box<dyn PeerLinks>>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Core, CoreError> {
         let (node, sm, conf_state, last_snapshot_index) =
             replicate::open_node(&cfg, log.clone(), members)?;
-        let started = Instant::now();
+        let started = clock.now();
+        let wall_ms = clock.wall_ms();
         let tick_ms = cfg.tick.as_millis().max(1) as u64;
         let mut tracker = SessionTracker::new(tick_ms);
         for s in sm.sessions() {
             tracker.add(s.id, s.timeout_ms as u32, 0);
         }
         let mut core = Core {
-            next_session_id: sessions::initial_session_id(cfg.id, wall_ms()),
+            next_session_id: sessions::initial_session_id(cfg.id, wall_ms),
             cfg,
             node,
             log,
             sm,
             watches: WatchManager::default(),
             tracker,
-            conns: HashMap::new(),
-            session_conns: HashMap::new(),
-            awaiting_sessions: HashMap::new(),
-            awaiting_claims: HashMap::new(),
+            conns: BTreeMap::new(),
+            session_conns: BTreeMap::new(),
+            awaiting_sessions: BTreeMap::new(),
+            awaiting_claims: BTreeMap::new(),
             next_claim_token: 1,
             gate: ProposalGate::default(),
-            touched: HashSet::new(),
-            pending_reads: HashMap::new(),
+            touched: BTreeSet::new(),
+            pending_reads: BTreeMap::new(),
             // Unique across restarts too: the leader drops a ReadIndex whose context is pending.
-            next_read_ctx: (wall_ms() as u64) << 16,
-            syncing: HashSet::new(),
+            next_read_ctx: (wall_ms as u64) << 16,
+            syncing: BTreeSet::new(),
             transport,
+            clock,
             conf_state,
             last_snapshot_index,
             snapshot_after_membership_change: false,
-            last_heard: HashMap::new(),
+            last_heard: BTreeMap::new(),
             last_reap: started,
             started,
             last_leader: (0, 0),
@@ -205,11 +227,54 @@ impl Core {
 
     /// Monotonic milliseconds since the core started: the session tracker's clock.
     fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        clock::since(self.clock.now(), self.started).as_millis() as u64
+    }
+
+    /// Now, on the core's clock.
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Milliseconds since the Unix epoch: the proposer's timestamp carried in every entry.
+    fn wall_ms(&self) -> i64 {
+        self.clock.wall_ms()
     }
 
     fn is_leader(&self) -> bool {
         self.node.raft.state == raft::StateRole::Leader
+    }
+
+    /// Handles `msgs` as one batch, then Raft's `Ready` (persist, send, apply) once: what
+    /// [`Core::run`] does with each batch it takes off its queue. The simulation drives the
+    /// core through this. `Ok(false)` means a `Shutdown` was among them.
+    pub fn step(&mut self, msgs: impl IntoIterator<Item = CoreMsg>) -> Result<bool, CoreError> {
+        let mut go_on = true;
+        for msg in msgs {
+            if !self.handle(msg) {
+                go_on = false;
+                break;
+            }
+        }
+        self.on_ready()?;
+        self.observe_leader();
+        Ok(go_on)
+    }
+
+    /// The replicated state as this member has applied it (read-only, for the simulation's
+    /// invariant checks).
+    pub fn state(&self) -> &StateMachine {
+        &self.sm
+    }
+
+    /// This member's Raft view: (role is leader, term, commit index, applied index).
+    pub fn raft_view(&self) -> (bool, u64, u64, u64) {
+        let log = &self.node.raft.raft_log;
+        (
+            self.is_leader(),
+            self.node.raft.term,
+            log.committed,
+            log.applied,
+        )
     }
 
     /// Runs until `Shutdown` or until every sender is gone; an error means a storage failure.
@@ -259,7 +324,7 @@ impl Core {
             CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
             CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
             CoreMsg::Peer(PeerInbound::Raft(m)) => {
-                self.last_heard.insert(m.from, Instant::now());
+                self.last_heard.insert(m.from, self.clock.now());
                 if let Err(e) = self.node.step(m) {
                     tracing::debug!(error = %e, "raft refused a message");
                 }
@@ -298,8 +363,9 @@ impl Core {
             tracing::info!(session = %format_args!("0x{session_id:x}"), "session expired");
             self.propose_close(session_id, true);
         }
-        if self.last_reap.elapsed() >= self.cfg.reap_interval {
-            self.last_reap = Instant::now();
+        let now = self.now();
+        if clock::since(now, self.last_reap) >= self.cfg.reap_interval {
+            self.last_reap = now;
             self.propose_housekeeping();
         }
     }
@@ -357,6 +423,7 @@ impl Core {
 
     /// The backstop for a request lost without a trace (e.g. on a peer link that broke).
     fn expire_stuck_requests(&mut self) {
+        let now = self.now();
         let stuck: Vec<ConnId> = self
             .conns
             .iter()
@@ -364,7 +431,7 @@ impl Core {
                 c.pipeline
                     .front()
                     .and_then(|p| p.waiting_since())
-                    .is_some_and(|(since, _)| since.elapsed() > REQUEST_TIMEOUT)
+                    .is_some_and(|(since, _)| clock::since(now, since) > REQUEST_TIMEOUT)
             })
             .map(|(id, _)| *id)
             .collect();

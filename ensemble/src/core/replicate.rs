@@ -70,6 +70,9 @@ pub(super) fn open_node(
         check_quorum: true,
         max_size_per_msg: 1 << 20,
         max_inflight_msgs: 256,
+        // `[t, t + 1)`: the one value raft-rs can then draw.
+        min_election_tick: cfg.fixed_election_ticks.unwrap_or(0),
+        max_election_tick: cfg.fixed_election_ticks.map_or(0, |t| t + 1),
         ..Default::default()
     };
     config.validate()?;

@@ -1,8 +1,6 @@
 //! Client requests after the handshake: writes go to Raft, everything else is answered here in
 //! per-session order.
 
-use std::time::Instant;
-
 use baton_machine::{Command, CommandKind, WatchKind};
 use baton_proto::{
     AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, Request, Response, WatcherType,
@@ -10,7 +8,7 @@ use baton_proto::{
 
 use super::conn::Pending;
 use super::messages::ConnId;
-use super::{Core, wall_ms, wire};
+use super::{Core, clock, wire};
 
 impl Core {
     pub(super) fn on_request(&mut self, conn_id: ConnId, xid: i32, request: Request) {
@@ -58,7 +56,7 @@ impl Core {
                 let cmd = Command {
                     session_id,
                     xid,
-                    time_ms: wall_ms(),
+                    time_ms: self.wall_ms(),
                     kind: CommandKind::CloseSession { expired: false },
                 };
                 self.propose_client_write(conn_id, session_id, xid, cmd.encode());
@@ -68,7 +66,7 @@ impl Core {
                 let cmd = Command {
                     session_id,
                     xid,
-                    time_ms: wall_ms(),
+                    time_ms: self.wall_ms(),
                     kind: CommandKind::Write { auth, request },
                 };
                 self.propose_client_write(conn_id, session_id, xid, cmd.encode());
@@ -90,17 +88,26 @@ impl Core {
         // context is already pending, and every member counts on its own.
         let mut request = self.cfg.id.to_be_bytes().to_vec();
         request.extend_from_slice(&ctx.to_be_bytes());
-        self.node.read_index(request);
+        let stale = self.cfg.bugs.sync_without_read_index;
+        if !stale {
+            self.node.read_index(request);
+        }
         self.pending_reads.insert(ctx, conn_id);
+        let now = self.now();
         if let Some(conn) = self.conns.get_mut(&conn_id) {
             conn.pipeline.push_back(Pending::Sync {
                 xid,
                 path,
                 ctx,
                 index: None,
-                since: Instant::now(),
+                since: now,
                 term,
             });
+        }
+        if stale {
+            // The deliberate bug: whatever this member has applied counts as up to date.
+            let applied = self.node.raft.raft_log.applied;
+            self.on_read_state(ctx, applied);
         }
     }
 
@@ -129,7 +136,7 @@ impl Core {
         if self.syncing.is_empty() {
             return;
         }
-        let conns: Vec<ConnId> = self.syncing.drain().collect();
+        let conns: Vec<ConnId> = std::mem::take(&mut self.syncing).into_iter().collect();
         for conn_id in conns {
             let Some(session_id) = self.conns.get(&conn_id).and_then(|c| c.session_id) else {
                 continue;
@@ -184,7 +191,7 @@ impl Core {
             Some(Pending::Write {
                 xid: front, since, ..
             }) if *front == xid => {
-                let elapsed = since.elapsed();
+                let elapsed = clock::since(self.clock.now(), *since);
                 self.metrics.proposal_seconds.observe(elapsed.as_secs_f64());
                 self.latency.record(elapsed);
                 conn.pipeline.pop_front();

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::conn::LocalConn;
 use super::messages::{ConnId, ConnectOutcome, Outbound, OutboundTx};
-use super::{Core, wall_ms, wire};
+use super::{Core, clock, wire};
 
 /// A new session whose CreateSession entry is not applied yet.
 #[derive(Debug)]
@@ -92,7 +92,7 @@ impl Core {
             let cmd = Command {
                 session_id,
                 xid: 0,
-                time_ms: wall_ms(),
+                time_ms: self.wall_ms(),
                 kind: CommandKind::CreateSession {
                     timeout_ms,
                     passwd: passwd.clone(),
@@ -112,7 +112,7 @@ impl Core {
                     timeout_ms,
                     passwd,
                     done,
-                    since: std::time::Instant::now(),
+                    since: self.now(),
                 },
             );
             return;
@@ -167,7 +167,7 @@ impl Core {
                     session_id: req.session_id,
                     response,
                     done,
-                    since: std::time::Instant::now(),
+                    since: self.now(),
                 },
             );
         }
@@ -182,10 +182,11 @@ impl Core {
 
     /// Claims the leader never answered (it died, or the link broke): the client retries.
     pub(super) fn expire_stuck_claims(&mut self) {
+        let now = self.now();
         let stuck: Vec<u64> = self
             .awaiting_claims
             .iter()
-            .filter(|(_, c)| c.since.elapsed() > CLAIM_TIMEOUT)
+            .filter(|(_, c)| clock::since(now, c.since) > CLAIM_TIMEOUT)
             .map(|(t, _)| *t)
             .collect();
         for token in stuck {
@@ -194,7 +195,7 @@ impl Core {
         let stuck: Vec<i64> = self
             .awaiting_sessions
             .iter()
-            .filter(|(_, a)| a.since.elapsed() > CLAIM_TIMEOUT)
+            .filter(|(_, a)| clock::since(now, a.since) > CLAIM_TIMEOUT)
             .map(|(id, _)| *id)
             .collect();
         for session_id in stuck {
@@ -283,12 +284,11 @@ impl Core {
     }
 
     /// Proposes closing a session (the client asked, or the leader saw it expire).
-    /// Proposes closing an expired session (the leader's decision).
     pub(super) fn propose_close(&mut self, session_id: i64, expired: bool) {
         let cmd = Command {
             session_id,
             xid: 0,
-            time_ms: wall_ms(),
+            time_ms: self.wall_ms(),
             kind: CommandKind::CloseSession { expired },
         };
         if let Err(e) = self.node.propose(vec![], cmd.encode()) {
@@ -334,7 +334,7 @@ impl Core {
 
     /// The leader's periodic clean-up: empty containers and expired TTL nodes.
     pub(super) fn propose_housekeeping(&mut self) {
-        let now = wall_ms();
+        let now = self.wall_ms();
         let mut kinds: Vec<CommandKind> = self
             .sm
             .containers_to_reap()

@@ -1,0 +1,666 @@
+//! Simulated ZooKeeper clients. They speak to a member's core exactly as a connection task
+//! does (decoded requests in, encoded frames out) and record what they saw. A register client
+//! reads and writes a few znodes; a lock client runs the sidecar's recipe (ephemeral
+//! sequential node, watch only the predecessor, the node's czxid as fencing token).
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use baton_checker::{Call, Failure, Outcome, Reply};
+use baton_ensemble::core::{ConnId, ConnectOutcome, CoreMsg, Outbound};
+use baton_proto::{
+    ConnectRequest, CreateMode, CreateRequest, DeleteRequest, ErrorCode, OpCode, PathWatchRequest,
+    Request, Response, SetDataRequest, codec, open_acl_unsafe, xid,
+};
+use rand::Rng;
+use rand::rngs::StdRng;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::record::{Grant, Recorder, Ticket};
+use crate::time::{MS, Micros, SECOND};
+
+/// The session timeout clients ask for.
+pub const SESSION_TIMEOUT_MS: i32 = 2_000;
+/// A request unanswered this long means the connection is gone (ZooKeeper's read timeout is
+/// two thirds of the session timeout).
+const REQUEST_TIMEOUT: Micros = 2 * SESSION_TIMEOUT_MS as u64 * MS / 3;
+const PING_EVERY: Micros = SESSION_TIMEOUT_MS as u64 * MS / 3;
+
+/// What a client does.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// Reads and writes these znodes.
+    Register { keys: Vec<String> },
+    /// Takes and releases the lock (or leadership) in `dir`, holding it up to `hold`.
+    Lock {
+        dir: String,
+        prefix: &'static str,
+        hold: Micros,
+    },
+    /// Creates these persistent znodes in order, then does nothing.
+    Setup { paths: Vec<String> },
+}
+
+/// What a client asks the world to do.
+#[derive(Debug)]
+pub enum Action {
+    /// Deliver to member `member` (its incarnation `incarnation`).
+    ToMember {
+        member: u64,
+        incarnation: u64,
+        msg: CoreMsg,
+    },
+    /// Wake this client at the time given.
+    WakeAt(Micros),
+}
+
+struct Conn {
+    member: u64,
+    incarnation: u64,
+    id: ConnId,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    _done: oneshot::Receiver<ConnectOutcome>,
+    session: Option<i64>,
+    opened: Micros,
+    last_sent: Micros,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Purpose {
+    Write(Ticket),
+    /// The `sync` in front of a checked read.
+    Sync(Ticket),
+    Read(Ticket),
+    Ping,
+    LockCreate,
+    LockChildren,
+    LockWatch,
+    LockRelease,
+    Setup,
+}
+
+struct InFlight {
+    xid: i32,
+    opcode: OpCode,
+    purpose: Purpose,
+    sent: Micros,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LockState {
+    Idle,
+    Busy,
+    /// Waiting for the predecessor's deletion.
+    Watching {
+        predecessor: String,
+    },
+    Holding {
+        until: Micros,
+    },
+}
+
+pub struct Client {
+    pub id: usize,
+    role: Role,
+    /// Bumped per connection: frames of an earlier connection are ignored.
+    pub generation: u64,
+    conn: Option<Conn>,
+    next_conn_at: Micros,
+    next_xid: i32,
+    inflight: VecDeque<InFlight>,
+    last_zxid: i64,
+    counter: u64,
+    /// When the next operation may start.
+    next_op_at: Micros,
+    /// The client stops starting operations at this time (the run is settling).
+    pub stop_at: Micros,
+    lock: LockState,
+    my_node: Option<(String, i64)>,
+    /// Sync whose result decides whether the next read is checked.
+    sync_ok: Option<bool>,
+    /// When the last request other than a ping was answered.
+    pub last_answer: Micros,
+    /// Setup paths created so far.
+    created: usize,
+}
+
+/// Conn ids are unique across the whole run.
+fn conn_id(client: usize, generation: u64) -> ConnId {
+    ((client as u64) << 32) | generation
+}
+
+fn seq_of(name: &str) -> Option<u64> {
+    let digits = name.len().checked_sub(10)?;
+    name.get(digits..)?.parse().ok()
+}
+
+impl Client {
+    pub fn new(id: usize, role: Role, stop_at: Micros) -> Client {
+        Client {
+            id,
+            role,
+            generation: 0,
+            conn: None,
+            next_conn_at: 0,
+            next_xid: 1,
+            inflight: VecDeque::new(),
+            last_zxid: 0,
+            counter: 0,
+            next_op_at: 0,
+            stop_at,
+            lock: LockState::Idle,
+            my_node: None,
+            sync_ok: None,
+            last_answer: 0,
+            created: 0,
+        }
+    }
+
+    /// The member this client is connected to, if any.
+    pub fn member(&self) -> Option<(u64, u64)> {
+        self.conn.as_ref().map(|c| (c.member, c.incarnation))
+    }
+
+    /// The session the ensemble gave this client's current connection.
+    pub fn session(&self) -> Option<i64> {
+        self.conn.as_ref().and_then(|c| c.session)
+    }
+
+    /// Whether a setup client has created all its paths.
+    pub fn is_set_up(&self) -> bool {
+        matches!(&self.role, Role::Setup { paths } if self.created == paths.len())
+    }
+
+    /// The actor id in the history: one sequential actor per connection.
+    fn actor(&self) -> u64 {
+        conn_id(self.id, self.generation)
+    }
+
+    /// Frames the member queued for this client since the last call.
+    pub fn take_frames(&mut self) -> Vec<Outbound> {
+        let mut out = Vec::new();
+        if let Some(conn) = &mut self.conn {
+            while let Ok(frame) = conn.rx.try_recv() {
+                out.push(frame);
+            }
+        }
+        out
+    }
+
+    /// Connects, sends or gives up as time requires.
+    pub fn wake(
+        &mut self,
+        now: Micros,
+        members: &[(u64, u64, bool)],
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let Some(conn) = &self.conn else {
+            if now >= self.next_conn_at {
+                self.connect(now, members, rng, &mut actions);
+            } else {
+                actions.push(Action::WakeAt(self.next_conn_at));
+            }
+            return actions;
+        };
+        let stuck_since = match (conn.session, self.inflight.front()) {
+            (None, _) => Some(conn.opened),
+            (Some(_), Some(f)) => Some(f.sent),
+            (Some(_), None) => None,
+        };
+        if stuck_since.is_some_and(|t| now >= t + REQUEST_TIMEOUT) {
+            return self.lose_connection(now, rng, rec, true);
+        }
+        if conn.session.is_some() {
+            self.act(now, rng, rec, &mut actions);
+        }
+        if let Some(conn) = &self.conn
+            && conn.session.is_some()
+            && self.inflight.is_empty()
+            && now >= conn.last_sent + PING_EVERY
+        {
+            self.send(now, Request::Ping, Purpose::Ping, &mut actions);
+        }
+        actions.push(Action::WakeAt(now + 20 * MS));
+        actions
+    }
+
+    fn connect(
+        &mut self,
+        now: Micros,
+        members: &[(u64, u64, bool)],
+        rng: &mut StdRng,
+        actions: &mut Vec<Action>,
+    ) {
+        let up: Vec<&(u64, u64, bool)> = members.iter().filter(|m| m.2).collect();
+        if up.is_empty() {
+            self.next_conn_at = now + 200 * MS;
+            actions.push(Action::WakeAt(self.next_conn_at));
+            return;
+        }
+        let &&(member, incarnation, _) = &up[rng.random_range(0..up.len())];
+        self.generation += 1;
+        let id = conn_id(self.id, self.generation);
+        let (out, rx) = mpsc::unbounded_channel();
+        let (done, done_rx) = oneshot::channel();
+        self.conn = Some(Conn {
+            member,
+            incarnation,
+            id,
+            rx,
+            _done: done_rx,
+            session: None,
+            opened: now,
+            last_sent: now,
+        });
+        self.next_xid = 1;
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: self.last_zxid,
+            timeout_ms: SESSION_TIMEOUT_MS,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: false,
+        };
+        let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, (self.id % 60_000) as u16 + 1));
+        actions.push(Action::ToMember {
+            member,
+            incarnation,
+            msg: CoreMsg::Connect {
+                conn: id,
+                peer,
+                out,
+                req,
+                done,
+            },
+        });
+        actions.push(Action::WakeAt(now + REQUEST_TIMEOUT));
+    }
+
+    /// The connection broke (or is given up): whatever was in flight has an unknown outcome,
+    /// and a held lock is no longer believed held.
+    pub fn lose_connection(
+        &mut self,
+        now: Micros,
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+        tell_member: bool,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        tracing::debug!(client = self.id, at_ms = now / MS, member = ?self.member(), inflight = self.inflight.len(), front = ?self.inflight.front().map(|f| (f.opcode, f.purpose, f.sent / MS)), tell_member, "client lost its connection");
+        if let Some(conn) = self.conn.take()
+            && tell_member
+        {
+            actions.push(Action::ToMember {
+                member: conn.member,
+                incarnation: conn.incarnation,
+                msg: CoreMsg::Disconnected { conn: conn.id },
+            });
+        }
+        for f in self.inflight.drain(..) {
+            match f.purpose {
+                Purpose::Write(t) | Purpose::Read(t) => rec.complete(t, Outcome::Unknown, now),
+                Purpose::Sync(t) => rec.uncheck(t),
+                _ => {}
+            }
+        }
+        self.lock = LockState::Idle;
+        self.my_node = None;
+        self.sync_ok = None;
+        self.next_conn_at = now + rng.random_range(50 * MS..500 * MS);
+        actions.push(Action::WakeAt(self.next_conn_at));
+        actions
+    }
+
+    fn send(&mut self, now: Micros, request: Request, purpose: Purpose, actions: &mut Vec<Action>) {
+        let Some(conn) = &mut self.conn else { return };
+        let x = if matches!(request, Request::Ping) {
+            xid::PING
+        } else {
+            self.next_xid += 1;
+            self.next_xid
+        };
+        conn.last_sent = now;
+        self.inflight.push_back(InFlight {
+            xid: x,
+            opcode: request.opcode(),
+            purpose,
+            sent: now,
+        });
+        actions.push(Action::ToMember {
+            member: conn.member,
+            incarnation: conn.incarnation,
+            msg: CoreMsg::Request {
+                conn: conn.id,
+                xid: x,
+                request,
+            },
+        });
+    }
+
+    fn unique_data(&mut self) -> Vec<u8> {
+        self.counter += 1;
+        format!("c{}-{}", self.id, self.counter).into_bytes()
+    }
+
+    /// Starts the next operation if the client is idle.
+    fn act(
+        &mut self,
+        now: Micros,
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+        actions: &mut Vec<Action>,
+    ) {
+        match self.role.clone() {
+            Role::Register { keys } => {
+                if !self.inflight.is_empty() || now < self.next_op_at || now >= self.stop_at {
+                    return;
+                }
+                let key = keys[rng.random_range(0..keys.len())].clone();
+                let actor = self.actor();
+                let roll = rng.random_range(0..100);
+                if roll < 35 {
+                    let t = rec.invoke(actor, &key, Call::get_data(), now);
+                    self.send(
+                        now,
+                        Request::Sync { path: key.clone() },
+                        Purpose::Sync(t),
+                        actions,
+                    );
+                    let read = Request::GetData(PathWatchRequest {
+                        path: key,
+                        watch: false,
+                    });
+                    self.send(now, read, Purpose::Read(t), actions);
+                    return;
+                }
+                let data = self.unique_data();
+                let (call, request) = if roll < 60 {
+                    let req = CreateRequest {
+                        path: key.clone(),
+                        data: data.clone(),
+                        acl: open_acl_unsafe(),
+                        flags: CreateMode::Persistent.flags(),
+                        ttl: None,
+                    };
+                    (
+                        Call::create(data),
+                        Request::Create {
+                            op: OpCode::Create,
+                            req,
+                        },
+                    )
+                } else if roll < 90 {
+                    let version = if rng.random_bool(0.3) {
+                        rng.random_range(0..4)
+                    } else {
+                        -1
+                    };
+                    (
+                        Call::set_data(data.clone(), version),
+                        Request::SetData(SetDataRequest {
+                            path: key.clone(),
+                            data,
+                            version,
+                        }),
+                    )
+                } else {
+                    (
+                        Call::delete(-1),
+                        Request::Delete(DeleteRequest {
+                            path: key.clone(),
+                            version: -1,
+                        }),
+                    )
+                };
+                let t = rec.invoke(actor, &key, call, now);
+                self.send(now, request, Purpose::Write(t), actions);
+            }
+            Role::Setup { paths } => {
+                if self.inflight.is_empty()
+                    && let Some(path) = paths.get(self.created)
+                {
+                    let req = CreateRequest {
+                        path: path.clone(),
+                        data: Vec::new(),
+                        acl: open_acl_unsafe(),
+                        flags: CreateMode::Persistent.flags(),
+                        ttl: None,
+                    };
+                    self.send(
+                        now,
+                        Request::Create {
+                            op: OpCode::Create,
+                            req,
+                        },
+                        Purpose::Setup,
+                        actions,
+                    );
+                }
+            }
+            Role::Lock { dir, prefix, .. } => match self.lock {
+                LockState::Idle if now >= self.next_op_at && now < self.stop_at => {
+                    self.lock = LockState::Busy;
+                    let data = self.unique_data();
+                    let req = CreateRequest {
+                        path: format!("{dir}/{prefix}"),
+                        data,
+                        acl: open_acl_unsafe(),
+                        flags: CreateMode::EphemeralSequential.flags(),
+                        ttl: None,
+                    };
+                    self.send(
+                        now,
+                        Request::Create {
+                            op: OpCode::Create2,
+                            req,
+                        },
+                        Purpose::LockCreate,
+                        actions,
+                    );
+                }
+                LockState::Holding { until } if now >= until => {
+                    self.lock = LockState::Busy;
+                    if let Some((node, _)) = self.my_node.clone() {
+                        self.send(
+                            now,
+                            Request::Delete(DeleteRequest {
+                                path: node,
+                                version: -1,
+                            }),
+                            Purpose::LockRelease,
+                            actions,
+                        );
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Handles one frame from the member.
+    pub fn on_frame(
+        &mut self,
+        now: Micros,
+        frame: Outbound,
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+    ) -> Vec<Action> {
+        let bytes = match frame {
+            Outbound::Close => return self.lose_connection(now, rng, rec, false),
+            Outbound::Frame(b) => b,
+        };
+        let body = bytes.get(4..).unwrap_or_default();
+        let Some(conn) = &mut self.conn else {
+            return Vec::new();
+        };
+        if conn.session.is_none() {
+            return match codec::decode_connect_response(body) {
+                Ok(resp) if resp.session_id != 0 && resp.timeout_ms > 0 => {
+                    conn.session = Some(resp.session_id);
+                    vec![Action::WakeAt(now)]
+                }
+                _ => self.lose_connection(now, rng, rec, true),
+            };
+        }
+        if let Ok(n) = codec::decode_notification(body) {
+            return self.on_notification(now, &n.event.path, rec);
+        }
+        let Some(f) = self.inflight.pop_front() else {
+            return self.lose_connection(now, rng, rec, true);
+        };
+        let (hdr, reply) = match codec::decode_reply(f.opcode, body) {
+            Ok(decoded) if decoded.0.xid == f.xid => decoded,
+            // Out of order or undecodable: the session's FIFO promise is broken. The history
+            // checker sees it as a lost answer; the run report counts it.
+            other => {
+                tracing::warn!(client = self.id, expected = f.xid, opcode = ?f.opcode, got = ?other, "unexpected reply");
+                self.inflight.push_front(f);
+                return self.lose_connection(now, rng, rec, true);
+            }
+        };
+        if hdr.zxid > 0 {
+            self.last_zxid = self.last_zxid.max(hdr.zxid);
+        }
+        let err = ErrorCode::from_code(hdr.err);
+        let mut actions = Vec::new();
+        if !matches!(f.purpose, Purpose::Ping) {
+            self.last_answer = now;
+        }
+        match f.purpose {
+            Purpose::Ping => {}
+            Purpose::Setup => {
+                if hdr.err == 0 || err == Some(ErrorCode::NodeExists) {
+                    self.created += 1;
+                }
+            }
+            Purpose::Sync(_) => self.sync_ok = Some(hdr.err == 0),
+            Purpose::Read(t) => {
+                if self.sync_ok.take() != Some(true) {
+                    rec.uncheck(t);
+                }
+                let outcome = match (reply, err) {
+                    (Some(Response::GetData { data, stat }), _) => {
+                        Outcome::read(data, stat.version)
+                    }
+                    (_, Some(ErrorCode::NoNode)) => Outcome::Failed(Failure::NoNode),
+                    _ => Outcome::Unknown,
+                };
+                rec.complete(t, outcome, now);
+                self.next_op_at = now + rng.random_range(0..20 * MS);
+            }
+            Purpose::Write(t) => {
+                let outcome = match (reply, err) {
+                    (Some(Response::Stat(stat)), _) => Outcome::Ok(Reply::Version(stat.version)),
+                    (Some(_), _) => Outcome::Ok(Reply::Done),
+                    (None, Some(ErrorCode::NodeExists)) => Outcome::Failed(Failure::NodeExists),
+                    (None, Some(ErrorCode::NoNode)) => Outcome::Failed(Failure::NoNode),
+                    (None, Some(ErrorCode::BadVersion)) => Outcome::Failed(Failure::BadVersion),
+                    // Anything else may or may not have taken effect.
+                    (None, _) => Outcome::Unknown,
+                };
+                rec.complete(t, outcome, now);
+                self.next_op_at = now + rng.random_range(0..20 * MS);
+            }
+            Purpose::LockCreate => match reply {
+                Some(Response::Create2 { path, stat }) => {
+                    rec.sequential.push((self.actor(), path.clone()));
+                    self.my_node = Some((path, stat.czxid));
+                    self.check_children(now, &mut actions);
+                }
+                _ => return self.lose_connection(now, rng, rec, true),
+            },
+            Purpose::LockChildren => match reply {
+                Some(Response::GetChildren { children }) => {
+                    self.on_children(now, children, rng, rec, &mut actions)
+                }
+                _ => return self.lose_connection(now, rng, rec, true),
+            },
+            Purpose::LockWatch => match (reply, err) {
+                (Some(Response::Stat(_)), _) => {}
+                (None, Some(ErrorCode::NoNode)) => self.check_children(now, &mut actions),
+                _ => return self.lose_connection(now, rng, rec, true),
+            },
+            Purpose::LockRelease => {
+                if hdr.err != 0 {
+                    return self.lose_connection(now, rng, rec, true);
+                }
+                self.my_node = None;
+                self.lock = LockState::Idle;
+                self.next_op_at = now + rng.random_range(0..200 * MS);
+            }
+        }
+        actions.push(Action::WakeAt(self.next_op_at.max(now)));
+        actions
+    }
+
+    fn check_children(&mut self, now: Micros, actions: &mut Vec<Action>) {
+        if let Role::Lock { dir, .. } = &self.role {
+            let req = Request::GetChildren(PathWatchRequest {
+                path: dir.clone(),
+                watch: false,
+            });
+            self.lock = LockState::Busy;
+            self.send(now, req, Purpose::LockChildren, actions);
+        }
+    }
+
+    fn on_children(
+        &mut self,
+        now: Micros,
+        mut children: Vec<String>,
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+        actions: &mut Vec<Action>,
+    ) {
+        let Role::Lock { dir, hold, .. } = self.role.clone() else {
+            return;
+        };
+        let Some((node, token)) = self.my_node.clone() else {
+            return;
+        };
+        children.sort_by_key(|c| seq_of(c));
+        let mine = node.rsplit('/').next().unwrap_or_default();
+        let Some(pos) = children.iter().position(|c| c == mine) else {
+            // Our node is gone: the session expired under us.
+            actions.extend(self.lose_connection(now, rng, rec, true));
+            return;
+        };
+        if pos == 0 {
+            rec.grants.push(Grant {
+                client: self.id,
+                dir,
+                node,
+                token,
+                at: now,
+            });
+            self.lock = LockState::Holding {
+                until: now + rng.random_range(10 * MS..hold.max(11 * MS)),
+            };
+            return;
+        }
+        let predecessor = format!("{dir}/{}", children[pos - 1]);
+        self.lock = LockState::Watching {
+            predecessor: predecessor.clone(),
+        };
+        let req = Request::Exists(PathWatchRequest {
+            path: predecessor,
+            watch: true,
+        });
+        self.send(now, req, Purpose::LockWatch, actions);
+    }
+
+    fn on_notification(&mut self, now: Micros, path: &str, _rec: &mut Recorder) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if matches!(&self.lock, LockState::Watching { predecessor } if predecessor == path) {
+            self.check_children(now, &mut actions);
+        }
+        actions.push(Action::WakeAt(now));
+        actions
+    }
+}
+
+/// Lock clients hold for up to this long; election candidates lead longer.
+pub const LOCK_HOLD: Micros = 300 * MS;
+pub const LEADERSHIP_HOLD: Micros = 2 * SECOND;

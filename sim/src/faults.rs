@@ -1,0 +1,136 @@
+//! The nemesis: a fault schedule drawn from the seed before the run starts, so a failing
+//! seed replays the same faults. Targets named "the leader" are resolved when they fire.
+
+use std::fmt;
+
+use rand::Rng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::time::{MS, Micros, SECOND};
+
+/// Who a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Member(u64),
+    /// Whoever leads when the fault fires (any member if none does).
+    Leader,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Member(id) => write!(f, "member {id}"),
+            Target::Leader => write!(f, "the leader"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Cuts `side` off from everyone else, both ways.
+    Partition { side: Vec<u64> },
+    /// Cuts the target off from everyone else.
+    Isolate(Target),
+    /// Drops everything `from` sends to `to`, but not the reverse.
+    OneWay { from: u64, to: u64 },
+    /// Kills the target between two steps.
+    Crash(Target),
+    /// Brings every crashed member back.
+    RestartAll,
+    /// The target handles nothing for this long (an fsync stuck on a slow disk).
+    Stall(Target, Micros),
+    /// Loss probability and one-way delay range from now on.
+    Weather { loss: f64, delay: (Micros, Micros) },
+    /// Every link back, loss and delay back to normal.
+    Heal,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Partition { side } => write!(f, "partition {side:?} | rest"),
+            Fault::Isolate(t) => write!(f, "isolate {t}"),
+            Fault::OneWay { from, to } => write!(f, "drop {from} -> {to}"),
+            Fault::Crash(t) => write!(f, "crash {t}"),
+            Fault::RestartAll => write!(f, "restart crashed members"),
+            Fault::Stall(t, us) => write!(f, "stall {t} for {} ms", us / MS),
+            Fault::Weather { loss, delay } => write!(
+                f,
+                "loss {:.0}%, delay {}-{} us",
+                loss * 100.0,
+                delay.0,
+                delay.1
+            ),
+            Fault::Heal => write!(f, "heal"),
+        }
+    }
+}
+
+/// Draws a schedule of faults over `[0, until)` for members `1..=n`.
+pub fn schedule(rng: &mut StdRng, n: u64, until: Micros) -> Vec<(Micros, Fault)> {
+    let ids: Vec<u64> = (1..=n).collect();
+    let mut out = Vec::new();
+    let mut t = rng.random_range(200 * MS..SECOND);
+    while t < until {
+        let pick_member = |rng: &mut StdRng| -> Target {
+            if rng.random_bool(0.5) {
+                Target::Leader
+            } else {
+                Target::Member(rng.random_range(1..=n))
+            }
+        };
+        match rng.random_range(0..9) {
+            0 => {
+                let mut shuffled = ids.clone();
+                shuffled.shuffle(rng);
+                let k = rng.random_range(1..=(n as usize) / 2);
+                let mut side = shuffled[..k].to_vec();
+                side.sort_unstable();
+                out.push((t, Fault::Partition { side }));
+            }
+            1 => out.push((t, Fault::Isolate(pick_member(rng)))),
+            2 => {
+                let from = rng.random_range(1..=n);
+                let to = 1 + (from + rng.random_range(0..n - 1)) % n;
+                out.push((t, Fault::OneWay { from, to }));
+            }
+            3 => {
+                // Flapping: the leader's links go and come back several times.
+                let period = rng.random_range(100 * MS..600 * MS);
+                for i in 0..rng.random_range(3..8) {
+                    let at = t + i * period;
+                    out.push((at, Fault::Isolate(Target::Leader)));
+                    out.push((at + period / 2, Fault::Heal));
+                }
+                t += 8 * period;
+            }
+            4 | 5 => {
+                out.push((t, Fault::Crash(pick_member(rng))));
+                let back = t + rng.random_range(300 * MS..3 * SECOND);
+                out.push((back, Fault::RestartAll));
+            }
+            6 => {
+                let stall = rng.random_range(100 * MS..1500 * MS);
+                out.push((t, Fault::Stall(pick_member(rng), stall)));
+            }
+            7 => {
+                let loss = [0.01, 0.05, 0.2][rng.random_range(0..3)];
+                let hi = [MS, 10 * MS, 50 * MS][rng.random_range(0..3)];
+                out.push((
+                    t,
+                    Fault::Weather {
+                        loss,
+                        delay: (50, hi),
+                    },
+                ));
+            }
+            _ => out.push((t, Fault::Heal)),
+        }
+        t += rng.random_range(300 * MS..2 * SECOND);
+    }
+    out.push((until, Fault::Heal));
+    out.push((until, Fault::RestartAll));
+    out.sort_by_key(|(at, _)| *at);
+    out
+}

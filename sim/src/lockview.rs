@@ -1,0 +1,114 @@
+//! Lock and election safety in the ensemble's view: after every step of every member, the
+//! holder of each lock directory is its lowest sequential child (the leader of an election,
+//! likewise). Across a member's applied history a new node must never sort before the holder
+//! (two holders), the holder's fencing token (its `czxid`) must only rise, and all members
+//! must agree on the holder at each applied index. Also: no ephemeral outlives its session.
+
+use std::collections::BTreeMap;
+
+use baton_machine::StateMachine;
+use baton_machine::tree::NodeKind;
+
+/// A broken safety property, in words for the report.
+pub type Breach = String;
+
+#[derive(Debug, Default)]
+pub struct LockView {
+    /// Per (member, dir): the holder last seen, and its token.
+    last: BTreeMap<(u64, String), (String, i64)>,
+    /// Per (dir, applied index): the holder any member saw there.
+    at_index: BTreeMap<(String, u64), Option<String>>,
+    /// Holder changes seen, over all members and dirs (to show the check was exercised).
+    pub changes: u64,
+}
+
+fn seq_of(name: &str) -> u64 {
+    name.len()
+        .checked_sub(10)
+        .and_then(|i| name.get(i..))
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+impl LockView {
+    /// Inspects `member`'s state at `applied`. `restarted` members start their history over
+    /// (their state regresses to the last snapshot plus replay, which is still a prefix).
+    pub fn observe(
+        &mut self,
+        member: u64,
+        applied: u64,
+        sm: &StateMachine,
+        dirs: &[String],
+    ) -> Result<(), Breach> {
+        for dir in dirs {
+            let holder = holder(sm, dir);
+            match self.at_index.get(&(dir.clone(), applied)) {
+                Some(seen) if *seen != holder.as_ref().map(|h| h.0.clone()) => {
+                    return Err(format!(
+                        "{dir}: members disagree on the holder at applied index {applied}: \
+                         {seen:?} elsewhere, {:?} on member {member}",
+                        holder.as_ref().map(|h| &h.0)
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.at_index
+                        .insert((dir.clone(), applied), holder.as_ref().map(|h| h.0.clone()));
+                }
+            }
+            let key = (member, dir.clone());
+            let Some((name, token)) = holder else {
+                continue;
+            };
+            if let Some((prev, prev_token)) = self.last.get(&key)
+                && *prev != name
+            {
+                let prev_path = format!("{dir}/{prev}");
+                if sm.tree().get(&prev_path).is_some() {
+                    return Err(format!(
+                        "{dir}: two holders on member {member} at index {applied}: {name} \
+                         sorts before {prev}, which still holds"
+                    ));
+                }
+                if token <= *prev_token {
+                    return Err(format!(
+                        "{dir}: fencing token went back on member {member} at index {applied}: \
+                         {name} has {token} after {prev} had {prev_token}"
+                    ));
+                }
+                self.changes += 1;
+            }
+            self.last.insert(key, (name, token));
+        }
+        Ok(())
+    }
+
+    /// A restarted member replays from its snapshot: its own history of holders starts anew.
+    pub fn forget_member(&mut self, member: u64) {
+        self.last.retain(|(m, _), _| *m != member);
+    }
+}
+
+/// The lowest sequential child of `dir` and its czxid.
+fn holder(sm: &StateMachine, dir: &str) -> Option<(String, i64)> {
+    let node = sm.tree().get(dir)?;
+    let lowest = node.children().min_by_key(|c| seq_of(c))?.to_owned();
+    let czxid = sm.tree().get(&format!("{dir}/{lowest}"))?.stat().czxid;
+    Some((lowest, czxid))
+}
+
+/// Every ephemeral node's owner must be a live session in the same state.
+pub fn check_ephemerals(member: u64, sm: &StateMachine) -> Result<(), Breach> {
+    for (path, node) in sm.tree().iter() {
+        let NodeKind::Ephemeral { owner } = node.kind() else {
+            continue;
+        };
+        if sm.session(owner).is_none() {
+            return Err(format!(
+                "member {member}: ephemeral {path} belongs to session 0x{owner:x}, which has \
+                 expired or closed"
+            ));
+        }
+    }
+    Ok(())
+}

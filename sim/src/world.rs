@@ -1,0 +1,481 @@
+//! The event loop: members, clients, network and nemesis on one virtual clock.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash};
+use std::sync::Arc;
+
+use baton_ensemble::core::{CoreError, CoreMsg, ManualClock, Outbound};
+use baton_ensemble::peer::{PeerEvent, PeerInbound};
+use raft::SnapshotStatus;
+use raft::eraftpb::MessageType;
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use crate::client::{Action, Client};
+use crate::faults::{Fault, Target};
+use crate::lockview::{self, LockView};
+use crate::member::{Member, MemberSettings, Outgoing};
+use crate::net::Network;
+use crate::record::Recorder;
+use crate::time::{MS, Micros, Queue, duration};
+
+/// Client-to-member links are short and reliable (a pod and its sidecar, or a LAN).
+const CLIENT_LINK: (Micros, Micros) = (20, 300);
+
+/// A directed connection whose messages arrive in the order sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Link {
+    Peer { from: u64, to: u64 },
+    ToClient(usize),
+    FromClient(usize),
+}
+
+#[derive(Debug)]
+pub enum Event {
+    Tick {
+        member: u64,
+    },
+    Peer {
+        to: u64,
+        incarnation: u64,
+        msg: PeerInbound,
+    },
+    /// What the transport would report to a member about one of its links.
+    LinkReport {
+        to: u64,
+        incarnation: u64,
+        event: PeerEvent,
+    },
+    FromClient {
+        to: u64,
+        incarnation: u64,
+        msg: CoreMsg,
+    },
+    ToClient {
+        client: usize,
+        generation: u64,
+        frame: Outbound,
+    },
+    Wake {
+        client: usize,
+    },
+    Fault(Fault),
+}
+
+pub struct World {
+    pub now: Micros,
+    pub rng: StdRng,
+    pub clock: Arc<ManualClock>,
+    pub queue: Queue<Event>,
+    pub members: BTreeMap<u64, Member>,
+    pub settings: MemberSettings,
+    pub net: Network,
+    pub clients: Vec<Client>,
+    pub rec: Recorder,
+    pub lock_view: LockView,
+    pub lock_dirs: Vec<String>,
+    /// Per directed link: the last arrival time scheduled, so each link stays FIFO as TCP is.
+    link_clock: BTreeMap<Link, Micros>,
+    pub trace: DefaultHasher,
+    pub events: u64,
+    pub breach: Option<String>,
+    pub tick: Micros,
+    /// Each client's one pending wake-up: a later request for an earlier time replaces it.
+    wake_at: BTreeMap<usize, Micros>,
+}
+
+impl World {
+    pub fn new(
+        rng: StdRng,
+        clock: Arc<ManualClock>,
+        members: BTreeMap<u64, Member>,
+        settings: MemberSettings,
+        clients: Vec<Client>,
+        lock_dirs: Vec<String>,
+    ) -> World {
+        World {
+            now: 0,
+            rng,
+            clock,
+            queue: Queue::default(),
+            members,
+            tick: settings.tick.as_micros() as Micros,
+            settings,
+            net: Network::default(),
+            clients,
+            rec: Recorder::default(),
+            lock_view: LockView::default(),
+            lock_dirs,
+            link_clock: BTreeMap::new(),
+            trace: DefaultHasher::new(),
+            events: 0,
+            breach: None,
+            wake_at: BTreeMap::new(),
+        }
+    }
+
+    /// Starts a member's core, with an election timeout drawn from the seed.
+    pub fn start_member(&mut self, id: u64) -> Result<(), CoreError> {
+        let ticks = self.rng.random_range(10..20);
+        let (settings, clock) = (self.settings.clone(), self.clock.clone());
+        if let Some(m) = self.members.get_mut(&id) {
+            m.start(&settings, clock, ticks)?;
+        }
+        self.lock_view.forget_member(id);
+        Ok(())
+    }
+
+    /// Runs events until `until` or until a safety check fails.
+    pub fn run_until(&mut self, until: Micros) -> Result<(), CoreError> {
+        while self.breach.is_none() {
+            let Some((at, event)) = self.queue.pop() else {
+                break;
+            };
+            if at > until {
+                self.queue.push(at, event);
+                break;
+            }
+            self.now = at;
+            self.clock.set(duration(at));
+            self.events += 1;
+            self.handle(event)?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), CoreError> {
+        let now = self.now;
+        match event {
+            Event::Tick { member } => {
+                (now, 0u8, member).hash(&mut self.trace);
+                self.queue.push(now + self.tick, Event::Tick { member });
+                self.deliver(member, None, CoreMsg::Tick)?;
+            }
+            Event::Peer {
+                to,
+                incarnation,
+                msg,
+            } => {
+                (now, 1u8, to).hash(&mut self.trace);
+                self.deliver(to, Some(incarnation), CoreMsg::Peer(msg))?;
+            }
+            Event::LinkReport {
+                to,
+                incarnation,
+                event,
+            } => {
+                (now, 2u8, to).hash(&mut self.trace);
+                self.deliver(to, Some(incarnation), CoreMsg::PeerEvent(event))?;
+            }
+            Event::FromClient {
+                to,
+                incarnation,
+                msg,
+            } => {
+                (now, 3u8, to).hash(&mut self.trace);
+                self.deliver(to, Some(incarnation), msg)?;
+            }
+            Event::ToClient {
+                client,
+                generation,
+                frame,
+            } => {
+                (now, 4u8, client).hash(&mut self.trace);
+                let c = &mut self.clients[client];
+                if c.generation == generation && c.member().is_some() {
+                    let actions = c.on_frame(now, frame, &mut self.rng, &mut self.rec);
+                    self.client_actions(client, actions);
+                }
+            }
+            Event::Wake { client } => {
+                if self.wake_at.get(&client) != Some(&now) {
+                    return Ok(()); // superseded by an earlier wake-up
+                }
+                self.wake_at.remove(&client);
+                (now, 5u8, client).hash(&mut self.trace);
+                let members = self.member_list();
+                let actions =
+                    self.clients[client].wake(now, &members, &mut self.rng, &mut self.rec);
+                self.client_actions(client, actions);
+            }
+            Event::Fault(fault) => {
+                (now, 6u8).hash(&mut self.trace);
+                tracing::debug!(at_ms = now / MS, %fault, "fault");
+                self.apply_fault(fault)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// (id, incarnation, up) of every member.
+    fn member_list(&self) -> Vec<(u64, u64, bool)> {
+        self.members
+            .values()
+            .map(|m| (m.id, m.incarnation, m.is_up()))
+            .collect()
+    }
+
+    /// Hands `msg` to member `to` (if it is still the same life), then moves what it produced.
+    fn deliver(
+        &mut self,
+        to: u64,
+        incarnation: Option<u64>,
+        msg: CoreMsg,
+    ) -> Result<(), CoreError> {
+        let now = self.now;
+        let Some(m) = self.members.get_mut(&to) else {
+            return Ok(());
+        };
+        if incarnation.is_some_and(|i| i != m.incarnation) || !m.is_up() {
+            return Ok(());
+        }
+        if m.stalled_until > now {
+            // The slow disk: everything waits, in order, until the member is back.
+            let inc = m.incarnation;
+            let at = m.stalled_until;
+            let event = match msg {
+                CoreMsg::Tick => Event::Tick { member: to },
+                CoreMsg::Peer(msg) => Event::Peer {
+                    to,
+                    incarnation: inc,
+                    msg,
+                },
+                CoreMsg::PeerEvent(event) => Event::LinkReport {
+                    to,
+                    incarnation: inc,
+                    event,
+                },
+                msg => Event::FromClient {
+                    to,
+                    incarnation: inc,
+                    msg,
+                },
+            };
+            // A deferred tick must not start a second tick chain.
+            if matches!(event, Event::Tick { .. }) {
+                return Ok(());
+            }
+            self.queue.push(at, event);
+            return Ok(());
+        }
+        m.step(vec![msg])?;
+        self.after_step(to);
+        Ok(())
+    }
+
+    /// Moves a member's output onto the network and to its clients, then checks its state.
+    fn after_step(&mut self, id: u64) {
+        let now = self.now;
+        let Some(m) = self.members.get(&id) else {
+            return;
+        };
+        let incarnation = m.incarnation;
+        for out in m.take_outgoing() {
+            let (to, inbound, snapshot) = match out {
+                Outgoing::Raft(msg) => {
+                    let snapshot = msg.get_msg_type() == MessageType::MsgSnapshot;
+                    (msg.to, PeerInbound::Raft(msg), snapshot)
+                }
+                Outgoing::Control { to, payload } => {
+                    (to, PeerInbound::Control { from: id, payload }, false)
+                }
+            };
+            let target_incarnation = self.members.get(&to).map_or(0, |m| m.incarnation);
+            let arrival = self
+                .net
+                .transit(&mut self.rng, id, to)
+                .map(|delay| self.arrival(Link::Peer { from: id, to }, delay));
+            match arrival {
+                Some(at) => {
+                    self.queue.push(
+                        at,
+                        Event::Peer {
+                            to,
+                            incarnation: target_incarnation,
+                            msg: inbound,
+                        },
+                    );
+                    if snapshot {
+                        let status = SnapshotStatus::Finish;
+                        self.queue.push(
+                            at,
+                            Event::LinkReport {
+                                to: id,
+                                incarnation,
+                                event: PeerEvent::Snapshot { peer: to, status },
+                            },
+                        );
+                    }
+                }
+                None if snapshot => {
+                    let status = SnapshotStatus::Failure;
+                    self.queue.push(
+                        now + MS,
+                        Event::LinkReport {
+                            to: id,
+                            incarnation,
+                            event: PeerEvent::Snapshot { peer: to, status },
+                        },
+                    );
+                }
+                None => {}
+            }
+        }
+        for client in 0..self.clients.len() {
+            if self.clients[client].member().is_some_and(|(m, _)| m == id) {
+                let generation = self.clients[client].generation;
+                for frame in self.clients[client].take_frames() {
+                    let delay = self.rng.random_range(CLIENT_LINK.0..=CLIENT_LINK.1);
+                    let at = self.arrival(Link::ToClient(client), delay);
+                    self.queue.push(
+                        at,
+                        Event::ToClient {
+                            client,
+                            generation,
+                            frame,
+                        },
+                    );
+                }
+            }
+        }
+        self.check_member(id);
+    }
+
+    fn check_member(&mut self, id: u64) {
+        let Some(core) = self.members.get(&id).and_then(|m| m.core.as_ref()) else {
+            return;
+        };
+        let (_, _, _, applied) = core.raft_view();
+        let sm = core.state();
+        let result = self
+            .lock_view
+            .observe(id, applied, sm, &self.lock_dirs)
+            .and_then(|()| lockview::check_ephemerals(id, sm));
+        if let Err(breach) = result {
+            self.breach = Some(format!("at {} ms: {breach}", self.now / MS));
+        }
+    }
+
+    fn client_actions(&mut self, client: usize, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::ToMember {
+                    member,
+                    incarnation,
+                    msg,
+                } => {
+                    let delay = self.rng.random_range(CLIENT_LINK.0..=CLIENT_LINK.1);
+                    let at = self.arrival(Link::FromClient(client), delay);
+                    self.queue.push(
+                        at,
+                        Event::FromClient {
+                            to: member,
+                            incarnation,
+                            msg,
+                        },
+                    );
+                }
+                Action::WakeAt(at) => self.wake(client, at),
+            }
+        }
+    }
+
+    /// When a message sent now over `link` with `delay` arrives: never before one sent earlier.
+    fn arrival(&mut self, link: Link, delay: Micros) -> Micros {
+        let last = self.link_clock.entry(link).or_insert(0);
+        *last = (*last).max(self.now + delay);
+        *last
+    }
+
+    /// Schedules `client`'s wake-up at `at` unless one is due sooner.
+    pub fn wake(&mut self, client: usize, at: Micros) {
+        let at = at.max(self.now);
+        if self.wake_at.get(&client).is_some_and(|due| *due <= at) {
+            return;
+        }
+        self.wake_at.insert(client, at);
+        self.queue.push(at, Event::Wake { client });
+    }
+
+    /// The member that believes it leads in the highest term, if any is up.
+    pub fn leader(&self) -> Option<u64> {
+        self.members
+            .values()
+            .filter_map(|m| m.core.as_ref().map(|c| (m.id, c.raft_view())))
+            .filter(|(_, (leader, ..))| *leader)
+            .max_by_key(|(_, (_, term, ..))| *term)
+            .map(|(id, _)| id)
+    }
+
+    fn resolve(&mut self, target: Target) -> u64 {
+        match target {
+            Target::Member(id) => id,
+            Target::Leader => self.leader().unwrap_or_else(|| {
+                let n = self.members.len() as u64;
+                self.rng.random_range(1..=n)
+            }),
+        }
+    }
+
+    fn apply_fault(&mut self, fault: Fault) -> Result<(), CoreError> {
+        let ids: Vec<u64> = self.members.keys().copied().collect();
+        match fault {
+            Fault::Partition { side } => {
+                let rest: Vec<u64> = ids.iter().copied().filter(|i| !side.contains(i)).collect();
+                self.net.split(&side, &rest);
+            }
+            Fault::Isolate(target) => {
+                let id = self.resolve(target);
+                let rest: Vec<u64> = ids.iter().copied().filter(|i| *i != id).collect();
+                self.net.split(&[id], &rest);
+            }
+            Fault::OneWay { from, to } => self.net.block(from, to),
+            Fault::Crash(target) => {
+                let id = self.resolve(target);
+                self.crash(id);
+            }
+            Fault::RestartAll => {
+                for id in ids {
+                    if !self.members[&id].is_up() {
+                        self.start_member(id)?;
+                        self.after_step(id);
+                    }
+                }
+            }
+            Fault::Stall(target, us) => {
+                let id = self.resolve(target);
+                if let Some(m) = self.members.get_mut(&id) {
+                    m.stalled_until = m.stalled_until.max(self.now + us);
+                }
+            }
+            Fault::Weather { loss, delay } => {
+                self.net.loss = loss;
+                self.net.delay = delay;
+            }
+            Fault::Heal => self.net.heal(),
+        }
+        Ok(())
+    }
+
+    /// Kills a member: its clients see their connections drop.
+    fn crash(&mut self, id: u64) {
+        let Some(m) = self.members.get_mut(&id) else {
+            return;
+        };
+        if !m.is_up() {
+            return;
+        }
+        m.crash();
+        for client in 0..self.clients.len() {
+            if self.clients[client].member().is_some_and(|(m, _)| m == id) {
+                let actions = self.clients[client].lose_connection(
+                    self.now,
+                    &mut self.rng,
+                    &mut self.rec,
+                    false,
+                );
+                self.client_actions(client, actions);
+            }
+        }
+    }
+}
