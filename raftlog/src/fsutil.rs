@@ -4,6 +4,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::crash_model;
 use crate::error::LogError;
 
 /// Suffix of files being written; a crash can leave them behind and startup deletes them.
@@ -18,7 +19,13 @@ pub(crate) struct Durability {
 impl Durability {
     /// fdatasync: file contents and the size, which is all a reader of an appended file needs.
     pub fn sync_data(self, file: &File, path: &Path) -> Result<(), LogError> {
-        if self.sync {
+        if self.sync && crash_model::is_enabled() {
+            let len = file
+                .metadata()
+                .map_err(|e| LogError::io("fdatasync", path, e))?
+                .len();
+            crash_model::synced_data(path, len);
+        } else if self.sync {
             file.sync_data()
                 .map_err(|e| LogError::io("fdatasync", path, e))?;
         }
@@ -27,7 +34,9 @@ impl Durability {
 
     /// Makes creations, renames and deletions inside `dir` survive a power loss.
     pub fn sync_dir(self, dir: &Path) -> Result<(), LogError> {
-        if self.sync {
+        if self.sync && crash_model::is_enabled() {
+            crash_model::synced_dir(dir).map_err(|e| LogError::io("fsync directory", dir, e))?;
+        } else if self.sync {
             File::open(dir)
                 .and_then(|d| d.sync_all())
                 .map_err(|e| LogError::io("fsync directory", dir, e))?;
@@ -56,6 +65,7 @@ impl Durability {
         drop(file);
         fs::rename(&tmp, &path)
             .map_err(|e| LogError::io("rename temp file into place", &path, e))?;
+        crash_model::renamed(&tmp, &path);
         self.sync_dir(dir)?;
         Ok(path)
     }

@@ -11,6 +11,7 @@
 //! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.
 
 mod batch;
+pub mod crash_model;
 mod error;
 mod fsutil;
 mod identity;

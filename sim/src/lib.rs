@@ -51,7 +51,30 @@ pub struct SimConfig {
     pub register_clients: usize,
     pub lock_clients: usize,
     pub election_clients: usize,
-    pub bugs: DeliberateBugs,
+    /// A deliberate bug, to prove the checks catch it; `None` in every real run.
+    pub bug: Option<Bug>,
+}
+
+/// Deliberate bugs the simulation can switch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    /// `sync` answered from the member's own state without the leader's ReadIndex.
+    StaleSync,
+    /// The Raft log never fsyncs (`--unsafe-no-fsync`): appends are acknowledged before they
+    /// are durable, and a crash loses them.
+    NoFsync,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 2] = [Bug::StaleSync, Bug::NoFsync];
+
+    /// The name `--bug` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::StaleSync => "stale-sync",
+            Bug::NoFsync => "no-fsync",
+        }
+    }
 }
 
 impl SimConfig {
@@ -65,7 +88,7 @@ impl SimConfig {
             register_clients: 6,
             lock_clients: 4,
             election_clients: 3,
-            bugs: DeliberateBugs::NONE,
+            bug: None,
         }
     }
 }
@@ -83,6 +106,9 @@ pub struct Report {
     /// A hash of every event's time and target: equal for equal seeds.
     pub trace: u64,
     pub leader_at_end: Option<u64>,
+    /// A znode whose history had too many concurrent unknown outcomes for the checker's
+    /// step budget (its other checks still ran).
+    pub inconclusive: Option<String>,
 }
 
 /// Why a run failed, with what is needed to replay it.
@@ -91,7 +117,7 @@ pub struct Failure {
     pub seed: u64,
     pub members: u64,
     pub fault_seconds: u64,
-    pub bug: Option<&'static str>,
+    pub bug: Option<Bug>,
     pub what: String,
     pub faults: Vec<String>,
 }
@@ -113,27 +139,62 @@ impl fmt::Display for Failure {
             self.seed,
             self.members,
             self.fault_seconds,
-            self.bug.map(|b| format!(" --bug {b}")).unwrap_or_default()
+            self.bug
+                .map(|b| format!(" --bug {}", b.name()))
+                .unwrap_or_default()
         )
     }
 }
 
 impl std::error::Error for Failure {}
 
-/// Runs one simulation.
+/// Runs one simulation. A panic anywhere in it (raft-rs panics on some impossible states)
+/// is a failure of the run, reported like the others.
 pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut fault_rng = StdRng::seed_from_u64(cfg.seed ^ 0x9e37_79b9_7f4a_7c15);
-    let schedule = faults::schedule(&mut fault_rng, cfg.members, cfg.faults_for);
-    let faults: Vec<String> = schedule
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_inner(cfg)));
+    result.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into());
+        let mut fault_rng = StdRng::seed_from_u64(cfg.seed ^ FAULT_STREAM);
+        Err(Failure {
+            seed: cfg.seed,
+            members: cfg.members,
+            fault_seconds: cfg.faults_for / SECOND,
+            bug: cfg.bug,
+            what: format!("panicked: {what}"),
+            faults: describe(&faults::schedule(
+                &mut fault_rng,
+                cfg.members,
+                cfg.faults_for,
+            )),
+        })
+    })
+}
+
+/// The fault schedule draws from its own stream, so changing a client does not move a fault.
+const FAULT_STREAM: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn describe(schedule: &[(Micros, faults::Fault)]) -> Vec<String> {
+    schedule
         .iter()
         .map(|(at, f)| format!("{:>6} ms  {f}", at / MS))
-        .collect();
+        .collect()
+}
+
+fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
+    baton_raftlog::crash_model::enable();
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut fault_rng = StdRng::seed_from_u64(cfg.seed ^ FAULT_STREAM);
+    let schedule = faults::schedule(&mut fault_rng, cfg.members, cfg.faults_for);
+    let faults = describe(&schedule);
     let fail = |what: String| Failure {
         seed: cfg.seed,
         members: cfg.members,
         fault_seconds: cfg.faults_for / SECOND,
-        bug: cfg.bugs.sync_without_read_index.then_some("stale-sync"),
+        bug: cfg.bug,
         what,
         faults: faults.clone(),
     };
@@ -145,7 +206,10 @@ pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
         tick: Duration::from_millis(100),
         // Small, so snapshots are taken and sent to lagging members during the run.
         snapshot_entries: 300,
-        bugs: cfg.bugs,
+        bugs: DeliberateBugs {
+            sync_without_read_index: cfg.bug == Some(Bug::StaleSync),
+        },
+        fsync: cfg.bug != Some(Bug::NoFsync),
     };
     let members: BTreeMap<u64, Member> = ids
         .iter()
@@ -189,10 +253,8 @@ pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
         clients,
         vec![lock_dir.clone(), election_dir.clone()],
     );
-    let core_err =
-        |e: baton_ensemble::core::CoreError| fail(format!("a member's core failed: {e}"));
     for id in &ids {
-        world.start_member(*id).map_err(core_err)?;
+        world.start_member(*id).map_err(fail)?;
         let phase = rand::Rng::random_range(&mut rng, 0..world.tick);
         world.queue.push(phase, Event::Tick { member: *id });
     }
@@ -204,12 +266,12 @@ pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
     for (at, fault) in schedule {
         world.queue.push(start + at, Event::Fault(fault));
     }
-    world.run_until(start + end).map_err(core_err)?;
+    world.run_until(start + end).map_err(fail)?;
     if let Some(breach) = world.breach.take() {
         return Err(fail(breach));
     }
     tracing::info!(latency = %world.rec.latency_summary(), "mean latency by call");
-    final_checks(&world, start + cfg.faults_for).map_err(fail)?;
+    let inconclusive = final_checks(&world, start + cfg.faults_for).map_err(fail)?;
     Ok(Report {
         seed: cfg.seed,
         members: cfg.members,
@@ -220,6 +282,7 @@ pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
         events: world.events,
         trace: world.trace.finish(),
         leader_at_end: world.leader(),
+        inconclusive,
     })
 }
 
@@ -239,7 +302,7 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
         if deadline > 30 * SECOND {
             return Err("no leader was elected within 30 s of start".into());
         }
-        world.run_until(deadline).map_err(|e| e.to_string())?;
+        world.run_until(deadline)?;
     }
     let setup = world.clients.len();
     world
@@ -251,25 +314,24 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
         if deadline > 60 * SECOND {
             return Err("the lock and election directories were not created within 60 s".into());
         }
-        world.run_until(deadline).map_err(|e| e.to_string())?;
+        world.run_until(deadline)?;
     }
     Ok(())
 }
 
 /// Checks made once the run is over: the client history, and progress after the faults.
-fn final_checks(world: &World, healed_at: Micros) -> Result<(), String> {
+/// Returns the znode the linearizability search could not decide, if any.
+fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, String> {
     let history = world
         .rec
         .history()
         .map_err(|e| format!("the recorded history is malformed: {e}"))?;
-    match baton_checker::check(&history, CHECK_BUDGET) {
-        Verdict::Ok => {}
+    let inconclusive = match baton_checker::check(&history, CHECK_BUDGET) {
+        Verdict::Ok => None,
         Verdict::Violation(v) => return Err(format!("not linearizable:\n{v}")),
-        Verdict::Inconclusive { key, steps } => {
-            // Too many concurrent unknowns on one key to decide; not a failure, but said.
-            tracing::warn!(%key, steps, "linearizability check inconclusive");
-        }
-    }
+        // Too many concurrent unknowns on one key to decide: not a failure, but reported.
+        Verdict::Inconclusive { key, steps } => Some(format!("{key} after {steps} steps")),
+    };
     baton_checker::check_session_fifo(&history).map_err(|e| e.to_string())?;
     baton_checker::check_sequential_names(
         world.rec.sequential.iter().map(|(s, n)| (*s, n.as_str())),
@@ -321,7 +383,7 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<(), String> {
             stuck.last_answer / MS
         ));
     }
-    Ok(())
+    Ok(inconclusive)
 }
 
 /// Fencing tokens as clients received them: no token granted twice in a directory (two

@@ -60,6 +60,8 @@ pub struct MemberSettings {
     pub tick: Duration,
     pub snapshot_entries: u64,
     pub bugs: DeliberateBugs,
+    /// `false` runs the log without fsync (`--unsafe-no-fsync`): a crash then keeps nothing.
+    pub fsync: bool,
 }
 
 pub struct Member {
@@ -97,10 +99,10 @@ impl Member {
             &self.dir,
             self.id,
             Some("sim"),
-            // A crash here drops the core between steps, after every write it made returned,
-            // so the page cache already holds all of it; fsync would only cost time.
+            // With the crash model on, fsyncs are recorded rather than made, and a crash keeps
+            // only what they covered.
             LogOptions {
-                sync: false,
+                sync: settings.fsync,
                 ..LogOptions::default()
             },
         )?;
@@ -133,12 +135,14 @@ impl Member {
         Ok(())
     }
 
-    /// Kills the member between two steps: its core, connections and queued output are gone.
-    pub fn crash(&mut self) {
+    /// Kills the member between two steps: its core, connections and queued output are gone,
+    /// and its directory keeps only what was fsynced (the power went out).
+    pub fn crash(&mut self) -> std::io::Result<()> {
         self.core = None;
         self.incarnation += 1;
         self.stalled_until = 0;
         self.take_outgoing();
+        baton_raftlog::crash_model::crash(&self.dir)
     }
 
     pub fn is_up(&self) -> bool {

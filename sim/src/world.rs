@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash};
 use std::sync::Arc;
 
-use baton_ensemble::core::{CoreError, CoreMsg, ManualClock, Outbound};
+use baton_ensemble::core::{CoreMsg, ManualClock, Outbound};
 use baton_ensemble::peer::{PeerEvent, PeerInbound};
 use raft::SnapshotStatus;
 use raft::eraftpb::MessageType;
@@ -115,18 +115,19 @@ impl World {
     }
 
     /// Starts a member's core, with an election timeout drawn from the seed.
-    pub fn start_member(&mut self, id: u64) -> Result<(), CoreError> {
+    pub fn start_member(&mut self, id: u64) -> Result<(), String> {
         let ticks = self.rng.random_range(10..20);
         let (settings, clock) = (self.settings.clone(), self.clock.clone());
         if let Some(m) = self.members.get_mut(&id) {
-            m.start(&settings, clock, ticks)?;
+            m.start(&settings, clock, ticks)
+                .map_err(|e| format!("member {id} could not start: {e}"))?;
         }
         self.lock_view.forget_member(id);
         Ok(())
     }
 
     /// Runs events until `until` or until a safety check fails.
-    pub fn run_until(&mut self, until: Micros) -> Result<(), CoreError> {
+    pub fn run_until(&mut self, until: Micros) -> Result<(), String> {
         while self.breach.is_none() {
             let Some((at, event)) = self.queue.pop() else {
                 break;
@@ -143,7 +144,7 @@ impl World {
         Ok(())
     }
 
-    fn handle(&mut self, event: Event) -> Result<(), CoreError> {
+    fn handle(&mut self, event: Event) -> Result<(), String> {
         let now = self.now;
         match event {
             Event::Tick { member } => {
@@ -216,12 +217,7 @@ impl World {
     }
 
     /// Hands `msg` to member `to` (if it is still the same life), then moves what it produced.
-    fn deliver(
-        &mut self,
-        to: u64,
-        incarnation: Option<u64>,
-        msg: CoreMsg,
-    ) -> Result<(), CoreError> {
+    fn deliver(&mut self, to: u64, incarnation: Option<u64>, msg: CoreMsg) -> Result<(), String> {
         let now = self.now;
         let Some(m) = self.members.get_mut(&to) else {
             return Ok(());
@@ -258,7 +254,8 @@ impl World {
             self.queue.push(at, event);
             return Ok(());
         }
-        m.step(vec![msg])?;
+        m.step(vec![msg])
+            .map_err(|e| format!("member {to} stopped: {e}"))?;
         self.after_step(to);
         Ok(())
     }
@@ -417,7 +414,7 @@ impl World {
         }
     }
 
-    fn apply_fault(&mut self, fault: Fault) -> Result<(), CoreError> {
+    fn apply_fault(&mut self, fault: Fault) -> Result<(), String> {
         let ids: Vec<u64> = self.members.keys().copied().collect();
         match fault {
             Fault::Partition { side } => {
@@ -432,7 +429,7 @@ impl World {
             Fault::OneWay { from, to } => self.net.block(from, to),
             Fault::Crash(target) => {
                 let id = self.resolve(target);
-                self.crash(id);
+                self.crash(id)?;
             }
             Fault::RestartAll => {
                 for id in ids {
@@ -458,14 +455,16 @@ impl World {
     }
 
     /// Kills a member: its clients see their connections drop.
-    fn crash(&mut self, id: u64) {
+    fn crash(&mut self, id: u64) -> Result<(), String> {
         let Some(m) = self.members.get_mut(&id) else {
-            return;
+            return Ok(());
         };
         if !m.is_up() {
-            return;
+            return Ok(());
         }
-        m.crash();
+        m.crash().map_err(|e| {
+            format!("member {id}: the simulated power loss could not rewind its directory: {e}")
+        })?;
         for client in 0..self.clients.len() {
             if self.clients[client].member().is_some_and(|(m, _)| m == id) {
                 let actions = self.clients[client].lose_connection(
@@ -477,5 +476,6 @@ impl World {
                 self.client_actions(client, actions);
             }
         }
+        Ok(())
     }
 }
