@@ -465,6 +465,19 @@ impl World {
         m.crash().map_err(|e| {
             format!("member {id}: the simulated power loss could not rewind its directory: {e}")
         })?;
+        // Its sockets close with it: every member with a link to it notices at once.
+        for other in self.members.values().filter(|o| o.id != id && o.is_up()) {
+            let event = PeerEvent::Unreachable { peer: id };
+            let (to, incarnation) = (other.id, other.incarnation);
+            self.queue.push(
+                self.now + MS,
+                Event::LinkReport {
+                    to,
+                    incarnation,
+                    event,
+                },
+            );
+        }
         for client in 0..self.clients.len() {
             if self.clients[client].member().is_some_and(|(m, _)| m == id) {
                 let actions = self.clients[client].lose_connection(
