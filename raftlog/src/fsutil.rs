@@ -71,13 +71,20 @@ impl Durability {
     }
 }
 
-/// Removes leftovers of interrupted atomic writes; they were never acknowledged to anyone.
+/// Removes leftovers of interrupted atomic writes (never acknowledged to anyone) and retired
+/// segments a crash kept from being deleted. One may vanish meanwhile: a log closed a moment
+/// ago in this process can still be deleting its retired segments in the background.
 pub(crate) fn remove_temp_files(dir: &Path) -> Result<(), LogError> {
     for name in list_dir(dir)? {
         if name.ends_with(TEMP_SUFFIX) {
             let path = dir.join(&name);
-            tracing::warn!(path = %path.display(), "removing temp file left by an interrupted write");
-            fs::remove_file(&path).map_err(|e| LogError::io("remove temp file", &path, e))?;
+            tracing::info!(path = %path.display(), "removing a temp file left by an interrupted write or a retired segment");
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(LogError::io("remove temp file", &path, e));
+                }
+                _ => {}
+            }
         }
     }
     Ok(())

@@ -151,21 +151,30 @@ impl Wal {
     /// Deletes the oldest segments while everything they hold is at or below `compacted_to`,
     /// oldest first so a crash midway leaves a suffix that still replays. The active segment stays.
     /// Only call this once a record establishing `compacted_to` is durable.
+    ///
+    /// Each segment is renamed out of the log (a temp name, which startup removes) and unlinked
+    /// on a thread of its own: freeing a 64 MiB file's blocks took ext4 86-260 ms here, and the
+    /// caller is the core thread, which then answered nobody (a p999 stall in the benchmarks).
     pub fn delete_obsolete(&mut self, compacted_to: u64) -> Result<usize, LogError> {
-        let mut deleted = 0;
+        let mut obsolete = Vec::new();
         let mut result = Ok(());
         while self.segments.len() > 1 && self.segments[0].max_index <= compacted_to {
             let path = self.segments[0].path.clone();
-            if let Err(e) = fs::remove_file(&path) {
-                result = Err(LogError::io("delete compacted segment", &path, e));
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(OBSOLETE_SUFFIX);
+            let trash = path.with_file_name(name);
+            if let Err(e) = fs::rename(&path, &trash) {
+                result = Err(LogError::io("retire compacted segment", &path, e));
                 break;
             }
             self.segments.remove(0);
-            deleted += 1;
+            obsolete.push(trash);
         }
+        let deleted = obsolete.len();
         if deleted > 0 {
             self.durability.sync_dir(&self.dir)?;
-            tracing::debug!(dir = %self.dir.display(), deleted, compacted_to, "deleted compacted log segments");
+            tracing::debug!(dir = %self.dir.display(), deleted, compacted_to, "retired compacted log segments");
+            unlink_in_background(obsolete);
         }
         result.map(|()| deleted)
     }
@@ -181,5 +190,25 @@ impl Wal {
     /// The segments, oldest first.
     pub fn segments(&self) -> &[SegmentMeta] {
         &self.segments
+    }
+}
+
+/// Appended to a retired segment's name: ends in the temp suffix, so replay never reads it and
+/// startup deletes it if the process died before the background unlink.
+const OBSOLETE_SUFFIX: &str = ".obsolete.tmp";
+
+fn unlink_in_background(paths: Vec<PathBuf>) {
+    let unlink = move || {
+        for path in paths {
+            if let Err(e) = fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not delete a retired log segment; startup will retry");
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("baton-log-reclaim".into())
+        .spawn(unlink)
+    {
+        tracing::warn!(error = %e, "no thread to delete retired log segments; startup will");
     }
 }

@@ -35,7 +35,12 @@ fn last_segment(dir: &Path) -> PathBuf {
 fn copy_dir(from: &Path, to: &Path) {
     for entry in fs::read_dir(from).expect("read dir") {
         let path = entry.expect("dir entry").path();
-        if path.file_name().and_then(|n| n.to_str()) != Some("LOCK") {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        // Temp files are leftovers startup deletes (a retired segment may be vanishing now).
+        if name != "LOCK" && !name.ends_with(".tmp") {
             fs::copy(&path, to.join(path.file_name().expect("name"))).expect("copy");
         }
     }
