@@ -258,6 +258,11 @@ impl RaftLog {
         self.read_state().mem.conf_state.clone()
     }
 
+    /// Encoded bytes of the entries held in memory (everything after the compaction point).
+    pub fn memory_bytes(&self) -> u64 {
+        self.read_state().mem.entry_bytes()
+    }
+
     /// Sizes and fsync counters, for metrics.
     pub fn stats(&self) -> LogStats {
         let wal = self.lock_wal();

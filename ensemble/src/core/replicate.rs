@@ -16,6 +16,31 @@ use raft::eraftpb::{
 use super::{Core, CoreConfig, CoreError, wire};
 use crate::raft_logging::raft_logger;
 
+/// A snapshot is also taken once the log held in memory passes this many bytes...
+const SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
+/// ...and at least this many entries were applied since the last one.
+const SNAPSHOT_MIN_ENTRIES: u64 = 1_000;
+
+/// Compaction just freed the entries before the snapshot, often tens of MiB in many small
+/// allocations; glibc keeps freed memory in its arenas unless asked, so RSS would stay at the
+/// high-water mark. Trimming took 17-26 ms here, so it runs beside the core, not on it.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only returns free pages to the kernel; it is thread-safe and
+        // does not touch memory that is in use.
+        let trim = || unsafe {
+            libc::malloc_trim(0);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("baton-trim".into())
+            .spawn(trim)
+        {
+            tracing::debug!(error = %e, "no thread to return freed memory to the kernel");
+        }
+    }
+}
+
 const NOOP: Command = Command {
     session_id: 0,
     xid: 0,
@@ -315,7 +340,12 @@ impl Core {
 
     fn maybe_snapshot(&mut self) -> Result<(), CoreError> {
         let applied = self.sm.last_applied() as u64;
-        let due = applied >= self.last_snapshot_index + self.cfg.snapshot_entries;
+        let since = applied.saturating_sub(self.last_snapshot_index);
+        // By count, or by the bytes the log holds in memory: 100k entries of 1 KiB writes were
+        // 110 MiB of RAM before the count came round. The floor of entries keeps large entries
+        // (which compaction retains a few thousand of) from snapshotting on every batch.
+        let due = since >= self.cfg.snapshot_entries
+            || (since >= SNAPSHOT_MIN_ENTRIES && self.log.memory_bytes() >= SNAPSHOT_LOG_BYTES);
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
@@ -327,6 +357,7 @@ impl Core {
             .create_snapshot(applied, self.conf_state.clone(), data)?;
         self.last_snapshot_index = applied;
         self.metrics.snapshots.inc();
+        release_freed_memory();
         tracing::info!(
             index = applied,
             bytes,
