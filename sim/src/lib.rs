@@ -216,8 +216,8 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         .map(|id| (*id, Member::new(*id, dir.path().join(format!("m{id}")))))
         .collect();
     let end = cfg.faults_for + cfg.settle_for;
-    // Clients stop starting operations well before the end, so the final state is settled.
-    let stop_at = end - cfg.settle_for / 2;
+    // Set for real once the bootstrap is done (below).
+    let stop_at = Micros::MAX;
     let mut clients = Vec::new();
     let keys: Vec<String> = (0..3).map(|i| format!("/k{i}")).collect();
     for _ in 0..cfg.register_clients {
@@ -260,6 +260,11 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
     }
     bootstrap_tree(&mut world, &[&lock_dir, &election_dir]).map_err(fail)?;
     let start = world.now;
+    // Clients stop starting operations halfway through the settle phase, counted from when the
+    // workload starts (after the bootstrap), so the final state is settled.
+    for client in &mut world.clients {
+        client.stop_at = start + end - cfg.settle_for / 2;
+    }
     for c in 0..world.clients.len() {
         world.wake(c, start);
     }
