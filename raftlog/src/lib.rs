@@ -10,6 +10,7 @@
 //! All entries since the compaction point are kept in memory and `Storage` is served from there;
 //! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.
 
+mod background;
 mod batch;
 pub mod crash_model;
 mod error;

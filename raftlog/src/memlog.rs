@@ -32,13 +32,9 @@ pub(crate) struct MemLog {
 const DROP_ELSEWHERE_FROM: usize = 1_000;
 
 fn drop_elsewhere(entries: Vec<Entry>) {
-    if entries.len() < DROP_ELSEWHERE_FROM {
-        return;
+    if entries.len() >= DROP_ELSEWHERE_FROM {
+        crate::background::run("baton-log-free", move || drop(entries));
     }
-    // If no thread can be had, the closure (and the entries) are dropped here instead.
-    let _ = std::thread::Builder::new()
-        .name("baton-log-free".into())
-        .spawn(move || drop(entries));
 }
 
 impl MemLog {

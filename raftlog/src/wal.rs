@@ -198,17 +198,11 @@ impl Wal {
 const OBSOLETE_SUFFIX: &str = ".obsolete.tmp";
 
 fn unlink_in_background(paths: Vec<PathBuf>) {
-    let unlink = move || {
+    crate::background::run("baton-log-reclaim", move || {
         for path in paths {
             if let Err(e) = fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), error = %e, "could not delete a retired log segment; startup will retry");
             }
         }
-    };
-    if let Err(e) = std::thread::Builder::new()
-        .name("baton-log-reclaim".into())
-        .spawn(unlink)
-    {
-        tracing::warn!(error = %e, "no thread to delete retired log segments; startup will");
-    }
+    });
 }

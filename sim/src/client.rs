@@ -12,6 +12,7 @@ use baton_proto::{
     ConnectRequest, CreateMode, CreateRequest, DeleteRequest, ErrorCode, OpCode, PathWatchRequest,
     Request, Response, SetDataRequest, codec, open_acl_unsafe, xid,
 };
+use baton_sidecar::recipe::queue::{NodeKind, Queue};
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot};
@@ -34,7 +35,7 @@ pub enum Role {
     /// Takes and releases the lock (or leadership) in `dir`, holding it up to `hold`.
     Lock {
         dir: String,
-        prefix: &'static str,
+        kind: NodeKind,
         hold: Micros,
     },
     /// Creates these persistent znodes in order, then does nothing.
@@ -129,13 +130,9 @@ fn conn_id(client: usize, generation: u64) -> ConnId {
     ((client as u64) << 32) | generation
 }
 
-fn seq_of(name: &str) -> Option<u64> {
-    let digits = name.len().checked_sub(10)?;
-    name.get(digits..)?.parse().ok()
-}
-
 impl Client {
-    pub fn new(id: usize, role: Role, stop_at: Micros) -> Client {
+    /// A new client; it starts operations until `stop_at`, which is never until it is set.
+    pub fn new(id: usize, role: Role) -> Client {
         Client {
             id,
             role,
@@ -147,7 +144,7 @@ impl Client {
             last_zxid: 0,
             counter: 0,
             next_op_at: 0,
-            stop_at,
+            stop_at: Micros::MAX,
             lock: LockState::Idle,
             my_node: None,
             sync_ok: None,
@@ -439,12 +436,12 @@ impl Client {
                     );
                 }
             }
-            Role::Lock { dir, prefix, .. } => match self.lock {
+            Role::Lock { dir, kind, .. } => match self.lock {
                 LockState::Idle if now >= self.next_op_at && now < self.stop_at => {
                     self.lock = LockState::Busy;
                     let data = self.unique_data();
                     let req = CreateRequest {
-                        path: format!("{dir}/{prefix}"),
+                        path: format!("{dir}/{}", kind.prefix()),
                         data,
                         acl: open_acl_unsafe(),
                         flags: CreateMode::EphemeralSequential.flags(),
@@ -505,7 +502,7 @@ impl Client {
             };
         }
         if let Ok(n) = codec::decode_notification(body) {
-            return self.on_notification(now, &n.event.path, rec);
+            return self.on_notification(now, &n.event.path);
         }
         let Some(f) = self.inflight.pop_front() else {
             return self.lose_connection(now, rng, rec, true);
@@ -609,25 +606,26 @@ impl Client {
     fn on_children(
         &mut self,
         now: Micros,
-        mut children: Vec<String>,
+        children: Vec<String>,
         rng: &mut StdRng,
         rec: &mut Recorder,
         actions: &mut Vec<Action>,
     ) {
-        let Role::Lock { dir, hold, .. } = self.role.clone() else {
+        let Role::Lock { dir, kind, hold } = self.role.clone() else {
             return;
         };
         let Some((node, token)) = self.my_node.clone() else {
             return;
         };
-        children.sort_by_key(|c| seq_of(c));
+        // The sidecar's own ordering: who holds, and whom a waiter watches.
+        let queue = Queue::new(&children, &[kind]);
         let mine = node.rsplit('/').next().unwrap_or_default();
-        let Some(pos) = children.iter().position(|c| c == mine) else {
+        let Some(pos) = queue.position(mine) else {
             // Our node is gone: the session expired under us.
             actions.extend(self.lose_connection(now, rng, rec, true));
             return;
         };
-        if pos == 0 {
+        let Some(blocker) = queue.blocker(pos) else {
             rec.grants.push(Grant {
                 client: self.id,
                 dir,
@@ -639,8 +637,8 @@ impl Client {
                 until: now + rng.random_range(10 * MS..hold.max(11 * MS)),
             };
             return;
-        }
-        let predecessor = format!("{dir}/{}", children[pos - 1]);
+        };
+        let predecessor = format!("{dir}/{}", blocker.name);
         self.lock = LockState::Watching {
             predecessor: predecessor.clone(),
         };
@@ -651,7 +649,7 @@ impl Client {
         self.send(now, req, Purpose::LockWatch, actions);
     }
 
-    fn on_notification(&mut self, now: Micros, path: &str, _rec: &mut Recorder) -> Vec<Action> {
+    fn on_notification(&mut self, now: Micros, path: &str) -> Vec<Action> {
         let mut actions = Vec::new();
         if matches!(&self.lock, LockState::Watching { predecessor } if predecessor == path) {
             self.check_children(now, &mut actions);

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use baton_checker::{Verdict, Znode};
 use baton_ensemble::core::{DeliberateBugs, ManualClock};
+use baton_sidecar::recipe::queue::NodeKind;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -216,32 +217,30 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         .map(|id| (*id, Member::new(*id, dir.path().join(format!("m{id}")))))
         .collect();
     let end = cfg.faults_for + cfg.settle_for;
-    // Set for real once the bootstrap is done (below).
-    let stop_at = Micros::MAX;
     let mut clients = Vec::new();
     let keys: Vec<String> = (0..3).map(|i| format!("/k{i}")).collect();
     for _ in 0..cfg.register_clients {
         let role = Role::Register { keys: keys.clone() };
-        clients.push(Client::new(clients.len(), role, stop_at));
+        clients.push(Client::new(clients.len(), role));
     }
     let lock_dir = "/baton/locks/sim".to_string();
     let election_dir = "/baton/elections/sim".to_string();
-    for (count, dir, prefix, hold) in [
-        (cfg.lock_clients, &lock_dir, "lock-", LOCK_HOLD),
+    for (count, dir, kind, hold) in [
+        (cfg.lock_clients, &lock_dir, NodeKind::Exclusive, LOCK_HOLD),
         (
             cfg.election_clients,
             &election_dir,
-            "candidate-",
+            NodeKind::Candidate,
             LEADERSHIP_HOLD,
         ),
     ] {
         for _ in 0..count {
             let role = Role::Lock {
                 dir: dir.clone(),
-                prefix,
+                kind,
                 hold,
             };
-            clients.push(Client::new(clients.len(), role, stop_at));
+            clients.push(Client::new(clients.len(), role));
         }
     }
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
@@ -312,7 +311,7 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
     let setup = world.clients.len();
     world
         .clients
-        .push(Client::new(setup, Role::Setup { paths }, Micros::MAX));
+        .push(Client::new(setup, Role::Setup { paths }));
     world.wake(setup, world.now);
     while !world.clients[setup].is_set_up() {
         deadline += 100 * MS;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use baton_machine::StateMachine;
 use baton_machine::tree::NodeKind;
+use baton_sidecar::recipe::queue::{NodeKind as QueueKind, Queue};
 
 /// A broken safety property, in words for the report.
 pub type Breach = String;
@@ -20,14 +21,6 @@ pub struct LockView {
     at_index: BTreeMap<(String, u64), Option<String>>,
     /// Holder changes seen, over all members and dirs (to show the check was exercised).
     pub changes: u64,
-}
-
-fn seq_of(name: &str) -> u64 {
-    name.len()
-        .checked_sub(10)
-        .and_then(|i| name.get(i..))
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(u64::MAX)
 }
 
 impl LockView {
@@ -89,10 +82,11 @@ impl LockView {
     }
 }
 
-/// The lowest sequential child of `dir` and its czxid.
+/// The lowest sequential child of `dir` (in the sidecar's own order) and its czxid.
 fn holder(sm: &StateMachine, dir: &str) -> Option<(String, i64)> {
-    let node = sm.tree().get(dir)?;
-    let lowest = node.children().min_by_key(|c| seq_of(c))?.to_owned();
+    let children: Vec<&str> = sm.tree().get(dir)?.children().collect();
+    let kinds = [QueueKind::LOCK_KINDS, QueueKind::ELECTION_KINDS].concat();
+    let lowest = Queue::new(&children, &kinds).head()?.name.clone();
     let czxid = sm.tree().get(&format!("{dir}/{lowest}"))?.stat().czxid;
     Some((lowest, czxid))
 }

@@ -226,31 +226,27 @@ impl World {
             return Ok(());
         }
         if m.stalled_until > now {
-            // The slow disk: everything waits, in order, until the member is back.
-            let inc = m.incarnation;
-            let at = m.stalled_until;
+            // The slow disk: everything waits, in order, until the member is back. Ticks that
+            // fall in the stall are missed, as the production ticker's are (`Delay`).
+            let (incarnation, at) = (m.incarnation, m.stalled_until);
             let event = match msg {
-                CoreMsg::Tick => Event::Tick { member: to },
+                CoreMsg::Tick => return Ok(()),
                 CoreMsg::Peer(msg) => Event::Peer {
                     to,
-                    incarnation: inc,
+                    incarnation,
                     msg,
                 },
                 CoreMsg::PeerEvent(event) => Event::LinkReport {
                     to,
-                    incarnation: inc,
+                    incarnation,
                     event,
                 },
                 msg => Event::FromClient {
                     to,
-                    incarnation: inc,
+                    incarnation,
                     msg,
                 },
             };
-            // A deferred tick must not start a second tick chain.
-            if matches!(event, Event::Tick { .. }) {
-                return Ok(());
-            }
             self.queue.push(at, event);
             return Ok(());
         }
@@ -342,7 +338,7 @@ impl World {
         let Some(core) = self.members.get(&id).and_then(|m| m.core.as_ref()) else {
             return;
         };
-        let (_, _, _, applied) = core.raft_view();
+        let applied = core.raft_view().applied;
         let sm = core.state();
         let result = self
             .lock_view
@@ -399,8 +395,8 @@ impl World {
         self.members
             .values()
             .filter_map(|m| m.core.as_ref().map(|c| (m.id, c.raft_view())))
-            .filter(|(_, (leader, ..))| *leader)
-            .max_by_key(|(_, (_, term, ..))| *term)
+            .filter(|(_, view)| view.is_leader)
+            .max_by_key(|(_, view)| view.term)
             .map(|(id, _)| id)
     }
 

@@ -65,6 +65,14 @@ pub struct CoreConfig {
     pub bugs: DeliberateBugs,
 }
 
+/// Where this member's Raft stands (see [`Core::raft_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftView {
+    pub is_leader: bool,
+    pub term: u64,
+    pub applied: u64,
+}
+
 /// Known-wrong behaviours the simulation switches on to prove its checkers find them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliberateBugs {
@@ -266,15 +274,13 @@ impl Core {
         &self.sm
     }
 
-    /// This member's Raft view: (role is leader, term, commit index, applied index).
-    pub fn raft_view(&self) -> (bool, u64, u64, u64) {
-        let log = &self.node.raft.raft_log;
-        (
-            self.is_leader(),
-            self.node.raft.term,
-            log.committed,
-            log.applied,
-        )
+    /// This member's Raft view, for the simulation.
+    pub fn raft_view(&self) -> RaftView {
+        RaftView {
+            is_leader: self.is_leader(),
+            term: self.node.raft.term,
+            applied: self.node.raft.raft_log.applied,
+        }
     }
 
     /// Runs until `Shutdown` or until every sender is gone; an error means a storage failure.
