@@ -1,11 +1,13 @@
 //! Stage 4 of the reconcile pipeline: server-side apply of the built objects (field manager
 //! `baton-operator`, forced: the operator owns these fields), and the one pod deletion a
-//! rolling update step makes.
+//! rolling update step makes. The PKI's Secrets are written only when they change, so private
+//! keys are not re-sent on every reconcile.
 
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource};
@@ -13,7 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::Built;
+use crate::dereference::StoredSecrets;
 use crate::names::{EnsembleNames, FIELD_MANAGER};
+use crate::pki::secrets;
 
 /// A write to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,14 +29,23 @@ pub struct WriteError {
     pub source: kube::Error,
 }
 
-/// Every built object, in dependency order: the ConfigMap the pods read and the Services
-/// their names resolve through exist before the StatefulSet that starts them.
+/// Every built object, in dependency order: the certificates the pods mount, the ConfigMap
+/// they read, the Services their names resolve through and the NetworkPolicy that guards them
+/// exist before the StatefulSet that starts them. `stored` are the PKI Secrets as read.
 pub async fn apply_all(
     client: &kube::Client,
     names: &EnsembleNames,
     built: &Built,
+    stored: &StoredSecrets,
 ) -> Result<(), WriteError> {
     let ns = names.namespace.as_str();
+    for secret in built.secrets.in_order() {
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        if !secrets::holds(stored.by_name(name), secret) {
+            apply::<Secret>(client, ns, secret).await?;
+        }
+    }
+    apply::<ConfigMap>(client, ns, &built.ca_config_map).await?;
     apply::<ConfigMap>(client, ns, &built.config_map).await?;
     apply::<Service>(client, ns, &built.peer_service).await?;
     apply::<Service>(client, ns, &built.client_service).await?;
@@ -40,6 +53,7 @@ pub async fn apply_all(
         Some(pdb) => apply::<PodDisruptionBudget>(client, ns, pdb).await?,
         None => delete_if_present::<PodDisruptionBudget>(client, ns, &names.statefulset()).await?,
     }
+    apply::<NetworkPolicy>(client, ns, &built.network_policy).await?;
     apply::<StatefulSet>(client, ns, &built.statefulset).await
 }
 

@@ -7,18 +7,19 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::runtime::Controller;
 use kube::runtime::watcher;
 
 use crate::crd::CoordinationEnsemble;
-use crate::ensemble::EnsembleAdmin;
+use crate::ensemble::AdminConnector;
 use crate::names::FIELD_MANAGER;
 use crate::reconcile::{Context, error_policy, reconcile};
 
 /// Reconciles until `shutdown` completes (or the watch streams end).
-pub async fn run<A: EnsembleAdmin>(
+pub async fn run<A: AdminConnector>(
     ctx: Arc<Context<A>>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -33,6 +34,10 @@ pub async fn run<A: EnsembleAdmin>(
     .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
     .owns(Api::<ConfigMap>::all(client.clone()), owned.clone())
     .owns(Api::<Service>::all(client.clone()), owned.clone())
+    // A deleted NetworkPolicy is restored at once. Secrets are not watched: that would need
+    // list and watch on every Secret in the cluster; a deleted certificate Secret comes back
+    // at the next periodic reconcile.
+    .owns(Api::<NetworkPolicy>::all(client.clone()), owned.clone())
     .owns(Api::<PodDisruptionBudget>::all(client), owned)
     .graceful_shutdown_on(shutdown)
     .run(reconcile, error_policy, ctx)

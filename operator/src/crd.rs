@@ -70,6 +70,10 @@ pub struct CoordinationEnsembleSpec {
     /// Defaults for sidecars injected into pods that use this ensemble (served by issue 6's webhook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sidecar: Option<SidecarDefaults>,
+    /// Also serve ZooKeeper clients without TLS on port 2181 (for clients that cannot do TLS).
+    /// Off by default: clients use TLS on port 2281 with the CA from the ConfigMap `NAME-ca`.
+    #[serde(default)]
+    pub plain_client_port: bool,
 }
 
 fn default_replicas() -> i32 {
@@ -228,9 +232,14 @@ pub struct CoordinationEnsembleStatus {
     /// Raft id of the leader (absent when none is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<i64>,
-    /// `host:port` for ZooKeeper clients (the client Service).
+    /// `host:port` for plain (unencrypted) ZooKeeper clients; set only when
+    /// `spec.plainClientPort` is true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_endpoint: Option<String>,
+    /// `host:port` for ZooKeeper clients over TLS (the client Service's port 2281); the CA
+    /// certificate is `ca.crt` in the ConfigMap `NAME-ca`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_client_endpoint: Option<String>,
     /// Label selector of the member pods (for the scale subresource).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,

@@ -1,14 +1,17 @@
-//! Stage 1 of the reconcile pipeline: read what exists — the ConfigMap's recorded membership,
-//! the StatefulSet, its pods — and ask the ensemble's members for their status.
+//! Stage 1 of the reconcile pipeline: read what exists — the PKI's Secrets, the ConfigMap's
+//! recorded membership, the StatefulSet, its pods — and ask the ensemble's members for their
+//! status over HTTPS with the stored admin certificate.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::Api;
 use kube::api::ListParams;
 
 use crate::build::StoredMembership;
-use crate::ensemble::{EnsembleAdmin, EnsembleView, Roster};
+use crate::ensemble::{AdminConnector, EnsembleView, Roster};
 use crate::names::EnsembleNames;
+use crate::pki::secrets::{self, CA_CERT_KEY};
+use crate::pki::{AdminCredentials, StoredPki};
 use crate::plan::{Observed, ObservedPod, ObservedStatefulSet};
 
 /// Label the StatefulSet controller puts on each pod: the revision it was created from.
@@ -23,6 +26,31 @@ pub struct ReadError {
     pub source: kube::Error,
 }
 
+/// The PKI's Secrets as read (compared with the built ones, so unchanged ones are not rewritten).
+#[derive(Debug, Clone, Default)]
+pub struct StoredSecrets {
+    pub ca_key: Option<Secret>,
+    pub members: Option<Secret>,
+    pub admin: Option<Secret>,
+}
+
+impl StoredSecrets {
+    /// The stored Secret named `name`, if it is one of the three.
+    pub fn by_name(&self, name: &str) -> Option<&Secret> {
+        [&self.ca_key, &self.members, &self.admin]
+            .into_iter()
+            .flatten()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+    }
+}
+
+/// Everything the rest of the pipeline works from.
+pub struct Dereferenced {
+    pub observed: Observed,
+    pub secrets: StoredSecrets,
+    pub pki: StoredPki,
+}
+
 /// The roster of members 1..=replicas at their stable DNS names.
 pub fn roster(names: &EnsembleNames, replicas: i32) -> Roster {
     let mut roster = Roster::default();
@@ -32,14 +60,37 @@ pub fn roster(names: &EnsembleNames, replicas: i32) -> Roster {
     roster
 }
 
+/// The admin credentials the `NAME-admin` Secret holds, if it holds them whole.
+pub fn admin_credentials(secret: &Secret) -> Option<AdminCredentials> {
+    Some(AdminCredentials {
+        ca_pem: secrets::text(secret, CA_CERT_KEY)?,
+        cert_pem: secrets::text(secret, "admin.crt")?,
+        key_pem: secrets::text(secret, "admin.key")?,
+    })
+}
+
 /// Reads the ensemble's objects and its members' statuses.
-pub async fn observe<A: EnsembleAdmin>(
+pub async fn observe<C: AdminConnector>(
     client: &kube::Client,
-    admin: &A,
+    admins: &C,
     names: &EnsembleNames,
-) -> Result<Observed, ReadError> {
+) -> Result<Dereferenced, ReadError> {
     let ns = names.namespace.as_str();
     let read = |what: String| move |source| ReadError { what, source };
+    let secret_api = Api::<Secret>::namespaced(client.clone(), ns);
+    let secret = |name: String| {
+        let api = secret_api.clone();
+        async move {
+            api.get_opt(&name)
+                .await
+                .map_err(read(format!("Secret {name}")))
+        }
+    };
+    let stored_secrets = StoredSecrets {
+        ca_key: secret(names.ca_key_secret()).await?,
+        members: secret(names.tls_secret()).await?,
+        admin: secret(names.admin_secret()).await?,
+    };
     let config_map = Api::<ConfigMap>::namespaced(client.clone(), ns)
         .get_opt(&names.config_map())
         .await
@@ -66,17 +117,40 @@ pub async fn observe<A: EnsembleAdmin>(
         None => Vec::new(),
     };
     let ensemble = match &statefulset {
-        Some(sts) => EnsembleView::observe(admin, &roster(names, sts.replicas)).await,
+        Some(sts) => {
+            let roster = roster(names, sts.replicas);
+            let admin = stored_secrets
+                .admin
+                .as_ref()
+                .and_then(admin_credentials)
+                .ok_or_else(|| format!("no admin certificate in Secret {}", names.admin_secret()))
+                .and_then(|c| admins.connect(&c).map_err(|e| e.to_string()));
+            match admin {
+                Ok(admin) => EnsembleView::observe(&admin, &roster).await,
+                // Members answer only the admin certificate: until one is stored (the apply
+                // stage writes it), every member counts as unreachable and no step is taken.
+                Err(reason) => EnsembleView::unreachable(&roster, &reason),
+            }
+        }
         // Without a StatefulSet there are no members to ask.
         None => EnsembleView::default(),
     };
-    Ok(Observed {
-        statefulset,
-        stored: config_map
-            .as_ref()
-            .and_then(StoredMembership::from_config_map),
-        pods,
-        ensemble,
+    let pki = secrets::stored(
+        stored_secrets.ca_key.as_ref(),
+        stored_secrets.members.as_ref(),
+        stored_secrets.admin.as_ref(),
+    );
+    Ok(Dereferenced {
+        observed: Observed {
+            statefulset,
+            stored: config_map
+                .as_ref()
+                .and_then(StoredMembership::from_config_map),
+            pods,
+            ensemble,
+        },
+        secrets: stored_secrets,
+        pki,
     })
 }
 

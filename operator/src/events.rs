@@ -48,6 +48,18 @@ impl EventSink {
             .await;
     }
 
+    /// A Normal Event for certificates issued, renewed or dropped (`note` says which).
+    pub async fn certificates(&self, ce: &CoordinationEnsemble, note: &str) {
+        self.publish(
+            ce,
+            EventType::Normal,
+            "Certificates",
+            "IssueCertificates",
+            note,
+        )
+        .await;
+    }
+
     /// A Warning Event.
     pub async fn warning(&self, ce: &CoordinationEnsemble, reason: &str, note: &str) {
         self.publish(ce, EventType::Warning, reason, "Reconcile", note)

@@ -4,7 +4,7 @@
 //! The reconciler is a pipeline, one module per stage: [`dereference`] (read what exists),
 //! [`validate`], [`build`] (pure: objects from the spec), [`plan`] (pure: the next membership or
 //! rollout step), [`apply`] (server-side apply), [`ensemble`] (the admin API steps) and
-//! [`status`]. [`reconcile`] strings them together; [`controller`] runs it. [`webhook`] injects
+//! [`status`]; [`pki`] keeps each ensemble's CA and certificates. [`reconcile`] strings them together; [`controller`] runs it. [`webhook`] injects
 //! the sidecar into annotated pods.
 
 pub mod apply;
@@ -18,6 +18,8 @@ pub mod http_server;
 pub mod leader_lease;
 pub mod metrics;
 pub mod names;
+pub mod pem;
+pub mod pki;
 pub mod plan;
 pub mod reconcile;
 pub mod status;

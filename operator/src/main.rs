@@ -1,5 +1,6 @@
 //! `baton-operator`: `run` reconciles CoordinationEnsembles; `crd` prints the CRD YAML.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +11,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use baton_operator::ensemble::HttpAdmin;
+use baton_operator::build::OperatorPods;
+use baton_operator::ensemble::HttpAdmins;
 use baton_operator::leader_lease::{LeaderLease, LeaseConfig};
 use baton_operator::metrics::Metrics;
 use baton_operator::reconcile::{Context, Settings};
@@ -91,6 +93,25 @@ struct RunArgs {
     /// clusters. A pod's `baton.dev/native-sidecar` annotation overrides it.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     native_sidecar: bool,
+    /// Labels of the operator's own pods (`k=v,k=v`): each ensemble's NetworkPolicy opens the
+    /// admin port to these pods in the operator's namespace (--lease-namespace) only. Empty:
+    /// every pod of that namespace.
+    #[arg(long, env = "BATON_OPERATOR_POD_LABELS", default_value = "", value_parser = parse_labels)]
+    operator_pod_labels: BTreeMap<String, String>,
+}
+
+/// `k=v,k=v` as a label map.
+fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("{pair:?} is not KEY=VALUE")),
+        })
+        .collect()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -162,11 +183,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = Settings {
         default_image: args.default_image,
         stuck_after: Duration::from_secs(args.stuck_after_secs),
+        operator_pods: OperatorPods {
+            namespace: args.lease_namespace.clone(),
+            labels: args.operator_pod_labels.clone(),
+        },
         ..Settings::default()
     };
     let ctx = Arc::new(Context::new(
         client,
-        HttpAdmin::new(Duration::from_secs(3)),
+        HttpAdmins::new(Duration::from_secs(3)),
         settings,
         metrics.clone(),
     ));

@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 
-/// Port for ZooKeeper clients.
+/// Plain port for ZooKeeper clients (off unless `spec.plainClientPort`).
 pub const CLIENT_PORT: i32 = 2181;
+/// TLS port for ZooKeeper clients (ZooKeeper's `secureClientPort`).
+pub const SECURE_CLIENT_PORT: i32 = 2281;
 /// Port for Raft traffic between members.
 pub const PEER_PORT: i32 = 2888;
-/// Port of the admin HTTP API (probes, status, membership).
+/// Port of the admin API, HTTPS (open probes; status and membership need the admin certificate).
 pub const ADMIN_PORT: i32 = 8080;
+/// Where members mount the `NAME-tls` Secret (the CA certificate and every member's pair).
+pub const MEMBER_TLS_DIR: &str = "/etc/baton/tls";
 /// Field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "baton-operator";
 
@@ -46,6 +50,32 @@ impl EnsembleNames {
     /// The ConfigMap holding the cluster id and membership the pods start from.
     pub fn config_map(&self) -> String {
         format!("{}-config", self.name)
+    }
+
+    /// Secret mounted by every member: `ca.crt` and `member-ID.crt`/`member-ID.key` per member.
+    pub fn tls_secret(&self) -> String {
+        format!("{}-tls", self.name)
+    }
+
+    /// Secret holding the ensemble CA's private key; never mounted anywhere.
+    pub fn ca_key_secret(&self) -> String {
+        format!("{}-ca-key", self.name)
+    }
+
+    /// Secret holding the admin client certificate (`ca.crt`, `admin.crt`, `admin.key`).
+    pub fn admin_secret(&self) -> String {
+        format!("{}-admin", self.name)
+    }
+
+    /// ConfigMap publishing the CA certificate (`ca.crt`, public) for clients such as the
+    /// injected sidecar.
+    pub fn ca_config_map(&self) -> String {
+        format!("{}-ca", self.name)
+    }
+
+    /// NetworkPolicy guarding the members' ports.
+    pub fn network_policy(&self) -> String {
+        format!("{}-members", self.name)
     }
 
     /// Pod name of member `id`.
@@ -98,13 +128,39 @@ impl EnsembleNames {
         format!("{}.{}", self.namespace, self.name)
     }
 
-    /// Where clients connect.
+    /// Where plain (unencrypted) clients connect, when the plain port is on.
     pub fn client_endpoint(&self) -> String {
         format!(
             "{}.{}.svc:{CLIENT_PORT}",
             self.client_service(),
             self.namespace
         )
+    }
+
+    /// Where TLS clients connect (the sidecar always does).
+    pub fn secure_client_endpoint(&self) -> String {
+        format!(
+            "{}.{}.svc:{SECURE_CLIENT_PORT}",
+            self.client_service(),
+            self.namespace
+        )
+    }
+
+    /// DNS names member `id`'s certificate answers to besides its identity: its own stable
+    /// names and the client Service's, so clients that check host names (zkCli, kazoo, curl)
+    /// accept whichever member the Service picks.
+    pub fn member_dns_names(&self, id: u64) -> Vec<String> {
+        let member = self.member_host(id);
+        let client = self.client_service();
+        let ns = &self.namespace;
+        vec![
+            format!("{member}.cluster.local"),
+            member,
+            format!("{client}.{ns}.svc"),
+            format!("{client}.{ns}.svc.cluster.local"),
+            format!("{client}.{ns}"),
+            client,
+        ]
     }
 
     /// Labels selecting this ensemble's pods.
@@ -150,5 +206,17 @@ mod tests {
             "1=zk-0.zk-peers.prod.svc:2888,2=zk-1.zk-peers.prod.svc:2888"
         );
         assert_eq!(n.client_endpoint(), "zk-client.prod.svc:2181");
+        assert_eq!(n.secure_client_endpoint(), "zk-client.prod.svc:2281");
+        assert_eq!(
+            n.member_dns_names(2),
+            [
+                "zk-1.zk-peers.prod.svc.cluster.local",
+                "zk-1.zk-peers.prod.svc",
+                "zk-client.prod.svc",
+                "zk-client.prod.svc.cluster.local",
+                "zk-client.prod",
+                "zk-client",
+            ]
+        );
     }
 }

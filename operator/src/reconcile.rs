@@ -9,13 +9,17 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action as Requeue;
 
 use crate::apply::{self, WriteError};
+use crate::build::OperatorPods;
 use crate::build::{self, BuildError};
 use crate::crd::CoordinationEnsemble;
 use crate::dereference::{self, ReadError};
-use crate::ensemble::{EnsembleAdmin, EnsembleView, StepError, run_action, wait_until};
+use crate::ensemble::{
+    AdminConnector, AdminError, EnsembleView, StepError, run_action, wait_until,
+};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::names::EnsembleNames;
+use crate::pki::{self, PkiError};
 use crate::plan::{self, Action, Phase};
 use crate::status::{self, StatusInputs};
 use crate::validate::validate;
@@ -33,6 +37,8 @@ pub struct Settings {
     pub step_requeue: Duration,
     /// Requeue interval of a stable ensemble (status refresh).
     pub stable_requeue: Duration,
+    /// The operator's own pods: the only ones the NetworkPolicy lets reach the admin port.
+    pub operator_pods: OperatorPods,
 }
 
 impl Default for Settings {
@@ -43,6 +49,7 @@ impl Default for Settings {
             stuck_after: Duration::from_secs(600),
             step_requeue: Duration::from_secs(5),
             stable_requeue: Duration::from_secs(300),
+            operator_pods: OperatorPods::default(),
         }
     }
 }
@@ -50,7 +57,8 @@ impl Default for Settings {
 /// What every reconcile shares.
 pub struct Context<A> {
     pub client: kube::Client,
-    pub admin: A,
+    /// Makes each ensemble's admin client from its admin certificate.
+    pub admins: A,
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
     /// The clock conditions are stamped with (fixed in tests).
@@ -63,11 +71,11 @@ pub struct Context<A> {
 
 impl<A> Context<A> {
     /// A context with the system clock.
-    pub fn new(client: kube::Client, admin: A, settings: Settings, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: kube::Client, admins: A, settings: Settings, metrics: Arc<Metrics>) -> Self {
         Context {
             events: EventSink::new(client.clone(), std::env::var("POD_NAME").ok()),
             client,
-            admin,
+            admins,
             settings,
             metrics,
             now: Timestamp::now,
@@ -93,6 +101,10 @@ pub enum ReconcileError {
     Build(#[from] BuildError),
     #[error("ensemble step failed: {0}")]
     Step(#[from] StepError),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("ensemble admin client: {0}")]
+    Admin(#[from] AdminError),
 }
 
 impl ReconcileError {
@@ -103,6 +115,8 @@ impl ReconcileError {
             ReconcileError::Write(_) => "write",
             ReconcileError::Build(_) => "build",
             ReconcileError::Step(_) => "ensemble",
+            ReconcileError::Pki(_) => "certificates",
+            ReconcileError::Admin(_) => "admin-client",
         }
     }
 }
@@ -117,7 +131,7 @@ fn key(ce: &CoordinationEnsemble) -> String {
 
 /// Reconciles one `CoordinationEnsemble`.
 #[tracing::instrument(skip_all, fields(ensemble = %key(&ce)))]
-pub async fn reconcile<A: EnsembleAdmin>(
+pub async fn reconcile<A: AdminConnector>(
     ce: Arc<CoordinationEnsemble>,
     ctx: Arc<Context<A>>,
 ) -> Result<Requeue, ReconcileError> {
@@ -132,7 +146,7 @@ pub async fn reconcile<A: EnsembleAdmin>(
     result
 }
 
-async fn reconcile_inner<A: EnsembleAdmin>(
+async fn reconcile_inner<A: AdminConnector>(
     ce: &CoordinationEnsemble,
     ctx: &Context<A>,
 ) -> Result<Requeue, ReconcileError> {
@@ -160,11 +174,28 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         }
     };
     let names = EnsembleNames::new(&spec.name, &spec.namespace);
-    let observed = dereference::observe(&ctx.client, &ctx.admin, &names).await?;
-    let plan = plan::plan(spec.replicas, &observed);
+    let dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
+    let observed = &dereferenced.observed;
+    let plan = plan::plan(spec.replicas, observed);
     tracing::debug!(?plan, "planned");
-    let built = build::build(ce, &spec, plan.membership)?;
-    if let Err(e) = apply::apply_all(&ctx.client, &names, &built).await {
+    // Certificates for every member that has or is about to get a pod: the spec's, the plan's
+    // next StatefulSet size and the current one (a scale-down keeps its pods until Raft has
+    // dropped them).
+    let highest = spec
+        .replicas
+        .max(plan.membership.replicas)
+        .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas))
+        .max(0) as u64;
+    let member_ids: Vec<u64> = (1..=highest).collect();
+    let pki_plan = pki::plan(&dereferenced.pki, &member_ids, now);
+    let pki = pki::issue(&dereferenced.pki, &pki_plan, &names, now)?;
+    let built = build::build(ce, &spec, plan.membership, &pki, &settings.operator_pods)?;
+    let applied = apply::apply_all(&ctx.client, &names, &built, &dereferenced.secrets).await;
+    if applied.is_ok() && !pki_plan.is_empty() {
+        tracing::info!(certificates = %pki_plan, "certificates written");
+        ctx.events.certificates(ce, &pki_plan.to_string()).await;
+    }
+    if let Err(e) = applied {
         // E.g. a change the API server refuses (volume claim templates are immutable): say so
         // in the status rather than only retrying.
         let status = status::compute(&StatusInputs {
@@ -176,6 +207,7 @@ async fn reconcile_inner<A: EnsembleAdmin>(
             step_error: Some(e.to_string()),
             now,
             stuck_after: settings.stuck_after,
+            plain_client_port: spec.plain_client_port,
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -184,7 +216,9 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         return Err(e.into());
     }
 
-    let (view, step_error) = take_step(ctx, ce, &names, &plan, &observed).await?;
+    // The admin certificate just applied (the same as the stored one unless it was renewed).
+    let admin = ctx.admins.connect(&pki.admin_credentials())?;
+    let (view, step_error) = take_step(ctx, &admin, ce, &names, &plan, observed).await?;
 
     let status = status::compute(&StatusInputs {
         names: &names,
@@ -195,6 +229,7 @@ async fn reconcile_inner<A: EnsembleAdmin>(
         step_error: step_error.as_ref().map(ToString::to_string),
         now,
         stuck_after: settings.stuck_after,
+        plain_client_port: spec.plain_client_port,
     });
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);
@@ -209,8 +244,9 @@ async fn reconcile_inner<A: EnsembleAdmin>(
 
 /// Takes the plan's step, if any; returns the ensemble as it is afterwards and, if the
 /// ensemble refused the step, why (reported in the status, then retried with backoff).
-async fn take_step<A: EnsembleAdmin>(
-    ctx: &Context<A>,
+async fn take_step<C: AdminConnector>(
+    ctx: &Context<C>,
+    admin: &C::Admin,
     ce: &CoordinationEnsemble,
     names: &EnsembleNames,
     plan: &plan::Plan,
@@ -234,13 +270,13 @@ async fn take_step<A: EnsembleAdmin>(
         .replicas
         .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas));
     let roster = dereference::roster(names, roster_size);
-    if let Err(e) = run_action(&ctx.admin, &roster, step).await {
+    if let Err(e) = run_action(admin, &roster, step).await {
         tracing::warn!(error = %e, "membership step failed");
         ctx.events.warning(ce, "StepFailed", &e.to_string()).await;
         return Ok((observed.ensemble.clone(), Some(e)));
     }
     let limit = ctx.settings.settle_timeout;
-    match wait_until(&ctx.admin, &roster, &step.to_string(), limit, |v| {
+    match wait_until(admin, &roster, &step.to_string(), limit, |v| {
         step.is_settled(v)
     })
     .await
@@ -250,13 +286,13 @@ async fn take_step<A: EnsembleAdmin>(
         // reported as stuck.
         Err(e) => {
             tracing::info!(error = %e, "step not settled yet");
-            Ok((EnsembleView::observe(&ctx.admin, &roster).await, None))
+            Ok((EnsembleView::observe(admin, &roster).await, None))
         }
     }
 }
 
 /// Requeues a failed reconcile after 1 s, 2 s, 4 s ... up to 5 minutes.
-pub fn error_policy<A: EnsembleAdmin>(
+pub fn error_policy<A: AdminConnector>(
     ce: Arc<CoordinationEnsemble>,
     error: &ReconcileError,
     ctx: Arc<Context<A>>,

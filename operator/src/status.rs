@@ -30,6 +30,8 @@ pub struct StatusInputs<'a> {
     pub now: Timestamp,
     /// A step in progress for longer than this is reported as Degraded.
     pub stuck_after: Duration,
+    /// Whether the plain client port is on (`spec.plainClientPort`).
+    pub plain_client_port: bool,
 }
 
 /// The status for a reconciled ensemble.
@@ -124,7 +126,10 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         // int64 in the schema: the API server knows no unsigned formats.
         members: view.voters().into_iter().map(member_id).collect(),
         leader: leader.map(member_id),
-        client_endpoint: Some(input.names.client_endpoint()),
+        client_endpoint: input
+            .plain_client_port
+            .then(|| input.names.client_endpoint()),
+        secure_client_endpoint: Some(input.names.secure_client_endpoint()),
         selector: Some(input.names.selector_string()),
         step,
     }
@@ -257,6 +262,7 @@ mod tests {
             step_error: None,
             now: now.parse().unwrap_or(Timestamp::UNIX_EPOCH),
             stuck_after: Duration::from_secs(600),
+            plain_client_port: false,
         }
     }
 

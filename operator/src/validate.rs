@@ -32,6 +32,8 @@ pub struct ValidSpec {
     pub image: String,
     pub min_session_timeout: String,
     pub max_session_timeout: String,
+    /// Serve plain ZooKeeper clients on 2181 beside TLS on 2281.
+    pub plain_client_port: bool,
 }
 
 /// Validates `ce` and resolves the image (`spec.image`, else `default_image`).
@@ -87,6 +89,7 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         image,
         min_session_timeout: spec.session_timeout.min.clone(),
         max_session_timeout: spec.session_timeout.max.clone(),
+        plain_client_port: spec.plain_client_port,
     })
 }
 

@@ -2,19 +2,26 @@
 //! the plan chose) to the Kubernetes objects the operator applies. No I/O here.
 
 mod config;
+pub mod network;
 mod services;
 mod statefulset;
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::crd::CoordinationEnsemble;
 use crate::names::EnsembleNames;
+use crate::pki::Pki;
+use crate::pki::secrets::{self, CA_CERT_KEY, PkiSecrets};
 use crate::validate::ValidSpec;
 
 pub use config::{BOOTSTRAP_KEY, REPLICAS_KEY, StoredMembership};
+pub use network::OperatorPods;
 pub use statefulset::{DATA_DIR, START_SCRIPT};
 
 /// Why objects could not be built.
@@ -27,19 +34,28 @@ pub enum BuildError {
 /// Every object of one ensemble, ready to be applied in this order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Built {
+    /// The CA, the members' and the admin's certificates (written only when they change).
+    pub secrets: PkiSecrets,
+    /// `NAME-ca`: the CA certificate (public) for clients such as the injected sidecar.
+    pub ca_config_map: ConfigMap,
     pub config_map: ConfigMap,
     pub peer_service: Service,
     pub client_service: Service,
     /// Absent when `spec.podDisruptionBudget.enabled` is false.
     pub pdb: Option<PodDisruptionBudget>,
+    /// Applied before the StatefulSet, so no member runs unguarded.
+    pub network_policy: NetworkPolicy,
     pub statefulset: StatefulSet,
 }
 
-/// Builds every object for `ce` with the StatefulSet at `membership.replicas`.
+/// Builds every object for `ce` with the StatefulSet at `membership.replicas`, the
+/// certificates of `pki`, and the admin port open to the `operator`'s pods.
 pub fn build(
     ce: &CoordinationEnsemble,
     spec: &ValidSpec,
     membership: StoredMembership,
+    pki: &Pki,
+    operator: &OperatorPods,
 ) -> Result<Built, BuildError> {
     let names = EnsembleNames::new(&spec.name, &spec.namespace);
     let owner = ce
@@ -55,15 +71,39 @@ pub fn build(
         owner_references: Some(vec![owner.clone()]),
         ..ObjectMeta::default()
     };
+    let client_namespaces = [spec.namespace.clone()];
+    let reach = network::Reach {
+        operator,
+        client_namespaces: &client_namespaces,
+        plain_client_port: spec.plain_client_port,
+    };
     Ok(Built {
+        secrets: secrets::secrets(pki, &names, &meta),
+        ca_config_map: ConfigMap {
+            metadata: meta(names.ca_config_map()),
+            data: Some(BTreeMap::from([(
+                CA_CERT_KEY.to_string(),
+                pki.ca.bundle_pem.clone(),
+            )])),
+            ..ConfigMap::default()
+        },
         config_map: config::config_map(&names, meta(names.config_map()), membership),
-        peer_service: services::peer_service(&names, meta(names.peer_service())),
-        client_service: services::client_service(&names, meta(names.client_service())),
+        peer_service: services::peer_service(
+            &names,
+            meta(names.peer_service()),
+            spec.plain_client_port,
+        ),
+        client_service: services::client_service(
+            &names,
+            meta(names.client_service()),
+            spec.plain_client_port,
+        ),
         pdb: ce
             .spec
             .pod_disruption_budget
             .enabled
             .then(|| services::pdb(&names, meta(names.statefulset()))),
+        network_policy: network::network_policy(&names, meta(names.network_policy()), &reach),
         statefulset: statefulset::statefulset(
             &names,
             meta(names.statefulset()),

@@ -5,7 +5,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT};
+use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT, SECURE_CLIENT_PORT};
 
 fn port(name: &str, port: i32) -> ServicePort {
     ServicePort {
@@ -19,18 +19,29 @@ fn port(name: &str, port: i32) -> ServicePort {
 
 /// Headless Service: one DNS name per member, published before the member is ready because a
 /// bootstrapping member becomes ready only once it can reach its peers.
-pub(super) fn peer_service(names: &EnsembleNames, meta: ObjectMeta) -> Service {
+/// The client ports served: TLS always, plain only when the spec asks for it.
+fn client_ports(plain_client_port: bool) -> Vec<ServicePort> {
+    let mut ports = vec![port("client-tls", SECURE_CLIENT_PORT)];
+    if plain_client_port {
+        ports.push(port("client", CLIENT_PORT));
+    }
+    ports
+}
+
+pub(super) fn peer_service(
+    names: &EnsembleNames,
+    meta: ObjectMeta,
+    plain_client_port: bool,
+) -> Service {
+    let mut ports = vec![port("peer", PEER_PORT), port("admin", ADMIN_PORT)];
+    ports.extend(client_ports(plain_client_port));
     Service {
         metadata: meta,
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             publish_not_ready_addresses: Some(true),
             selector: Some(names.selector_labels()),
-            ports: Some(vec![
-                port("peer", PEER_PORT),
-                port("admin", ADMIN_PORT),
-                port("client", CLIENT_PORT),
-            ]),
+            ports: Some(ports),
             ..ServiceSpec::default()
         }),
         ..Service::default()
@@ -38,13 +49,17 @@ pub(super) fn peer_service(names: &EnsembleNames, meta: ObjectMeta) -> Service {
 }
 
 /// ClusterIP Service for ZooKeeper clients: only members that know the leader and are caught up.
-pub(super) fn client_service(names: &EnsembleNames, meta: ObjectMeta) -> Service {
+pub(super) fn client_service(
+    names: &EnsembleNames,
+    meta: ObjectMeta,
+    plain_client_port: bool,
+) -> Service {
     Service {
         metadata: meta,
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
             selector: Some(names.selector_labels()),
-            ports: Some(vec![port("client", CLIENT_PORT)]),
+            ports: Some(client_ports(plain_client_port)),
             ..ServiceSpec::default()
         }),
         ..Service::default()

@@ -1,6 +1,7 @@
 //! The members' StatefulSet: ordinal → member id, bootstrap or join decided per pod at start,
-//! one volume per member, probes on the admin port, spread over nodes and zones, non-root with
-//! a read-only root filesystem.
+//! one volume per member, the `NAME-tls` Secret mounted read-only (every port speaks TLS),
+//! HTTPS probes on the admin port, spread over nodes and zones, non-root with a read-only root
+//! filesystem.
 
 use std::collections::BTreeMap;
 
@@ -12,15 +13,18 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
     EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, SeccompProfile, SecurityContext, TopologySpreadConstraint, Volume,
-    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PodTemplateSpec, Probe, SeccompProfile, SecretVolumeSource, SecurityContext,
+    TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::crd::{AntiAffinity, CoordinationEnsembleSpec};
-use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT};
+use crate::names::{
+    ADMIN_PORT, CLIENT_PORT, EnsembleNames, MEMBER_TLS_DIR, PEER_PORT, SECURE_CLIENT_PORT,
+};
 use crate::validate::ValidSpec;
 
 /// Where each member's volume is mounted; the data dir is a folder inside it (a fresh volume's
@@ -34,12 +38,17 @@ const RUN_AS: i64 = 65532;
 /// (ignored by baton-ensemble once the data dir holds a configuration), so a member created by
 /// a scale-up waits for the operator's `POST /v1/members` instead of bootstrapping a second
 /// ensemble. The cluster id and `--members` arrive as BATON_CLUSTER_ID and BATON_MEMBERS.
+/// The member's certificate is `member-ID.crt`/`.key` in BATON_TLS_DIR (the mounted
+/// `NAME-tls` Secret, where every member's pair lies: the id picks this member's), passed as
+/// BATON_TLS_CERT/BATON_TLS_KEY; BATON_TLS_CA is set in the pod spec.
 pub const START_SCRIPT: &str = r#"set -eu
 ordinal="${POD_NAME##*-}"
 case "$ordinal" in
   ''|*[!0-9]*) echo "cannot derive a member id from pod name '$POD_NAME'" >&2; exit 64 ;;
 esac
 export BATON_ID=$((ordinal + 1))
+export BATON_TLS_CERT="${BATON_TLS_DIR:?}/member-$BATON_ID.crt"
+export BATON_TLS_KEY="$BATON_TLS_DIR/member-$BATON_ID.key"
 if [ "$ordinal" -ge "${BATON_BOOTSTRAP_REPLICAS:?}" ]; then set -- "$@" --join; fi
 exec baton-ensemble "$@"
 "#;
@@ -125,11 +134,24 @@ fn pod_spec(
         tolerations: crd.scheduling.tolerations.clone(),
         automount_service_account_token: Some(false),
         termination_grace_period_seconds: Some(30),
-        volumes: Some(vec![Volume {
-            name: "tmp".into(),
-            empty_dir: Some(Default::default()),
-            ..Volume::default()
-        }]),
+        volumes: Some(vec![
+            Volume {
+                name: "tmp".into(),
+                empty_dir: Some(Default::default()),
+                ..Volume::default()
+            },
+            Volume {
+                name: "tls".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(names.tls_secret()),
+                    // Owner and group (fsGroup) read, nobody else; the member runs as that group.
+                    default_mode: Some(0o440),
+                    optional: Some(false),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            },
+        ]),
         ..PodSpec::default()
     }
 }
@@ -139,6 +161,9 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
             port: IntOrString::String("admin".into()),
+            // The admin port serves only HTTPS; /healthz and /readyz need no client certificate,
+            // and the kubelet does not verify the serving certificate.
+            scheme: Some("HTTPS".into()),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(period),
@@ -165,23 +190,32 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
         ]),
         args: Some(vec![
             format!("--data-dir={DATA_DIR}"),
-            format!("--client-addr=0.0.0.0:{CLIENT_PORT}"),
+            if spec.plain_client_port {
+                format!("--client-addr=0.0.0.0:{CLIENT_PORT}")
+            } else {
+                "--client-addr=off".into()
+            },
+            format!("--secure-client-addr=0.0.0.0:{SECURE_CLIENT_PORT}"),
             format!("--peer-addr=0.0.0.0:{PEER_PORT}"),
             format!("--admin-addr=0.0.0.0:{ADMIN_PORT}"),
             format!("--min-session-timeout={}", spec.min_session_timeout),
             format!("--max-session-timeout={}", spec.max_session_timeout),
         ]),
-        env: Some(vec![EnvVar {
-            name: "POD_NAME".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.name".into(),
-                    ..ObjectFieldSelector::default()
+        env: Some(vec![
+            EnvVar {
+                name: "POD_NAME".into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "metadata.name".into(),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..EnvVarSource::default()
                 }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        }]),
+                ..EnvVar::default()
+            },
+            plain_env("BATON_TLS_DIR", MEMBER_TLS_DIR),
+            plain_env("BATON_TLS_CA", &format!("{MEMBER_TLS_DIR}/ca.crt")),
+        ]),
         env_from: Some(vec![EnvFromSource {
             config_map_ref: Some(ConfigMapEnvSource {
                 name: names.config_map(),
@@ -189,11 +223,17 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
             }),
             ..EnvFromSource::default()
         }]),
-        ports: Some(vec![
-            port("client", CLIENT_PORT),
-            port("peer", PEER_PORT),
-            port("admin", ADMIN_PORT),
-        ]),
+        ports: Some({
+            let mut ports = vec![
+                port("client-tls", SECURE_CLIENT_PORT),
+                port("peer", PEER_PORT),
+                port("admin", ADMIN_PORT),
+            ];
+            if spec.plain_client_port {
+                ports.push(port("client", CLIENT_PORT));
+            }
+            ports
+        }),
         // Ready = knows the leader and has applied everything committed (the client Service
         // and the PodDisruptionBudget count only such members).
         readiness_probe: Some(probe("/readyz", 5, 2)),
@@ -221,8 +261,24 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
                 mount_path: "/tmp".into(),
                 ..VolumeMount::default()
             },
+            // Not a subPath mount: the kubelet refreshes these files when the Secret changes
+            // (renewal, scale-up), and the member re-reads them without a restart.
+            VolumeMount {
+                name: "tls".into(),
+                mount_path: MEMBER_TLS_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
         ]),
         ..Container::default()
+    }
+}
+
+fn plain_env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        value_from: None,
     }
 }
 

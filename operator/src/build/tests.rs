@@ -14,6 +14,24 @@ spec: {spec}
     serde_saphyr::from_str(&yaml).expect("test YAML parses")
 }
 
+/// A PKI for members 1..=7 of prod/zk (made once: key generation is the slow part).
+fn test_pki() -> &'static Pki {
+    static PKI: std::sync::OnceLock<Pki> = std::sync::OnceLock::new();
+    PKI.get_or_init(|| {
+        let empty = crate::pki::StoredPki::default();
+        let now = "2026-11-23T12:00:00Z".parse().expect("timestamp");
+        let plan = crate::pki::plan(&empty, &[1, 2, 3, 4, 5, 6, 7], now);
+        crate::pki::issue(&empty, &plan, &EnsembleNames::new("zk", "prod"), now).expect("pki")
+    })
+}
+
+fn operator() -> OperatorPods {
+    OperatorPods {
+        namespace: "baton-system".into(),
+        labels: BTreeMap::from([("app.kubernetes.io/name".into(), "baton-operator".into())]),
+    }
+}
+
 fn built(spec: &str, replicas: i32, bootstrap: i32) -> Built {
     let ce = ensemble(spec);
     let valid = validate(&ce, "baton:test").expect("valid spec");
@@ -24,9 +42,14 @@ fn built(spec: &str, replicas: i32, bootstrap: i32) -> Built {
             replicas,
             bootstrap,
         },
+        test_pki(),
+        &operator(),
     )
     .expect("built")
 }
+
+use serde_json::json;
+use std::collections::BTreeMap;
 
 fn json(value: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(value).expect("serializes")
@@ -68,6 +91,12 @@ fn statefulset_runs_members_by_ordinal_with_join_beyond_bootstrap() {
         .collect();
     assert!(args.contains(&"--data-dir=/var/lib/baton/data"));
     assert!(args.contains(&"--admin-addr=0.0.0.0:8080"));
+    assert!(args.contains(&"--secure-client-addr=0.0.0.0:2281"));
+    assert!(
+        args.contains(&"--client-addr=off"),
+        "plain clients are off by default"
+    );
+    assert!(!args.iter().any(|a| a.contains("insecure")));
     assert!(args.contains(&"--max-session-timeout=40s"));
     assert_eq!(c["envFrom"][0]["configMapRef"]["name"], "zk-config");
     assert_eq!(
@@ -76,7 +105,41 @@ fn statefulset_runs_members_by_ordinal_with_join_beyond_bootstrap() {
     );
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(c["readinessProbe"]["httpGet"]["port"], "admin");
+    assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["scheme"], "HTTPS");
+    // The members' Secret, read-only, with the CA named in the environment; the certificate
+    // and key are picked by the start script from the member id.
+    let env = |name: &str| {
+        c["env"]
+            .as_array()
+            .and_then(|e| e.iter().find(|v| v["name"] == name))
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(env("BATON_TLS_CA"), Some(json!("/etc/baton/tls/ca.crt")));
+    assert_eq!(env("BATON_TLS_DIR"), Some(json!("/etc/baton/tls")));
+    let mount = c["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "tls"))
+        .expect("tls mount");
+    assert_eq!(mount["mountPath"], "/etc/baton/tls");
+    assert_eq!(mount["readOnly"], true);
+    assert!(
+        mount.get("subPath").is_none(),
+        "subPath mounts are never refreshed"
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "tls"))
+        .expect("tls volume");
+    assert_eq!(volume["secret"]["secretName"], "zk-tls");
+    let ports: Vec<&str> = c["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(ports, ["client-tls", "peer", "admin"]);
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
@@ -130,7 +193,17 @@ fn services_and_disruption_budget() {
     );
     let client = json(&b.client_service);
     assert_eq!(client["metadata"]["name"], "zk-client");
-    assert_eq!(client["spec"]["ports"][0]["port"], 2181);
+    assert_eq!(
+        client["spec"]["ports"],
+        json!([{"name": "client-tls", "port": 2281, "protocol": "TCP", "targetPort": "client-tls"}])
+    );
+    let peer_ports: Vec<i64> = peers["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["port"].as_i64())
+        .collect();
+    assert_eq!(peer_ports, [2888, 8080, 2281]);
     let pdb = json(&b.pdb.expect("a PDB by default"));
     assert_eq!(pdb["apiVersion"], "policy/v1");
     assert_eq!(pdb["spec"]["maxUnavailable"], 1);
@@ -173,7 +246,11 @@ fn run_start_script(pod: &str, bootstrap: &str) -> String {
     let dir = std::env::temp_dir().join(format!("baton-start-script-{}-{pod}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let stand_in = dir.join("baton-ensemble");
-    std::fs::write(&stand_in, "#!/bin/sh\necho \"id=$BATON_ID $*\"\n").expect("write stand-in");
+    std::fs::write(
+        &stand_in,
+        "#!/bin/sh\necho \"id=$BATON_ID $*\"\necho \"$BATON_TLS_CERT $BATON_TLS_KEY\" >&2\n",
+    )
+    .expect("write stand-in");
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -188,6 +265,7 @@ fn run_start_script(pod: &str, bootstrap: &str) -> String {
         .env("PATH", path)
         .env("POD_NAME", pod)
         .env("BATON_BOOTSTRAP_REPLICAS", bootstrap)
+        .env("BATON_TLS_DIR", "/etc/baton/tls")
         .output()
         .expect("run /bin/sh");
     let _ = std::fs::remove_dir_all(&dir);
@@ -200,12 +278,131 @@ fn run_start_script(pod: &str, bootstrap: &str) -> String {
 
 #[test]
 fn start_script_derives_the_id_and_joins_beyond_the_bootstrap_set() {
-    assert_eq!(run_start_script("zk-0", "3"), "id=1 --data-dir=/d\n");
-    assert_eq!(run_start_script("zk-2", "3"), "id=3 --data-dir=/d\n");
-    assert_eq!(run_start_script("zk-3", "3"), "id=4 --data-dir=/d --join\n");
+    assert_eq!(
+        run_start_script("zk-0", "3"),
+        "id=1 --data-dir=/d\n/etc/baton/tls/member-1.crt /etc/baton/tls/member-1.key\n"
+    );
+    assert!(run_start_script("zk-2", "3").starts_with("id=3 --data-dir=/d\n"));
+    assert!(run_start_script("zk-3", "3").starts_with("id=4 --data-dir=/d --join\n"));
     assert_eq!(
         run_start_script("my-zk-10", "3"),
-        "id=11 --data-dir=/d --join\n"
+        "id=11 --data-dir=/d --join\n/etc/baton/tls/member-11.crt /etc/baton/tls/member-11.key\n"
     );
     assert!(run_start_script("zk", "3").contains("cannot derive a member id"));
+}
+
+#[test]
+fn the_plain_client_port_is_served_only_when_the_spec_asks() {
+    let b = built("{plainClientPort: true}", 3, 3);
+    let sts = json(&b.statefulset);
+    let c = &sts["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--client-addr=0.0.0.0:2181"));
+    assert!(args.contains(&"--secure-client-addr=0.0.0.0:2281"));
+    let client = json(&b.client_service);
+    let ports: Vec<i64> = client["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["port"].as_i64())
+        .collect();
+    assert_eq!(ports, [2281, 2181]);
+    let policy = json(&b.network_policy);
+    assert_eq!(
+        policy["spec"]["ingress"][2]["ports"],
+        json!([{"port": 2281, "protocol": "TCP"}, {"port": 2181, "protocol": "TCP"}])
+    );
+}
+
+#[test]
+fn the_pki_becomes_three_secrets_and_a_public_ca_config_map() {
+    let b = built("{}", 3, 3);
+    let pki = test_pki();
+    let cm = json(&b.ca_config_map);
+    assert_eq!(cm["metadata"]["name"], "zk-ca");
+    assert_eq!(cm["metadata"]["ownerReferences"][0]["uid"], "7d1b");
+    assert_eq!(cm["data"], json!({"ca.crt": pki.ca.bundle_pem}));
+    let names: Vec<_> = b
+        .secrets
+        .in_order()
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["zk-ca-key", "zk-tls", "zk-admin"]);
+    for secret in b.secrets.in_order() {
+        assert_eq!(secret.metadata.namespace.as_deref(), Some("prod"));
+        assert!(secret.metadata.owner_references.is_some());
+        assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    }
+}
+
+#[test]
+fn network_policy_opens_each_port_to_whom_it_serves() {
+    let policy = json(&built("{}", 3, 3).network_policy);
+    assert_eq!(policy["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(policy["metadata"]["name"], "zk-members");
+    let members = json!({"matchLabels": {"app.kubernetes.io/instance": "zk", "app.kubernetes.io/name": "baton-ensemble"}});
+    assert_eq!(policy["spec"]["podSelector"], members);
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let namespace = |ns: &str| json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]});
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([
+            {"from": [{"podSelector": members}], "ports": [{"port": 2888, "protocol": "TCP"}]},
+            {"from": [{"namespaceSelector": namespace("baton-system"),
+                       "podSelector": {"matchLabels": {"app.kubernetes.io/name": "baton-operator"}}}],
+             "ports": [{"port": 8080, "protocol": "TCP"}]},
+            {"from": [{"namespaceSelector": namespace("prod")}],
+             "ports": [{"port": 2281, "protocol": "TCP"}]},
+        ])
+    );
+}
+
+#[test]
+fn network_policy_builder_takes_a_list_of_client_namespaces() {
+    use super::network::{Reach, network_policy};
+    let names = EnsembleNames::new("zk", "prod");
+    let anyone_there = OperatorPods {
+        namespace: "ops".into(),
+        labels: BTreeMap::new(),
+    };
+    let served = ["team-b".to_string(), "prod".into(), "team-b".into()];
+    let policy = json(&network_policy(
+        &names,
+        Default::default(),
+        &Reach {
+            operator: &anyone_there,
+            client_namespaces: &served,
+            plain_client_port: false,
+        },
+    ));
+    let ingress = &policy["spec"]["ingress"];
+    assert_eq!(
+        ingress[2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["prod", "team-b"])
+    );
+    // No operator labels: any pod of the operator's namespace, still only that namespace.
+    assert_eq!(ingress[1]["from"][0]["podSelector"], json!({}));
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["ops"])
+    );
+    let nobody = json(&network_policy(
+        &names,
+        Default::default(),
+        &Reach {
+            operator: &anyone_there,
+            client_namespaces: &[],
+            plain_client_port: false,
+        },
+    ));
+    assert_eq!(
+        nobody["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["prod"])
+    );
 }

@@ -1,28 +1,59 @@
-//! `EnsembleAdmin` over HTTP/1.1, one short connection per call, every call under a deadline.
+//! `EnsembleAdmin` over HTTPS (`baton_tls::HttpClient`): one short connection per call, every
+//! call under a deadline, the ensemble's CA trusted and its admin certificate presented
+//! (the admin API refuses status and membership calls without it: 403).
 
 use std::time::Duration;
 
-use bytes_body::{Body, collect};
-use http::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use baton_tls::{HttpClient, HttpError, client_config_from_pem};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
-use super::{AdminError, EnsembleAdmin, MemberStatus};
+use super::{AdminConnector, AdminError, EnsembleAdmin, MemberStatus};
+use crate::pki::AdminCredentials;
 
-/// Largest answer read from a member (a status is a few hundred bytes).
-const MAX_ANSWER: usize = 64 * 1024;
+/// The production `AdminConnector`: an `HttpAdmin` per ensemble, from its admin certificate.
+#[derive(Debug, Clone)]
+pub struct HttpAdmins {
+    timeout: Duration,
+}
+
+impl HttpAdmins {
+    /// Admin clients whose every call (connect, handshake, send, read) ends within `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        HttpAdmins { timeout }
+    }
+}
+
+impl AdminConnector for HttpAdmins {
+    type Admin = HttpAdmin;
+
+    fn connect(&self, credentials: &AdminCredentials) -> Result<HttpAdmin, AdminError> {
+        HttpAdmin::tls(credentials, self.timeout)
+    }
+}
 
 /// The production `EnsembleAdmin`.
 #[derive(Debug, Clone)]
 pub struct HttpAdmin {
-    timeout: Duration,
+    client: HttpClient,
 }
 
 impl HttpAdmin {
-    /// A client whose every call (connect, send, read) finishes within `timeout`.
-    pub fn new(timeout: Duration) -> Self {
-        HttpAdmin { timeout }
+    /// HTTPS trusting `credentials.ca_pem` and presenting the admin certificate.
+    pub fn tls(credentials: &AdminCredentials, timeout: Duration) -> Result<Self, AdminError> {
+        let config = client_config_from_pem(
+            &credentials.ca_pem,
+            Some((&credentials.cert_pem, &credentials.key_pem)),
+        )
+        .map_err(|e| AdminError::Credentials(e.to_string()))?;
+        Ok(HttpAdmin {
+            client: HttpClient::tls(config, timeout),
+        })
+    }
+
+    /// Any `HttpClient` (plain HTTP only for members started with `--insecure-no-tls`).
+    pub fn with_client(client: HttpClient) -> Self {
+        HttpAdmin { client }
     }
 
     async fn call(
@@ -32,14 +63,19 @@ impl HttpAdmin {
         path: &str,
         body: Option<Value>,
     ) -> Result<(StatusCode, Value), AdminError> {
-        let unreachable = |reason: String| AdminError::Unreachable {
-            addr: addr.to_string(),
-            reason,
-        };
-        tokio::time::timeout(self.timeout, exchange(addr, method, path, body))
+        let answer = self
+            .client
+            .request(addr, method, path, body.map(|b| b.to_string().into_bytes()))
             .await
-            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))?
-            .map_err(unreachable)
+            .map_err(|e| AdminError::Unreachable {
+                addr: addr.to_string(),
+                reason: match e {
+                    // Already names the address; keep the reason short in the status.
+                    HttpError::Timeout { after, .. } => format!("no answer within {after:?}"),
+                    other => other.to_string(),
+                },
+            })?;
+        Ok((answer.status, answer.json()))
     }
 
     /// Maps the answers every membership call shares; 202 is success.
@@ -108,55 +144,5 @@ impl EnsembleAdmin for HttpAdmin {
         };
         self.command(addr, Method::POST, "/v1/leader/transfer", Some(body))
             .await
-    }
-}
-
-/// One request on a fresh connection; the answer's body as JSON (a string if it is not JSON).
-async fn exchange(
-    addr: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> Result<(StatusCode, Value), String> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    // The connection task ends when the exchange does (the sender is dropped).
-    tokio::spawn(connection);
-    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::HOST, addr)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Body::from(bytes))
-        .map_err(|e| format!("request: {e}"))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("send: {e}"))?;
-    let status = response.status();
-    let bytes = collect(response.into_body(), MAX_ANSWER).await?;
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    Ok((status, value))
-}
-
-/// The request body type and a bounded body reader.
-mod bytes_body {
-    use http_body_util::{BodyExt, Full, Limited};
-    use hyper::body::{Bytes, Incoming};
-
-    pub type Body = Full<Bytes>;
-
-    pub async fn collect(body: Incoming, limit: usize) -> Result<Bytes, String> {
-        Limited::new(body, limit)
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .map_err(|e| format!("read answer: {e}"))
     }
 }

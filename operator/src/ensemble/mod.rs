@@ -10,7 +10,9 @@ use std::future::Future;
 
 use serde::Deserialize;
 
-pub use http_admin::HttpAdmin;
+use crate::pki::AdminCredentials;
+
+pub use http_admin::{HttpAdmin, HttpAdmins};
 pub use steps::{MembershipStep, Roster, StepError, run_action, wait_until};
 pub use view::EnsembleView;
 
@@ -69,6 +71,16 @@ pub enum AdminError {
         status: u16,
         body: String,
     },
+    #[error("the admin certificate cannot be used: {0}")]
+    Credentials(String),
+}
+
+/// Makes an `EnsembleAdmin` for one ensemble from its admin certificate (read from the
+/// ensemble's `NAME-admin` Secret): every ensemble has a CA of its own.
+pub trait AdminConnector: Send + Sync + 'static {
+    type Admin: EnsembleAdmin;
+    /// An admin client presenting `credentials` and trusting only their CA.
+    fn connect(&self, credentials: &AdminCredentials) -> Result<Self::Admin, AdminError>;
 }
 
 /// The ensemble's admin API, one member (`HOST:PORT` of its admin address) per call. Membership

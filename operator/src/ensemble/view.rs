@@ -40,6 +40,18 @@ impl EnsembleView {
         view
     }
 
+    /// Every member of `roster` unreachable for `reason` (no way to ask them yet).
+    pub fn unreachable(roster: &Roster, reason: &str) -> EnsembleView {
+        EnsembleView {
+            statuses: BTreeMap::new(),
+            unreachable: roster
+                .ids()
+                .into_iter()
+                .map(|id| (id, reason.to_string()))
+                .collect(),
+        }
+    }
+
     /// The member that says it leads in the highest term (a deposed leader that has not
     /// heard of the new term yet loses to it).
     pub fn leader(&self) -> Option<u64> {

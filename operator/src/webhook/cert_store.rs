@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -236,7 +235,7 @@ pub fn ca_bundle_ops(config: &MutatingWebhookConfiguration, ca: &[u8]) -> Vec<Va
 
 /// The Secret holding `bundle`.
 pub fn secret_of(bundle: &CertBundle, name: &str) -> Secret {
-    let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+    let bytes = crate::pki::secrets::bytes;
     Secret {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -264,8 +263,7 @@ pub fn secret_of(bundle: &CertBundle, name: &str) -> Secret {
 
 /// The bundle a Secret holds, if it holds a whole one.
 pub fn bundle_of(secret: &Secret) -> Option<CertBundle> {
-    let data = secret.data.as_ref()?;
-    let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
+    let text = |key: &str| crate::pki::secrets::text(secret, key);
     let annotations = secret.metadata.annotations.as_ref()?;
     let time = |key: &str| annotations.get(key)?.parse::<Timestamp>().ok();
     Some(CertBundle {

@@ -2,6 +2,8 @@
 //! bundle, the DNS names and the clock, so rotation decisions are unit-tested without a cluster.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::pki::expires_within;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
@@ -12,10 +14,10 @@ pub const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(10 * 365 * 24
 /// How long a new serving certificate is valid.
 pub const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(365 * 24);
 /// A serving certificate is renewed when less than this is left.
-pub const SERVING_RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(30 * 24);
+pub const SERVING_RENEW_BEFORE: SignedDuration = crate::pki::LEAF_RENEW_BEFORE;
 /// A CA is replaced when less than this is left (longer than a serving certificate's life, so
 /// no serving certificate outlives its CA).
-pub const CA_RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(400 * 24);
+pub const CA_RENEW_BEFORE: SignedDuration = crate::pki::CA_RENEW_BEFORE;
 /// Common name of the CA; the issuer is rebuilt from it and the stored key, so it never changes.
 const CA_COMMON_NAME: &str = "baton-webhook-ca";
 /// Certificates are back-dated by this much, for API servers whose clocks are a little behind.
@@ -68,9 +70,9 @@ pub fn renewal(stored: Option<&CertBundle>, dns_names: &[String], now: Timestamp
     let Some(stored) = stored else {
         return Renewal::Everything;
     };
-    if stored.ca_not_after.duration_since(now) < CA_RENEW_BEFORE {
+    if expires_within(stored.ca_not_after, now, CA_RENEW_BEFORE) {
         Renewal::Everything
-    } else if stored.cert_not_after.duration_since(now) < SERVING_RENEW_BEFORE
+    } else if expires_within(stored.cert_not_after, now, SERVING_RENEW_BEFORE)
         || stored.dns_names != dns_names
     {
         Renewal::Serving
@@ -93,7 +95,7 @@ pub fn new_bundle(
     params.not_after = to_offset(ca_not_after)?;
     let ca_cert = params.self_signed(&ca_key)?;
     let mut ca_bundle_pem = ca_cert.pem();
-    if let Some(previous) = previous_ca.and_then(first_pem) {
+    if let Some(previous) = previous_ca.and_then(crate::pem::first_certificate) {
         ca_bundle_pem.push_str(&previous);
     }
     let partial = CertBundle {
@@ -163,13 +165,6 @@ fn ca_params() -> CertificateParams {
         KeyUsagePurpose::DigitalSignature,
     ];
     params
-}
-
-/// The first PEM block of `bundle` (the CA that signed the current serving certificate).
-fn first_pem(bundle: &str) -> Option<String> {
-    const END: &str = "-----END CERTIFICATE-----";
-    let end = bundle.find(END)? + END.len();
-    Some(format!("{}\n", bundle[..end].trim_start()))
 }
 
 fn to_offset(t: Timestamp) -> Result<time::OffsetDateTime, CertError> {

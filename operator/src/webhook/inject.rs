@@ -38,25 +38,35 @@ pub struct InjectSettings {
 /// What the webhook needs of a `CoordinationEnsemble`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnsembleView {
-    /// `HOST:PORT` clients connect to.
+    /// `NAMESPACE/NAME`, for messages.
+    pub ensemble: String,
+    /// `HOST:PORT` of the TLS client port.
     pub endpoint: String,
+    /// The ConfigMap with the ensemble's CA certificate, when the pod can mount it: a
+    /// ConfigMap volume reaches only the pod's own namespace, and the operator publishes
+    /// `NAME-ca` in the ensemble's (issue 14 extends that to the namespaces it serves).
+    pub ca_config_map: Option<String>,
     /// `spec.sidecar`.
     pub sidecar: SidecarDefaults,
 }
 
 impl EnsembleView {
-    /// The view of `ce`: its reported client endpoint, else the client Service the operator makes.
+    /// The view of `ce` for a pod in `pod_namespace`: its reported TLS client endpoint, else
+    /// the client Service's TLS port.
     pub fn of(ce: &CoordinationEnsemble, pod_namespace: &str) -> EnsembleView {
         let name = ce.metadata.name.as_deref().unwrap_or_default();
         let namespace = ce.metadata.namespace.as_deref().unwrap_or(pod_namespace);
+        let names = EnsembleNames::new(name, namespace);
         let endpoint = ce
             .status
             .as_ref()
-            .and_then(|s| s.client_endpoint.clone())
+            .and_then(|s| s.secure_client_endpoint.clone())
             .filter(|e| !e.is_empty())
-            .unwrap_or_else(|| EnsembleNames::new(name, namespace).client_endpoint());
+            .unwrap_or_else(|| names.secure_client_endpoint());
         EnsembleView {
+            ensemble: format!("{namespace}/{name}"),
             endpoint,
+            ca_config_map: (namespace == pod_namespace).then(|| names.ca_config_map()),
             sidecar: ce.spec.sidecar.clone().unwrap_or_default(),
         }
     }
@@ -91,6 +101,13 @@ pub enum InjectError {
         "no election name: set the {ELECTION_ANNOTATION} annotation (the pod has no owner, name or generateName)"
     )]
     NoElection,
+    /// The ensemble's CA certificate cannot be mounted into a pod of another namespace.
+    #[error(
+        "CoordinationEnsemble {0} is in another namespace: its CA certificate (ConfigMap) is \
+         published only in its own namespace, so the sidecar could not connect over TLS; use an \
+         ensemble in the pod's namespace"
+    )]
+    OtherNamespace(String),
     /// An annotation value that means nothing.
     #[error("{annotation}: {value:?} is not {expected}")]
     BadAnnotation {
@@ -133,6 +150,10 @@ pub fn patch(
     settings: &InjectSettings,
 ) -> Result<Patch, InjectError> {
     let elections = elections(pod)?;
+    let ca_config_map = ensemble
+        .ca_config_map
+        .clone()
+        .ok_or_else(|| InjectError::OtherNamespace(ensemble.ensemble.clone()))?;
     let native = match annotation(pod, NATIVE_SIDECAR_ANNOTATION) {
         None => settings.native_sidecar,
         Some("true") => true,
@@ -184,6 +205,15 @@ pub fn patch(
     } else {
         // Last, so `kubectl logs` and `exec` keep defaulting to the app.
         ops.push(add("/spec/containers/-", container));
+    }
+    // The CA as a ConfigMap volume: public, refreshed by the kubelet when the CA rotates.
+    let volume = json!({
+        "name": sidecar::CA_VOLUME,
+        "configMap": {"name": ca_config_map, "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+    });
+    match spec.volumes.as_ref().filter(|v| !v.is_empty()) {
+        Some(_) => ops.push(add("/spec/volumes/-", volume)),
+        None => ops.push(add("/spec/volumes", json!([volume]))),
     }
     if spec
         .termination_grace_period_seconds

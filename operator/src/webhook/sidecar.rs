@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
+    ObjectFieldSelector, Probe, ResourceRequirements, SeccompProfile, SecurityContext, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -25,6 +25,13 @@ pub const PROBE_PORT: i32 = 4041;
 pub const PROBE_LISTEN: &str = "0.0.0.0:4041";
 /// Name of the probe port in the pod spec.
 pub const PROBE_PORT_NAME: &str = "baton-probe";
+/// Volume holding the ensemble's CA certificate (the ConfigMap `ENSEMBLE-ca`).
+pub const CA_VOLUME: &str = "baton-ensemble-ca";
+/// Where the sidecar finds the ensemble's CA: it connects to the TLS client port and trusts
+/// only this CA.
+pub const CA_DIR: &str = "/etc/baton/ensemble-ca";
+/// `--ensemble-ca`, in `CA_DIR`.
+pub const CA_FILE: &str = "/etc/baton/ensemble-ca/ca.crt";
 /// Ready when the session is connected.
 pub const READYZ_PATH: &str = "/readyz";
 /// Ready only on the leader of the first election (the pod's Ready condition follows it).
@@ -35,7 +42,7 @@ pub const LEADER_READY_PATH: &str = "/leader/ready";
 pub struct SidecarSpec {
     /// Image holding `baton-sidecar`.
     pub image: String,
-    /// `HOST:PORT[,HOST:PORT]` of the ensemble's clients.
+    /// `HOST:PORT[,HOST:PORT]` of the ensemble's TLS client port.
     pub ensemble_endpoint: String,
     /// Elections to stand in, comma-separated.
     pub elections: String,
@@ -57,6 +64,7 @@ pub fn container(spec: &SidecarSpec) -> Container {
         field_env("BATON_POD_IP", "status.podIP"),
         field_env("BATON_IDENTITY", "metadata.name"),
         plain_env("BATON_ENSEMBLE", &spec.ensemble_endpoint),
+        plain_env("BATON_ENSEMBLE_CA", CA_FILE),
         plain_env("BATON_LISTEN", LISTEN),
         plain_env("BATON_PROBE_LISTEN", PROBE_LISTEN),
         plain_env("BATON_ELECTION", &spec.elections),
@@ -82,6 +90,12 @@ pub fn container(spec: &SidecarSpec) -> Container {
         ),
         command: Some(vec!["baton-sidecar".into()]),
         env: Some(env),
+        volume_mounts: Some(vec![VolumeMount {
+            name: CA_VOLUME.into(),
+            mount_path: CA_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
         // Native sidecars start before, and stop after, the app containers; SIGTERM then
         // resigns every election and releases every lock at once.
         restart_policy: spec.native.then(|| "Always".into()),

@@ -20,7 +20,9 @@ fn settings() -> InjectSettings {
 
 fn view() -> EnsembleView {
     EnsembleView {
-        endpoint: "zk-client.prod.svc:2181".into(),
+        ensemble: "prod/zk".into(),
+        endpoint: "zk-client.prod.svc:2281".into(),
+        ca_config_map: Some("zk-ca".into()),
         sidecar: SidecarDefaults::default(),
     }
 }
@@ -89,8 +91,23 @@ fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
     assert_eq!(env(&c, "BATON_ELECTION")["value"], "web");
     assert_eq!(
         env(&c, "BATON_ENSEMBLE")["value"],
-        "zk-client.prod.svc:2181"
+        "zk-client.prod.svc:2281"
     );
+    // TLS to the ensemble, trusting its CA from the ConfigMap it publishes.
+    assert_eq!(
+        env(&c, "BATON_ENSEMBLE_CA")["value"],
+        "/etc/baton/ensemble-ca/ca.crt"
+    );
+    let mounts = c.volume_mounts.clone().unwrap_or_default();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts[0].name, "baton-ensemble-ca");
+    assert_eq!(mounts[0].mount_path, "/etc/baton/ensemble-ca");
+    assert_eq!(mounts[0].read_only, Some(true));
+    let volumes = spec.volumes.clone().unwrap_or_default();
+    assert_eq!(volumes.len(), 1);
+    let ca = volumes[0].config_map.clone().expect("a ConfigMap volume");
+    assert_eq!(volumes[0].name, "baton-ensemble-ca");
+    assert_eq!(ca.name, "zk-ca");
     assert_eq!(env(&c, "BATON_LISTEN")["value"], "127.0.0.1:4040");
     assert_eq!(env(&c, "BATON_ADDRESS")["value"], "$(BATON_POD_IP):8080");
     assert_eq!(
@@ -289,9 +306,10 @@ spec:
     .expect("ensemble");
     let view = EnsembleView::of(&ce, "prod");
     assert_eq!(
-        view.endpoint, "zk-client.prod.svc:2181",
-        "the client Service before any status"
+        view.endpoint, "zk-client.prod.svc:2281",
+        "the client Service's TLS port before any status"
     );
+    assert_eq!(view.ca_config_map.as_deref(), Some("zk-ca"));
     let yaml = DEPLOYMENT_POD.replace(
         "spec:\n",
         "spec:\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n",
@@ -309,5 +327,38 @@ spec:
     assert_eq!(
         after.spec.and_then(|s| s.termination_grace_period_seconds),
         Some(inject::MIN_GRACE_SECONDS)
+    );
+}
+
+#[test]
+fn a_pod_keeps_its_volumes_and_gets_the_ca_appended() {
+    let yaml = DEPLOYMENT_POD.replace(
+        "spec:\n",
+        "spec:\n  volumes: [{name: cache, emptyDir: {}}]\n",
+    );
+    let after = patched(&pod(&yaml), &view(), &settings());
+    let volumes: Vec<String> = after
+        .spec
+        .and_then(|s| s.volumes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(volumes, ["cache", "baton-ensemble-ca"]);
+}
+
+#[test]
+fn an_ensemble_of_another_namespace_is_refused_for_want_of_its_ca() {
+    let ce: CoordinationEnsemble = serde_saphyr::from_str(
+        "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\nmetadata: {name: zk, namespace: shared}\nspec: {}\n",
+    )
+    .expect("ensemble");
+    let view = EnsembleView::of(&ce, "prod");
+    assert_eq!(view.ca_config_map, None);
+    assert_eq!(view.endpoint, "zk-client.shared.svc:2281");
+    let refused = inject::patch(&pod(DEPLOYMENT_POD), &view, &settings());
+    assert_eq!(
+        refused,
+        Err(InjectError::OtherNamespace("shared/zk".into()))
     );
 }

@@ -1,0 +1,119 @@
+//! The NetworkPolicy in front of the members (DESIGN.md §4: defence in depth, not the guard:
+//! many clusters enforce none, so the ports authenticate by TLS anyway).
+//!
+//! Ingress to member pods only: the peer port from the ensemble's own members, the admin port
+//! from the operator's pods, the client ports from the namespaces the ensemble serves. Egress
+//! is left alone (members resolve DNS and reach each other). Kubelet probes of the admin port
+//! come from the node, which most network plugins let through whatever the policy says (the
+//! policy API cannot name the node), so the probes keep working.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT, SECURE_CLIENT_PORT};
+
+/// Label every namespace carries with its own name (Kubernetes 1.22+).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Where the operator runs: the only pods allowed to the admin port.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperatorPods {
+    /// The operator's namespace.
+    pub namespace: String,
+    /// Labels of the operator's pods; empty: every pod of that namespace.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Who may reach which port of the members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach<'a> {
+    pub operator: &'a OperatorPods,
+    /// Namespaces whose pods may use the client ports (the ensemble's own; issue 14 adds
+    /// `spec.allowedNamespaces`).
+    pub client_namespaces: &'a [String],
+    /// Whether the plain client port is served (else only the TLS one is opened).
+    pub plain_client_port: bool,
+}
+
+/// The policy for `names`' members.
+pub fn network_policy(names: &EnsembleNames, meta: ObjectMeta, reach: &Reach<'_>) -> NetworkPolicy {
+    let ports = |ports: &[i32]| {
+        Some(
+            ports
+                .iter()
+                .map(|&p| NetworkPolicyPort {
+                    port: Some(IntOrString::Int(p)),
+                    protocol: Some("TCP".into()),
+                    ..NetworkPolicyPort::default()
+                })
+                .collect(),
+        )
+    };
+    let namespace = |names: Vec<String>| LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: "In".into(),
+                values: Some(names),
+            },
+        ]),
+        ..LabelSelector::default()
+    };
+    let members = LabelSelector {
+        match_labels: Some(names.selector_labels()),
+        ..LabelSelector::default()
+    };
+    let peers = NetworkPolicyIngressRule {
+        from: Some(vec![NetworkPolicyPeer {
+            pod_selector: Some(members.clone()),
+            ..NetworkPolicyPeer::default()
+        }]),
+        ports: ports(&[PEER_PORT]),
+    };
+    let admin = NetworkPolicyIngressRule {
+        from: Some(vec![NetworkPolicyPeer {
+            namespace_selector: Some(namespace(vec![reach.operator.namespace.clone()])),
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(reach.operator.labels.clone())
+                    .filter(|labels| !labels.is_empty()),
+                ..LabelSelector::default()
+            }),
+            ..NetworkPolicyPeer::default()
+        }]),
+        ports: ports(&[ADMIN_PORT]),
+    };
+    let client_ports: &[i32] = if reach.plain_client_port {
+        &[SECURE_CLIENT_PORT, CLIENT_PORT]
+    } else {
+        &[SECURE_CLIENT_PORT]
+    };
+    let mut client_namespaces = reach.client_namespaces.to_vec();
+    if client_namespaces.is_empty() {
+        // An empty `In` list is invalid; the ensemble's own namespace is always served.
+        client_namespaces.push(names.namespace.clone());
+    }
+    client_namespaces.sort();
+    client_namespaces.dedup();
+    let clients = NetworkPolicyIngressRule {
+        from: Some(vec![NetworkPolicyPeer {
+            namespace_selector: Some(namespace(client_namespaces)),
+            ..NetworkPolicyPeer::default()
+        }]),
+        ports: ports(client_ports),
+    };
+    NetworkPolicy {
+        metadata: meta,
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(members),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![peers, admin, clients]),
+            egress: None,
+        }),
+    }
+}
