@@ -1,10 +1,12 @@
 //! A mocked API server (tower-test's `mock::pair`) holding a tiny world — the ensemble, its
-//! ConfigMap, StatefulSet and pods — that answers the operator's requests and records each
-//! one (method, path, body) in order.
+//! certificate Secrets, ConfigMap, StatefulSet and pods — that answers the operator's requests
+//! and records each one (method, path, body) in order.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_operator::build::OperatorPods;
 use baton_operator::crd::CoordinationEnsemble;
 use baton_operator::metrics::Metrics;
 use baton_operator::reconcile::{Context, Settings, reconcile};
@@ -36,6 +38,8 @@ pub struct World {
     pub ce: Value,
     pub config_map: Option<Value>,
     pub statefulset: Option<Value>,
+    /// Secrets by name, as last applied.
+    pub secrets: BTreeMap<String, Value>,
     /// `status.updateRevision` the fake StatefulSet controller reports.
     pub update_revision: String,
     /// Member pods: (member id, revision).
@@ -59,6 +63,7 @@ pub fn now() -> Timestamp {
 pub const NS: &str = "/api/v1/namespaces/prod";
 pub const APPS: &str = "/apis/apps/v1/namespaces/prod";
 pub const POLICY: &str = "/apis/policy/v1/namespaces/prod";
+pub const NETWORKING: &str = "/apis/networking.k8s.io/v1/namespaces/prod";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 pub const CE: &str = "/apis/baton.dev/v1alpha1/namespaces/prod/coordinationensembles/zk";
 
@@ -77,6 +82,7 @@ spec: {spec}
             ce: serde_json::to_value(ce).expect("serializes"),
             config_map: None,
             statefulset: None,
+            secrets: BTreeMap::new(),
             update_revision: "r1".into(),
             pods: Vec::new(),
             unready_pods: Vec::new(),
@@ -122,6 +128,7 @@ spec: {spec}
         let settings = Settings {
             default_image: "baton:1".into(),
             settle_timeout: Duration::from_secs(5),
+            operator_pods: operator_pods(),
             ..Settings::default()
         };
         let ctx = Arc::new(
@@ -184,6 +191,10 @@ spec: {spec}
         let ok = |v: Value| (StatusCode::OK, v);
         let path = s.path.as_str();
         match (&s.method, path) {
+            (&Method::GET, p) if p.starts_with(&format!("{NS}/secrets/")) => {
+                let name = p.rsplit('/').next().unwrap_or_default();
+                self.secrets.get(name).cloned().map_or_else(not_found, ok)
+            }
             (&Method::GET, p) if p == format!("{NS}/configmaps/zk-config") => {
                 self.config_map.clone().map_or_else(not_found, ok)
             }
@@ -229,6 +240,8 @@ spec: {spec}
                     self.config_map = Some(s.body.clone());
                 } else if p == format!("{APPS}/statefulsets/zk") {
                     self.statefulset = Some(s.body.clone());
+                } else if let Some(name) = p.strip_prefix(&format!("{NS}/secrets/")) {
+                    self.secrets.insert(name.to_string(), s.body.clone());
                 }
                 ok(s.body.clone())
             }
@@ -265,20 +278,41 @@ pub fn body<'a>(seen: &'a [Seen], method: Method, path: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {method} {path} in {:?}", lines(seen)))
 }
 
-/// The requests every reconcile of an existing ensemble makes before its step and status.
-pub fn apply_lines(with_pods: bool) -> Vec<String> {
+/// The operator's pods as the scenarios configure them (the NetworkPolicy's admin rule).
+pub fn operator_pods() -> OperatorPods {
+    OperatorPods {
+        namespace: "baton-system".into(),
+        labels: BTreeMap::from([("app.kubernetes.io/name".into(), "baton-operator".into())]),
+    }
+}
+
+/// The reads every reconcile starts with.
+pub fn read_lines(with_pods: bool) -> Vec<String> {
     let mut v = vec![
+        format!("GET {NS}/secrets/zk-ca-key"),
+        format!("GET {NS}/secrets/zk-tls"),
+        format!("GET {NS}/secrets/zk-admin"),
         format!("GET {NS}/configmaps/zk-config"),
         format!("GET {APPS}/statefulsets/zk"),
     ];
     if with_pods {
         v.push(format!("GET {NS}/pods"));
     }
+    v
+}
+
+/// The requests every reconcile of an existing ensemble makes before its step and status;
+/// `secrets` are the certificate Secrets it writes (only those whose content changes).
+pub fn apply_lines(with_pods: bool, secrets: &[&str]) -> Vec<String> {
+    let mut v = read_lines(with_pods);
+    v.extend(secrets.iter().map(|s| format!("PATCH {NS}/secrets/{s}")));
     v.extend([
+        format!("PATCH {NS}/configmaps/zk-ca"),
         format!("PATCH {NS}/configmaps/zk-config"),
         format!("PATCH {NS}/services/zk-peers"),
         format!("PATCH {NS}/services/zk-client"),
         format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
+        format!("PATCH {NETWORKING}/networkpolicies/zk-members"),
         format!("PATCH {APPS}/statefulsets/zk"),
     ]);
     v

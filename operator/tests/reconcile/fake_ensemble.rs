@@ -4,7 +4,11 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use baton_operator::ensemble::{AdminError, EnsembleAdmin, MemberStatus};
+use baton_operator::ensemble::{AdminConnector, AdminError, EnsembleAdmin, MemberStatus};
+use baton_operator::pki::AdminCredentials;
+use baton_tls::{Identity, client_config_from_pem};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 /// The ensemble as the fake sees it.
 #[derive(Debug, Default)]
@@ -17,6 +21,8 @@ pub struct Model {
     pub removed: BTreeSet<u64>,
     /// Membership calls, in order: `add 4 (zk-3.zk-peers.prod.svc:2888) via 1`, ...
     pub calls: Vec<String>,
+    /// The admin certificates the operator connected with, in order.
+    pub admin_certs: Vec<String>,
 }
 
 /// Cheap to clone; clones share the model.
@@ -69,6 +75,29 @@ impl FakeEnsemble {
         }
         m.calls.push(format!("{log} via {via}"));
         Ok(m)
+    }
+}
+
+/// Accepts only what a member would: a usable TLS client configuration whose certificate is
+/// the admin of cluster `prod.zk`.
+impl AdminConnector for FakeEnsemble {
+    type Admin = FakeEnsemble;
+
+    fn connect(&self, credentials: &AdminCredentials) -> Result<FakeEnsemble, AdminError> {
+        let refuse = |why: String| AdminError::Credentials(why);
+        client_config_from_pem(
+            &credentials.ca_pem,
+            Some((&credentials.cert_pem, &credentials.key_pem)),
+        )
+        .map_err(|e| refuse(e.to_string()))?;
+        let der = CertificateDer::from_pem_slice(credentials.cert_pem.as_bytes())
+            .map_err(|e| refuse(e.to_string()))?;
+        let identity = Identity::of_certificate(&der).map_err(|e| refuse(e.to_string()))?;
+        if identity != Identity::admin("prod.zk") {
+            return Err(refuse(format!("{identity} is not the admin of prod.zk")));
+        }
+        self.model().admin_certs.push(credentials.cert_pem.clone());
+        Ok(self.clone())
     }
 }
 

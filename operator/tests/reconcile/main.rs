@@ -4,10 +4,15 @@
 mod api_server;
 mod fake_ensemble;
 
-use api_server::{APPS, CE, EVENTS, NS, POLICY, World, apply_lines, body, lines};
+use api_server::{
+    APPS, CE, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body, lines, now, operator_pods,
+};
 use baton_operator::build::{StoredMembership, build};
 use baton_operator::crd::CoordinationEnsemble;
+use baton_operator::dereference::admin_credentials;
+use baton_operator::pki::{self, secrets};
 use baton_operator::validate::validate;
+use k8s_openapi::api::core::v1::Secret;
 use fake_ensemble::FakeEnsemble;
 use http::Method;
 use serde_json::{Value, json};
@@ -19,10 +24,31 @@ fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
 }
 
-/// The objects `build` makes for the world's ensemble at `replicas`/`bootstrap`, as JSON.
+/// A Secret of the world, typed.
+fn secret(world: &World, name: &str) -> Secret {
+    serde_json::from_value(world.secrets.get(name).cloned().unwrap_or(Value::Null))
+        .unwrap_or_else(|e| panic!("Secret {name} in the world: {e}"))
+}
+
+/// The PKI the world's Secrets hold (it must be whole and need nothing at `now`).
+fn stored_pki(world: &World, members: &[u64]) -> pki::Pki {
+    let stored = secrets::stored(
+        Some(&secret(world, "zk-ca-key")),
+        Some(&secret(world, "zk-tls")),
+        Some(&secret(world, "zk-admin")),
+    );
+    let plan = pki::plan(&stored, members, now());
+    assert!(plan.is_empty(), "the stored PKI needs {plan}");
+    pki::issue(&stored, &plan, &baton_operator::names::EnsembleNames::new("zk", "prod"), now())
+        .expect("the stored PKI")
+}
+
+/// The objects `build` makes for the world's ensemble at `replicas`/`bootstrap` with the
+/// world's certificates, as JSON, in the order they are applied after the Secrets.
 fn expected_objects(world: &World, replicas: i32, bootstrap: i32) -> Vec<Value> {
     let ce: CoordinationEnsemble = serde_json::from_value(world.ce.clone()).expect("ce");
     let spec = validate(&ce, "baton:1").expect("valid");
+    let ids: Vec<u64> = (1..=replicas.max(spec.replicas) as u64).collect();
     let built = build(
         &ce,
         &spec,
@@ -30,16 +56,29 @@ fn expected_objects(world: &World, replicas: i32, bootstrap: i32) -> Vec<Value> 
             replicas,
             bootstrap,
         },
+        &stored_pki(world, &ids),
+        &operator_pods(),
     )
     .expect("built");
     let json = |v: &dyn erased::Ser| v.to_json();
     vec![
+        json(&built.ca_config_map),
         json(&built.config_map),
         json(&built.peer_service),
         json(&built.client_service),
         json(&built.pdb.expect("pdb")),
+        json(&built.network_policy),
         json(&built.statefulset),
     ]
+}
+
+/// The member ids whose certificates the members' Secret holds.
+fn certified_members(world: &World) -> Vec<u64> {
+    secrets::stored(None, Some(&secret(world, "zk-tls")), None)
+        .members
+        .keys()
+        .copied()
+        .collect()
 }
 
 /// Serializing differently-typed objects through one function.
@@ -61,6 +100,8 @@ async fn running(spec: &str, n: u64, leader: u64) -> World {
     // The first reconcile creates the objects, as for any new ensemble.
     world.reconcile().await;
     world.run_pods(n, "r1");
+    world.events.clear();
+    world.ensemble.model().admin_certs.clear();
     world
 }
 
@@ -71,18 +112,27 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
     assert_eq!(
         lines(&seen),
         vec![
+            format!("GET {NS}/secrets/zk-ca-key"),
+            format!("GET {NS}/secrets/zk-tls"),
+            format!("GET {NS}/secrets/zk-admin"),
             format!("GET {NS}/configmaps/zk-config"),
             format!("GET {APPS}/statefulsets/zk"),
+            format!("PATCH {NS}/secrets/zk-ca-key"),
+            format!("PATCH {NS}/secrets/zk-tls"),
+            format!("PATCH {NS}/secrets/zk-admin"),
+            format!("PATCH {NS}/configmaps/zk-ca"),
             format!("PATCH {NS}/configmaps/zk-config"),
             format!("PATCH {NS}/services/zk-peers"),
             format!("PATCH {NS}/services/zk-client"),
             format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
+            format!("PATCH {NETWORKING}/networkpolicies/zk-members"),
             format!("PATCH {APPS}/statefulsets/zk"),
+            format!("POST {EVENTS}"),
             format!("PATCH {CE}/status"),
         ]
     );
     // Server-side apply with our field manager, forced.
-    for s in &seen[2..] {
+    for s in seen[5..15].iter().chain(seen.last()) {
         assert!(
             s.query.contains("fieldManager=baton-operator"),
             "{}",
@@ -90,19 +140,40 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
         );
         assert!(s.query.contains("force=true"), "{}", s.query);
     }
+    // A CA, a certificate per bootstrapping member and the admin's, in three Secrets.
+    assert_eq!(certified_members(&world), [1, 2, 3]);
+    assert_eq!(
+        world.events,
+        vec!["Normal Certificates: new CA; issue member 1, member 2, member 3, admin"]
+    );
+    let ca_key = secret(&world, "zk-ca-key");
+    assert_eq!(ca_key.metadata.owner_references.as_ref().map(Vec::len), Some(1));
     // Exactly the built objects, the whole ensemble bootstrapping together.
-    let bodies: Vec<Value> = seen[2..7].iter().map(|s| s.body.clone()).collect();
+    let bodies: Vec<Value> = seen[8..15].iter().map(|s| s.body.clone()).collect();
     assert_eq!(bodies, expected_objects(&world, 3, 3));
-    assert_eq!(bodies[0]["data"]["BATON_BOOTSTRAP_REPLICAS"], "3");
-    assert_eq!(bodies[4]["spec"]["replicas"], 3);
+    assert_eq!(
+        bodies[0]["data"]["ca.crt"],
+        json!(secrets::text(&ca_key, "ca.crt")),
+        "the CA ConfigMap publishes the CA certificate"
+    );
+    assert_eq!(bodies[1]["data"]["BATON_BOOTSTRAP_REPLICAS"], "3");
+    assert_eq!(bodies[6]["spec"]["replicas"], 3);
     let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
     assert_eq!(status["observedGeneration"], 2);
     assert_eq!(condition(status, "Available")["status"], "False");
     assert_eq!(condition(status, "Progressing")["status"], "True");
     assert_eq!(condition(status, "Progressing")["reason"], "Creating");
     assert_eq!(condition(status, "Degraded")["status"], "False");
-    assert_eq!(status["clientEndpoint"], "zk-client.prod.svc:2181");
+    assert_eq!(status["secureClientEndpoint"], "zk-client.prod.svc:2281");
+    assert!(status.get("clientEndpoint").is_none(), "no plain port");
     assert!(world.ensemble.take_calls().is_empty());
+
+    // The next reconcile finds the PKI whole and writes no Secret.
+    world.run_pods(3, "r1");
+    let seen = world.reconcile().await;
+    let mut expected = apply_lines(true, &[]);
+    expected.push(format!("PATCH {CE}/status"));
+    assert_eq!(lines(&seen), expected);
 }
 
 #[tokio::test]
@@ -111,11 +182,20 @@ async fn scale_up_three_to_five_adds_one_member_per_step() {
     world.set_spec("replicas", json!(5));
 
     let seen = world.reconcile().await;
-    let mut expected = apply_lines(true);
+    // Certificates for both new members come first, in the members' Secret alone.
+    let mut expected = apply_lines(true, &["zk-tls"]);
+    expected.push(format!("POST {EVENTS}"));
     expected.push(format!("POST {EVENTS}"));
     expected.push(format!("PATCH {CE}/status"));
     assert_eq!(lines(&seen), expected);
-    assert_eq!(world.events, vec!["Normal ScalingUp: add member 4"]);
+    assert_eq!(
+        world.events,
+        vec![
+            "Normal Certificates: issue member 4, member 5",
+            "Normal ScalingUp: add member 4"
+        ]
+    );
+    assert_eq!(certified_members(&world), [1, 2, 3, 4, 5]);
     let cm = body(&seen, Method::PATCH, &format!("{NS}/configmaps/zk-config"));
     assert_eq!(cm["data"]["BATON_REPLICAS"], "4");
     assert_eq!(
@@ -178,8 +258,15 @@ async fn scale_down_five_to_three_removes_from_raft_before_the_pod_goes() {
         calls,
         vec!["transfer to 1 via 5", "remove 5 via 1", "remove 4 via 1"]
     );
+    // A member's certificate goes once its pod has (not while it still runs).
+    let (certificates, steps): (Vec<String>, Vec<String>) = world
+        .events
+        .iter()
+        .cloned()
+        .partition(|e| e.starts_with("Normal Certificates"));
+    assert_eq!(certificates, vec!["Normal Certificates: drop member 5"]);
     assert_eq!(
-        world.events,
+        steps,
         vec![
             "Normal LeaderTransfer: move leadership from member 5 to member 1",
             "Normal ScalingDown: remove member 5",
@@ -192,6 +279,7 @@ async fn scale_down_five_to_three_removes_from_raft_before_the_pod_goes() {
     assert_eq!(cm["data"]["BATON_REPLICAS"], "3");
     assert_eq!(cm["data"]["BATON_BOOTSTRAP_REPLICAS"], "3");
     let seen = world.reconcile().await;
+    assert_eq!(certified_members(&world), [1, 2, 3]);
     let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
     assert_eq!(condition(status, "Progressing")["status"], "False");
     assert_eq!(status["members"], json!([1, 2, 3]));
@@ -246,11 +334,11 @@ async fn a_deleted_statefulset_is_recreated_at_the_recorded_size() {
     world.statefulset = None;
     world.pods.clear();
     let seen = world.reconcile().await;
-    let mut expected = apply_lines(false);
+    let mut expected = apply_lines(false, &[]);
     expected.push(format!("PATCH {CE}/status"));
     assert_eq!(lines(&seen), expected);
     let sts = body(&seen, Method::PATCH, &format!("{APPS}/statefulsets/zk"));
-    assert_eq!(sts, &expected_objects(&world, 5, 5)[4]);
+    assert_eq!(sts, &expected_objects(&world, 5, 5)[6]);
     let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
     assert_eq!(condition(status, "Progressing")["reason"], "Recreating");
 }
@@ -380,4 +468,68 @@ async fn a_fixed_image_replaces_broken_members_without_a_quorum() {
     }
     assert_eq!(deleted, vec!["zk-0", "zk-1", "zk-2"]);
     assert!(world.ensemble.take_calls().is_empty());
+}
+
+#[tokio::test]
+async fn the_admin_api_is_called_with_the_admin_certificate_of_the_secret() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    world.reconcile().await;
+    let stored = admin_credentials(&secret(&world, "zk-admin")).expect("admin credentials");
+    let used = world.ensemble.model().admin_certs.clone();
+    assert!(!used.is_empty(), "the members were asked");
+    assert!(used.iter().all(|c| *c == stored.cert_pem), "only the stored admin certificate");
+}
+
+#[tokio::test]
+async fn without_an_admin_certificate_no_member_is_asked_and_it_is_issued_again() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    world.secrets.remove("zk-admin");
+    world.set_spec("replicas", json!(5));
+    let seen = world.reconcile().await;
+    let mut expected = apply_lines(true, &["zk-tls", "zk-admin"]);
+    expected.push(format!("POST {EVENTS}"));
+    expected.push(format!("PATCH {CE}/status"));
+    assert_eq!(lines(&seen), expected);
+    assert!(world.ensemble.take_calls().is_empty(), "no step blind");
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    assert_eq!(status["readyReplicas"], 0);
+    // The next round has the new admin certificate and takes the step.
+    world.reconcile().await;
+    assert_eq!(
+        world.ensemble.take_calls(),
+        vec!["add 4 (zk-3.zk-peers.prod.svc:2888) via 1"]
+    );
+}
+
+#[tokio::test]
+async fn an_expiring_member_certificate_is_renewed_without_restarting_anything() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    let before = secret(&world, "zk-tls");
+    let sts_before = world.statefulset.clone();
+    // Member 2's certificate ends in ten days.
+    let annotation = "baton.dev/certificates";
+    let mut records: Value = serde_json::from_str(
+        world.secrets["zk-tls"]["metadata"]["annotations"][annotation]
+            .as_str()
+            .expect("annotation"),
+    )
+    .expect("records");
+    records["member-2"]["notAfter"] = json!("2026-12-03T12:00:00Z");
+    world.secrets.get_mut("zk-tls").expect("zk-tls")["metadata"]["annotations"][annotation] =
+        json!(records.to_string());
+
+    let seen = world.reconcile().await;
+    let mut expected = apply_lines(true, &["zk-tls"]);
+    expected.push(format!("POST {EVENTS}"));
+    expected.push(format!("PATCH {CE}/status"));
+    assert_eq!(lines(&seen), expected);
+    assert_eq!(world.events, vec!["Normal Certificates: issue member 2"]);
+    let after = secret(&world, "zk-tls");
+    let data = |s: &Secret, key: &str| secrets::text(s, key);
+    assert_ne!(data(&after, "member-2.crt"), data(&before, "member-2.crt"));
+    assert_eq!(data(&after, "member-1.crt"), data(&before, "member-1.crt"));
+    assert_eq!(data(&after, "ca.crt"), data(&before, "ca.crt"));
+    // Same pod template: the kubelet refreshes the mounted files, nothing restarts.
+    assert_eq!(world.statefulset, sts_before);
+    assert!(seen.iter().all(|s| s.method != Method::DELETE));
 }
