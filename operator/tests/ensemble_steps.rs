@@ -1,7 +1,9 @@
 //! The ensemble-facing steps against real `baton-ensemble` processes on loopback, through the
-//! operator's own code: `plan` decides, `run_action` sends the admin calls over HTTP,
-//! `wait_until` waits for their effect. The test plays the StatefulSet controller: it starts a
-//! joining member when the plan raises the replicas and kills one when it lowers them.
+//! operator's own code: `plan` decides, `run_action` sends the admin calls over HTTPS with the
+//! admin certificate (`HttpAdmin`), `wait_until` waits for their effect. Every member runs with
+//! TLS, as in a pod. The test plays the StatefulSet controller: it starts a joining member
+//! (with a certificate issued for it) when the plan raises the replicas and kills one when it
+//! lowers them.
 //!
 //! Needs the binaries: `cargo build --workspace --bins` first.
 
@@ -16,8 +18,28 @@ use baton_operator::ensemble::{
     AdminError, EnsembleAdmin, EnsembleView, HttpAdmin, MembershipStep, Roster, run_action,
     wait_until,
 };
+use baton_operator::pki::AdminCredentials;
 use baton_operator::plan::{Action, Observed, ObservedPod, ObservedStatefulSet, Phase, plan};
 use baton_tests::cluster::{Cluster, run_cluster_case};
+
+/// The operator's admin client with the certificate named `name` (`admin`, or a member's to
+/// play an impostor) from the folder `baton_tls::local::write_dir` made.
+fn admin_client(dir: &std::path::Path, name: &str) -> Result<HttpAdmin> {
+    let read = |file: String| {
+        std::fs::read_to_string(dir.join(&file)).with_context(|| format!("read {file}"))
+    };
+    let credentials = AdminCredentials {
+        ca_pem: read("ca.crt".into())?,
+        cert_pem: read(format!("{name}.crt"))?,
+        key_pem: read(format!("{name}.key"))?,
+    };
+    Ok(HttpAdmin::tls(&credentials, Duration::from_secs(2))?)
+}
+
+/// The operator's admin client for the harness's cluster.
+fn cluster_admin(cluster: &Cluster) -> Result<HttpAdmin> {
+    admin_client(cluster.pki().dir(), "admin")
+}
 
 /// How long one step may take to show its effect on a loaded CI machine.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -64,8 +86,11 @@ impl Members {
         })
     }
 
-    /// Starts member `id` with `--join`, as a new pod of a scaled-up StatefulSet would.
-    fn start_joiner(&mut self, id: u64) -> Result<()> {
+    /// Starts member `id` with `--join`, as a new pod of a scaled-up StatefulSet would, with
+    /// a certificate the cluster's CA issues for it now (as the operator does before the
+    /// StatefulSet grows).
+    fn start_joiner(&mut self, pki: &baton_tests::pki::Pki, id: u64) -> Result<()> {
+        pki.add_member(id)?;
         let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let admin = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let client = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
@@ -95,6 +120,7 @@ impl Members {
             .args(["--client-addr", &client.to_string()])
             .args(["--peer-addr", &peer.to_string()])
             .args(["--admin-addr", &admin.to_string()])
+            .args(pki.member_args(id))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -148,7 +174,7 @@ async fn converge(
     replicas: &mut i32,
     desired: i32,
 ) -> Result<Vec<MembershipStep>> {
-    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let admin = cluster_admin(cluster)?;
     let mut steps = Vec::new();
     for _ in 0..40 {
         let roster = members.roster_of(*replicas);
@@ -156,7 +182,7 @@ async fn converge(
         let p = plan(desired, &observed(*replicas, *replicas, view));
         // The StatefulSet controller's part: pods appear and go with the replicas.
         for id in (*replicas + 1)..=p.membership.replicas {
-            members.start_joiner(id as u64)?;
+            members.start_joiner(cluster.pki(), id as u64)?;
         }
         for id in (p.membership.replicas + 1)..=*replicas {
             let id = id as u64;
@@ -193,7 +219,7 @@ async fn converge(
 
 async fn scale_up_then_down(cluster: &mut Cluster) -> Result<()> {
     let mut members = Members::new(cluster).await?;
-    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let admin = cluster_admin(cluster)?;
     let mut replicas = 3;
 
     let steps = converge(cluster, &mut members, &mut replicas, 5).await?;
@@ -247,7 +273,7 @@ async fn scale_three_to_five_and_back_on_real_members() {
 }
 
 async fn rolling_restart(cluster: &mut Cluster) -> Result<()> {
-    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let admin = cluster_admin(cluster)?;
     let members = Members::new(cluster).await?;
     let roster = members.roster_of(3);
     let mut outdated: Vec<u64> = vec![1, 2, 3];
@@ -299,7 +325,7 @@ async fn rolling_restart_moves_leadership_before_the_leader_goes() {
 }
 
 async fn admin_answers(cluster: &mut Cluster) -> Result<()> {
-    let admin = HttpAdmin::new(Duration::from_secs(2));
+    let admin = cluster_admin(cluster)?;
     let members = Members::new(cluster).await?;
     let roster = members.roster_of(3);
     let leader = cluster.leader().await?;
@@ -312,6 +338,34 @@ async fn admin_answers(cluster: &mut Cluster) -> Result<()> {
     let status = admin.status(&addr(follower)?).await?;
     assert_eq!((status.id, status.leader_id), (follower, leader));
     assert_eq!(status.voters(), vec![1, 2, 3]);
+
+    // A member's certificate is not the admin's: the member refuses, and says so.
+    let impostor = admin_client(cluster.pki().dir(), &format!("member-{follower}"))?;
+    for answer in [
+        impostor.status(&addr(leader)?).await.map(|_| ()),
+        impostor.remove_member(&addr(leader)?, follower).await,
+    ] {
+        match answer {
+            Err(AdminError::Unexpected { status: 403, .. }) => {}
+            other => bail!("expected 403 for a member's certificate, got {other:?}"),
+        }
+    }
+    assert_eq!(admin.status(&addr(leader)?).await?.voters(), vec![1, 2, 3]);
+    // A CA the members never heard of is refused in the handshake.
+    let stranger_dir = tempfile::tempdir()?;
+    baton_tls::local::write_dir(
+        stranger_dir.path(),
+        baton_tests::cluster::CLUSTER_ID,
+        &[],
+        &baton_tls::HostNames::loopback(),
+    )?;
+    match admin_client(stranger_dir.path(), "admin")?
+        .status(&addr(leader)?)
+        .await
+    {
+        Err(AdminError::Unreachable { .. }) => {}
+        other => bail!("expected a refused handshake, got {other:?}"),
+    }
 
     // Membership calls on a follower name the leader.
     match admin.add_member(&addr(follower)?, 9, "127.0.0.1:9").await {
@@ -346,12 +400,29 @@ async fn admin_answers_become_typed_errors() {
     run_cluster_case(3, admin_answers).await;
 }
 
+/// The operator's PKI for `prod/zk` (members 1 and 2), as the reconciler issues it.
+fn operator_pki() -> Result<baton_operator::pki::Pki> {
+    use baton_operator::pki::{StoredPki, issue, plan};
+    let names = baton_operator::names::EnsembleNames::new("zk", "prod");
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let empty = StoredPki::default();
+    Ok(issue(&empty, &plan(&empty, &[1, 2], now), &names, now)?)
+}
+
 /// Starts the real `baton-ensemble` the way a pod of the built StatefulSet does: the start
-/// script under `/bin/sh`, the ConfigMap as environment, the container's arguments (with
-/// loopback ports instead of the pod's fixed ones). Returns the process and its admin address.
-fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String)> {
-    use baton_operator::build::{START_SCRIPT, build};
+/// script under `/bin/sh`, the ConfigMap and the container's env as environment, the
+/// container's arguments (with loopback ports instead of the pod's fixed ones), and the built
+/// `zk-tls` Secret written out as files where the kubelet would mount it. Returns the process
+/// and its admin address.
+fn start_pod(
+    pod: &str,
+    replicas: i32,
+    bootstrap: i32,
+    pki: &baton_operator::pki::Pki,
+) -> Result<(Joiner, String)> {
+    use baton_operator::build::{OperatorPods, START_SCRIPT, build};
     use baton_operator::crd::CoordinationEnsemble;
+    use baton_operator::names::MEMBER_TLS_DIR;
     use baton_operator::validate::validate;
 
     let yaml = "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\n\
@@ -365,6 +436,8 @@ fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String
             replicas,
             bootstrap,
         },
+        pki,
+        &OperatorPods::default(),
     )?;
     let container = built
         .statefulset
@@ -383,6 +456,26 @@ fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String
     let dir = tempfile::Builder::new()
         .prefix(&format!("baton-operator-pod-{pod}-"))
         .tempdir()?;
+    // The members' Secret, one file per key, as the kubelet mounts it.
+    let tls_dir = dir.path().join("tls");
+    std::fs::create_dir(&tls_dir)?;
+    for (key, value) in built.secrets.members.data.iter().flatten() {
+        std::fs::write(tls_dir.join(key), &value.0)?;
+    }
+    let env: Vec<(String, String)> = container
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+        .map(|(name, value)| {
+            let value = match value.strip_prefix(MEMBER_TLS_DIR) {
+                Some(rest) => format!("{}{rest}", tls_dir.display()),
+                None => value,
+            };
+            (name, value)
+        })
+        .collect();
+    assert!(env.iter().any(|(n, _)| n == "BATON_TLS_CA"), "{env:?}");
     std::os::unix::fs::symlink(
         baton_tests::baton_binary()?,
         dir.path().join("baton-ensemble"),
@@ -414,6 +507,7 @@ fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String
         .args(["-c", START_SCRIPT, "baton-ensemble"])
         .args(&args)
         .envs(built.config_map.data.unwrap_or_default())
+        .envs(env)
         .env("POD_NAME", pod)
         .env("PATH", path)
         .stdin(Stdio::null())
@@ -425,9 +519,23 @@ fn start_pod(pod: &str, replicas: i32, bootstrap: i32) -> Result<(Joiner, String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()> {
-    let admin = HttpAdmin::new(Duration::from_secs(2));
-    // A one-member ensemble: pod zk-0 bootstraps and leads, with the ConfigMap's cluster id.
-    let (_first, first_admin) = start_pod("zk-0", 1, 1)?;
+    let pki = operator_pki()?;
+    // The operator's own admin client, from the admin Secret it builds.
+    let built_admin = {
+        use baton_operator::pki::secrets::secrets;
+        let names = baton_operator::names::EnsembleNames::new("zk", "prod");
+        secrets(&pki, &names, |name| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name),
+            ..Default::default()
+        })
+        .admin
+    };
+    let credentials = baton_operator::dereference::admin_credentials(&built_admin)
+        .context("admin credentials in the built Secret")?;
+    let admin = HttpAdmin::tls(&credentials, Duration::from_secs(2))?;
+    // A one-member ensemble: pod zk-0 bootstraps and leads, with the ConfigMap's cluster id,
+    // serving the certificate the start script picked from the mounted Secret.
+    let (_first, first_admin) = start_pod("zk-0", 1, 1, &pki)?;
     let mut roster = Roster::default();
     roster.insert(1, first_admin, "zk-0.zk-peers.prod.svc:2888".into());
     let view = wait_until(&admin, &roster, "zk-0 to lead", SETTLE, |v| {
@@ -437,7 +545,7 @@ async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()>
     assert_eq!(view.statuses[&1].cluster_id, "prod.zk");
     assert_eq!(view.voters(), vec![1]);
     // Pod zk-1 of a scaled-up StatefulSet is beyond the bootstrap set: it joins and waits.
-    let (_second, second_admin) = start_pod("zk-1", 2, 1)?;
+    let (_second, second_admin) = start_pod("zk-1", 2, 1, &pki)?;
     let mut roster = Roster::default();
     roster.insert(2, second_admin, "zk-1.zk-peers.prod.svc:2888".into());
     let view = wait_until(&admin, &roster, "zk-1 to answer", SETTLE, |v| {
