@@ -171,7 +171,7 @@ baton_ready() {
   local i=$1
   [ "$(four_letter 127.0.0.1 "${baton_port[$i]}" ruok)" = imok ] &&
     listens "${baton_port[$i]}" "${baton_pid[$i]}" &&
-    curl -sf "http://127.0.0.1:${baton_admin_port[$i]}/readyz" >/dev/null
+    curl -sf --cacert "$work/certs/ca.crt" "https://127.0.0.1:${baton_admin_port[$i]}/readyz" >/dev/null
 }
 
 # The data dir and config of member $1 of a ZooKeeper quorum, and its start script: the same JVM
@@ -202,6 +202,11 @@ zk_member() {
 }
 
 declare -A server zk_pid baton_pid
+# Members authenticate each other with certificates, as in production.
+if want baton; then
+  "$root/target/release/baton-ensemble" certs --out "$work/certs" --cluster-id bench \
+    --ids "$(seq -s, 1 "$members")" 2>/dev/null
+fi
 baton_members=()
 for i in $(seq 1 "$members"); do baton_members+=("$i=127.0.0.1:${baton_peer_port[$i]}"); done
 baton_members=$(IFS=,; echo "${baton_members[*]}")
@@ -224,7 +229,9 @@ for i in $(seq 1 "$members"); do
     member_script baton "$i" "$work/baton$([ "$members" = 1 ] || echo "-$i").log" \
       "$root/target/release/baton-ensemble" --id "$i" --data-dir "$baton_dir" \
       --client-addr "127.0.0.1:${baton_port[$i]}" --peer-addr "127.0.0.1:${baton_peer_port[$i]}" \
-      --admin-addr "127.0.0.1:${baton_admin_port[$i]}" --members "$baton_members"
+      --admin-addr "127.0.0.1:${baton_admin_port[$i]}" --members "$baton_members" \
+      --tls-ca "$work/certs/ca.crt" --tls-cert "$work/certs/member-$i.crt" \
+      --tls-key "$work/certs/member-$i.key"
     "$work/run/start-baton-$i.sh" &
     baton_pid[$i]=$!; pids+=("$!")
     baton_servers+=("127.0.0.1:${baton_port[$i]}")

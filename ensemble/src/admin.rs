@@ -32,15 +32,36 @@ pub struct AdminContext {
     pub metrics: Arc<Metrics>,
     /// The core, for membership and leadership commands.
     pub core: mpsc::Sender<CoreMsg>,
+    /// Serve the test-only raw proposal endpoint (`--unsafe-testing-raw-proposals`).
+    pub raw_proposals: bool,
+}
+
+/// Who is calling, as far as the connection proved it (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// TLS, with the admin certificate of this ensemble's CA.
+    Admin,
+    /// TLS without it (probes, Prometheus, anyone else): only the open routes.
+    Anonymous,
+    /// Plain HTTP under `--insecure-no-tls`: nothing can be checked, everything is served.
+    Unchecked,
+}
+
+/// The admin port's TLS: the acceptor and the cluster whose admin certificate counts.
+#[derive(Clone)]
+pub struct AdminTls {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub cluster: String,
 }
 
 /// Largest request body the admin API reads.
 const MAX_BODY: usize = 64 * 1024;
 
-/// Serves the admin API until `shutdown` fires.
+/// Serves the admin API until `shutdown` fires: HTTPS when `tls` is given, else plain HTTP.
 pub async fn serve_admin(
     listener: TcpListener,
     ctx: AdminContext,
+    tls: Option<AdminTls>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -49,27 +70,64 @@ pub async fn serve_admin(
                 Ok(pair) => pair,
                 Err(e) => {
                     tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
             },
             _ = shutdown.changed() => return,
         };
         let ctx = ctx.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let ctx = ctx.clone();
-                async move { Ok::<_, Infallible>(route(&ctx, req).await) }
-            });
-            if let Err(e) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "admin connection ended with an error");
-            }
+            let Some(tls) = tls else {
+                return serve_connection(ctx, Caller::Unchecked, stream, peer).await;
+            };
+            // The TLS handshake gets the same bound as a request's headers: a client that
+            // stalls in it must not hold a connection forever.
+            let accepted = tokio::time::timeout(HEADER_READ_TIMEOUT, tls.acceptor.accept(stream));
+            let stream = match accepted.await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    return tracing::debug!(%peer, error = %e, "admin TLS handshake failed");
+                }
+                Err(_) => return tracing::debug!(%peer, "admin TLS handshake timed out"),
+            };
+            let caller = match baton_tls::peer_identity(stream.get_ref().1) {
+                Some(Ok(identity)) if identity == baton_tls::Identity::admin(&tls.cluster) => {
+                    Caller::Admin
+                }
+                _ => Caller::Anonymous,
+            };
+            serve_connection(ctx, caller, stream, peer).await;
         });
     }
+}
+
+async fn serve_connection<S>(
+    ctx: AdminContext,
+    caller: Caller,
+    stream: S,
+    peer: std::net::SocketAddr,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let service = service_fn(move |req| {
+        let ctx = ctx.clone();
+        async move { Ok::<_, Infallible>(route(&ctx, caller, req).await) }
+    });
+    if let Err(e) = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(%peer, error = %e, "admin connection ended with an error");
+    }
+}
+
+/// Routes anyone may call: what probes and Prometheus need, and nothing that tells more.
+fn is_open(method: &Method, path: &str) -> bool {
+    method == Method::GET && matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
 fn json(status: StatusCode, body: &impl serde::Serialize) -> Response<Full<Bytes>> {
@@ -96,11 +154,41 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
         .unwrap_or_default()
 }
 
-/// Answers one admin request.
-pub async fn route(ctx: &AdminContext, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one admin request from `caller`.
+pub async fn route(
+    ctx: &AdminContext,
+    caller: Caller,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    if caller == Caller::Anonymous && !is_open(&method, &path) {
+        tracing::info!(%method, %path, "admin call without the admin certificate refused");
+        return error(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "only /healthz, /readyz and /metrics are open; everything else needs the admin \
+             certificate of this ensemble's CA",
+        );
+    }
     let command = match (&method, path.as_str()) {
+        (&Method::POST, "/v1/testing/raw-proposal") if ctx.raw_proposals => {
+            match http_body_util::Limited::new(req.into_body(), MAX_BODY)
+                .collect()
+                .await
+            {
+                Ok(body) => AdminCommand::RawProposal {
+                    data: body.to_bytes().to_vec(),
+                },
+                Err(_) => {
+                    return error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "TooLarge",
+                        "body over 64 KiB",
+                    );
+                }
+            }
+        }
         (&Method::POST, "/v1/members") => match read_json::<AddMemberBody>(req).await {
             Ok(b) => AdminCommand::AddMember {
                 id: b.id,
@@ -268,16 +356,6 @@ fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full
                 .collect();
             json(StatusCode::OK, &serde_json::json!({ "members": members }))
         }
-        (&Method::POST, "/v1/members") => error(
-            StatusCode::NOT_IMPLEMENTED,
-            "NotImplemented",
-            "membership changes arrive with the replicated ensemble",
-        ),
-        (&Method::DELETE, p) if p.starts_with("/v1/members/") => error(
-            StatusCode::NOT_IMPLEMENTED,
-            "NotImplemented",
-            "membership changes arrive with the replicated ensemble",
-        ),
         (_, "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members") => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
@@ -298,6 +376,7 @@ mod tests {
             status: rx,
             metrics: Arc::new(Metrics::new()),
             core,
+            raw_proposals: false,
         }
     }
 

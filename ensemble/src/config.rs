@@ -10,6 +10,8 @@ use clap::Parser;
 ///
 /// Clients (Apache ZooKeeper's Java client, Curator, kazoo, zkCli.sh, the zookeeper-client crate)
 /// connect to --client-addr. Every write is durable on a quorum's disks before it is acknowledged.
+/// Members authenticate each other with certificates of the ensemble's CA (--tls-*); make them
+/// with `baton-ensemble certs --help`.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "baton-ensemble", version, about, long_about)]
 pub struct Config {
@@ -39,15 +41,15 @@ pub struct Config {
     pub members: Vec<(u64, String)>,
 
     /// The ensemble's cluster id (letters, digits, `._-`), recorded in the data dir on first start;
-    /// members refuse peers and data dirs of another cluster. Absent: derived from --members, so
-    /// members bootstrapped together agree. A member added later must be given the ensemble's
+    /// members refuse peers and data dirs of another cluster. Absent: the one --tls-cert names,
+    /// else derived from --members, so members bootstrapped together agree. A member added later must be given the ensemble's
     /// id (GET /v1/status shows it).
     #[arg(long, env = "BATON_CLUSTER_ID")]
     pub cluster_id: Option<String>,
 
     /// Join a running ensemble instead of bootstrapping one: start with no configuration and
     /// wait for the leader to add this member (POST /v1/members on the leader). Needs
-    /// --cluster-id, and --members naming the current members so their addresses are known.
+    /// --cluster-id (or a certificate, which names it), and --members naming the current members so their addresses are known.
     /// Ignored once the data dir holds a configuration.
     #[arg(long, env = "BATON_JOIN")]
     pub join: bool,
@@ -84,6 +86,33 @@ pub struct Config {
     /// Skip fsync. Acknowledged writes can be lost on power failure: for throwaway tests only.
     #[arg(long, hide = true)]
     pub unsafe_no_fsync: bool,
+
+    /// The ensemble CA's certificate (PEM). Peers must present a member certificate it signed,
+    /// naming the member id they claim; the admin API's status and membership calls need the
+    /// admin certificate it signed. Make a CA and certificates with `baton-ensemble certs`.
+    #[arg(long, env = "BATON_TLS_CA", requires_all = ["tls_cert", "tls_key"])]
+    pub tls_ca: Option<PathBuf>,
+
+    /// This member's certificate (PEM), signed by --tls-ca and naming this member's --id and
+    /// the cluster id. Served on the peer, admin and secure client ports; re-read when the
+    /// file changes, so a renewed certificate needs no restart.
+    #[arg(long, env = "BATON_TLS_CERT", requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "BATON_TLS_KEY", requires_all = ["tls_ca", "tls_cert"])]
+    pub tls_key: Option<PathBuf>,
+
+    /// Run without certificates: peer links in the clear and unauthenticated (anyone who
+    /// reaches the peer port can pose as a member), and the admin API open to anyone who
+    /// reaches it. For a laptop, never for a shared network; logged as a warning at start.
+    #[arg(long, env = "BATON_INSECURE_NO_TLS", conflicts_with = "tls_ca")]
+    pub insecure_no_tls: bool,
+
+    /// Test-only: an admin endpoint that appends raw bytes to the Raft log, skipping every
+    /// check, to prove that an entry nobody can apply does not stop the ensemble.
+    #[arg(long, hide = true)]
+    pub unsafe_testing_raw_proposals: bool,
 }
 
 impl Config {
@@ -120,6 +149,15 @@ impl Config {
         )
     }
 
+    /// The member's TLS files, if it was given any.
+    pub fn tls_files(&self) -> Option<baton_tls::TlsFiles> {
+        Some(baton_tls::TlsFiles {
+            ca: self.tls_ca.clone()?,
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+        })
+    }
+
     /// Checks what clap cannot: cross-flag consistency.
     pub fn validate(&self) -> Result<(), String> {
         if !self.members.is_empty() && !self.members.iter().any(|(id, _)| *id == self.id) {
@@ -133,8 +171,12 @@ impl Config {
         if ids.windows(2).any(|w| w[0] == w[1]) {
             return Err("--members names the same id twice".into());
         }
-        if self.join && self.cluster_id.is_none() {
-            return Err("--join needs --cluster-id (the ensemble's, from GET /v1/status)".into());
+        if self.join && self.cluster_id.is_none() && self.tls_files().is_none() {
+            return Err(
+                "--join needs --cluster-id (the ensemble's, from GET /v1/status) or a member \
+                 certificate naming it"
+                    .into(),
+            );
         }
         if self.min_session_timeout > self.max_session_timeout {
             return Err("--min-session-timeout is larger than --max-session-timeout".into());
@@ -144,6 +186,14 @@ impl Config {
         }
         if self.tick.is_zero() {
             return Err("--tick must be positive".into());
+        }
+        if self.tls_files().is_none() && !self.insecure_no_tls {
+            return Err(
+                "no certificates: give --tls-ca, --tls-cert and --tls-key (make them \
+                 with `baton-ensemble certs`), or --insecure-no-tls to run with unauthenticated \
+                 peer links and an open admin API"
+                    .into(),
+            );
         }
         Ok(())
     }

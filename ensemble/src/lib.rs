@@ -3,6 +3,7 @@
 //! (sans-IO); this crate only moves bytes and time to and from it.
 
 pub mod admin;
+pub mod certs_cmd;
 pub mod config;
 pub mod core;
 pub mod metrics;
@@ -35,10 +36,43 @@ pub enum RunError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("cannot start the core thread: {0}")]
+    Thread(std::io::Error),
     #[error(transparent)]
     Core(#[from] core::CoreError),
     #[error("the core thread panicked")]
     CorePanicked,
+}
+
+/// Loads the member's certificate and checks it is for this member, so a volume or a
+/// certificate mounted into the wrong pod fails at start, not at the first peer handshake.
+fn load_member_tls(cfg: &Config) -> Result<Option<baton_tls::MemberTls>, RunError> {
+    let Some(files) = cfg.tls_files() else {
+        tracing::warn!(
+            "--insecure-no-tls: peer links are unauthenticated and in the clear (anyone who \
+             reaches the peer port can pose as a member and rewrite the ensemble's state), and \
+             the admin API is open to anyone who reaches it; never run so on a shared network"
+        );
+        return Ok(None);
+    };
+    let tls = baton_tls::MemberTls::load(files).map_err(|e| RunError::Tls(e.to_string()))?;
+    let identity = tls.identity();
+    if identity.role != baton_tls::Role::Member(cfg.id) {
+        return Err(RunError::Tls(format!(
+            "--tls-cert names {identity}, but this is member {} (--id)",
+            cfg.id
+        )));
+    }
+    if let Some(cluster) = &cfg.cluster_id
+        && *cluster != identity.cluster
+    {
+        return Err(RunError::Tls(format!(
+            "--tls-cert names {identity}, but --cluster-id is {cluster}"
+        )));
+    }
+    Ok(Some(tls))
 }
 
 async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, RunError> {
@@ -59,14 +93,18 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             "--unsafe-no-fsync: acknowledged writes can be lost on a crash; never use this in production"
         );
     }
-    // A data dir keeps the cluster id it recorded; only a fresh one takes the bootstrap id.
+    let member_tls = load_member_tls(&cfg)?;
+    // A data dir keeps the cluster id it recorded; only a fresh one takes the bootstrap id:
+    // --cluster-id, else the one the CA put in our certificate, else one derived from --members.
     let cluster_id = match (
         &cfg.cluster_id,
+        &member_tls,
         baton_raftlog::is_initialized(&cfg.data_dir),
     ) {
-        (Some(id), _) => Some(id.clone()),
-        (None, true) => None,
-        (None, false) => Some(cfg.bootstrap_cluster_id()),
+        (Some(id), _, _) => Some(id.clone()),
+        (None, _, true) => None,
+        (None, Some(tls), false) => Some(tls.identity().cluster.clone()),
+        (None, None, false) => Some(cfg.bootstrap_cluster_id()),
     };
     let log = RaftLog::open(
         &cfg.data_dir,
@@ -81,8 +119,24 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     let admin_listener = bind("admin", cfg.admin_addr).await?;
     let peer_listener = bind("peer", cfg.peer_addr).await?;
 
+    if let Some(tls) = &member_tls
+        && tls.identity().cluster != log.cluster_id()
+    {
+        return Err(RunError::Tls(format!(
+            "--tls-cert names {}, but the data dir belongs to cluster {}",
+            tls.identity(),
+            log.cluster_id()
+        )));
+    }
+
     let (core_tx, core_rx) = mpsc::channel::<CoreMsg>(64 * 1024);
-    let transport = start_transport(&cfg, log.cluster_id(), peer_listener, core_tx.clone())?;
+    let transport = start_transport(
+        &cfg,
+        log.cluster_id(),
+        peer_listener,
+        member_tls.as_ref(),
+        core_tx.clone(),
+    )?;
 
     let members = cfg.initial_members();
     let metrics = Arc::new(metrics::Metrics::new());
@@ -116,10 +170,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             let _ = core_done_tx.send(());
             result
         })
-        .map_err(|source| RunError::DataDir {
-            dir: "core thread".into(),
-            source,
-        })?;
+        .map_err(RunError::Thread)?;
 
     let ticker = {
         let core_tx = core_tx.clone();
@@ -151,10 +202,21 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         status: status_rx,
         metrics,
         core: core_tx.clone(),
+        raw_proposals: cfg.unsafe_testing_raw_proposals,
+    };
+    let admin_tls = match &member_tls {
+        Some(tls) => Some(admin::AdminTls {
+            acceptor: tls
+                .admin_acceptor()
+                .map_err(|e| RunError::Tls(e.to_string()))?,
+            cluster: tls.identity().cluster.clone(),
+        }),
+        None => None,
     };
     tokio::spawn(admin::serve_admin(
         admin_listener,
         admin_ctx,
+        admin_tls,
         shutdown.clone(),
     ));
     tracing::info!(
@@ -180,17 +242,29 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     }
 }
 
-/// Starts the peer transport; what it receives (messages, link events) flows into the core.
+/// Starts the peer transport (mutual TLS unless opted out); what it receives (messages, link
+/// events) flows into the core.
 fn start_transport(
     cfg: &Config,
     cluster_id: String,
     listener: TcpListener,
+    tls: Option<&baton_tls::MemberTls>,
     core_tx: mpsc::Sender<CoreMsg>,
 ) -> Result<peer::PeerTransport, RunError> {
     let (peer_tx, mut peer_rx) = mpsc::channel::<peer::PeerInbound>(16 * 1024);
-    let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
-    let mut transport =
-        peer::PeerTransport::start(config, peer_tx).map_err(|e| RunError::Config(e.to_string()))?;
+    let started = match tls {
+        Some(tls) => {
+            let (listener, connector) =
+                peer::peer_tls(tls, listener).map_err(|e| RunError::Tls(e.to_string()))?;
+            let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            peer::PeerTransport::start_with(config, connector, peer_tx)
+        }
+        None => {
+            let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            peer::PeerTransport::start(config, peer_tx)
+        }
+    };
+    let mut transport = started.map_err(|e| RunError::Config(e.to_string()))?;
     let mut events = transport.take_events();
     tokio::spawn(async move {
         loop {

@@ -9,6 +9,18 @@ use tracing_subscriber::EnvFilter;
 use baton_ensemble::Config;
 
 fn main() -> std::process::ExitCode {
+    // `certs` is the one subcommand; everything else is the server's flat flag set
+    // (DESIGN.md §1), which a clap subcommand tree would break.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "certs") {
+        let args = baton_ensemble::certs_cmd::CertsArgs::parse_from(std::env::args_os().skip(1));
+        return match baton_ensemble::certs_cmd::run(args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("baton-ensemble certs: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let cfg = Config::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

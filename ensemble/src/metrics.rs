@@ -24,6 +24,10 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     pub fsyncs: Counter,
     pub snapshots: Counter,
+    /// Committed entries that could not be applied and were applied as no-ops instead.
+    pub entries_skipped: Counter,
+    /// Writes forwarded by a member that the leader refused to put in the log.
+    pub forwards_refused: Counter,
 }
 
 impl Metrics {
@@ -45,9 +49,21 @@ impl Metrics {
             fsync_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             fsyncs: Counter::default(),
             snapshots: Counter::default(),
+            entries_skipped: Counter::default(),
+            forwards_refused: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("raft_term", "Current Raft term", m.term.clone());
+        registry.register(
+            "entries_skipped",
+            "Committed entries that could not be applied and were applied as no-ops on every member",
+            m.entries_skipped.clone(),
+        );
+        registry.register(
+            "forwards_refused",
+            "Writes forwarded by a member that the leader refused to put in the log (undecodable, inconsistent or not a client write)",
+            m.forwards_refused.clone(),
+        );
         registry.register(
             "raft_commit_index",
             "Highest Raft index known committed",

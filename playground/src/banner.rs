@@ -60,7 +60,7 @@ pub fn lines(facts: &BannerFacts<'_>) -> Vec<String> {
             ""
         };
         out.push(format!(
-            "  member {}   client {}   admin http://{}   pid {}{role}",
+            "  member {}   client {}   admin https://{}   pid {}{role}",
             member.id,
             member.client,
             member.admin,
@@ -163,7 +163,11 @@ fn try_lines(facts: &BannerFacts<'_>) -> Vec<String> {
     }
     if let Some(member) = facts.members.first() {
         out.push(curl(
-            format!("curl -s {}/v1/status", member.admin),
+            format!(
+                "curl -s --cacert {dir}/ca.crt --cert {dir}/admin.crt --key {dir}/admin.key https://{}/v1/status",
+                member.admin,
+                dir = facts.topology.certs.display()
+            ),
             &format!(
                 "member {}: role, Raft leader, term, commit index",
                 member.id

@@ -6,7 +6,6 @@ mod api;
 mod banner;
 mod binaries;
 mod console;
-mod http;
 mod ports;
 mod startup;
 mod supervisor;
@@ -117,6 +116,7 @@ async fn run(args: Args) -> Result<()> {
         }
     };
     let topology = Topology::new(args.members, args.pods, args.any_port, &data).await?;
+    api::use_certificates(&topology.certs)?;
     // Listening before the first child starts, so no stop request can slip past the fleet.
     let mut signals = StopSignals::new()?;
     let console = Console::new();

@@ -36,13 +36,18 @@ pub struct Pod {
     pub listen: SocketAddr,
 }
 
-/// The whole playground: members, pods, and where their data and logs live.
+/// The whole playground: members, pods, and where their data, logs and certificates live.
 #[derive(Debug, Clone)]
 pub struct Topology {
     pub members: Vec<Member>,
     pub pods: Vec<Pod>,
     pub logs: PathBuf,
+    /// What `baton-ensemble certs` wrote: the ensemble CA, member and admin certificates.
+    pub certs: PathBuf,
 }
+
+/// The cluster id the playground's certificates name.
+const CLUSTER_ID: &str = "playground";
 
 impl Topology {
     /// Picks addresses for `members` members and `pods` pods (the familiar ports unless
@@ -75,10 +80,23 @@ impl Topology {
         picker.release();
         let logs = data.join("logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("create {}", logs.display()))?;
+        // Members authenticate each other as in production; a kept data dir keeps its CA.
+        let certs = data.join("certs");
+        if !certs.join("ca.crt").exists() {
+            let ids: Vec<u64> = chosen.iter().map(|m| m.id).collect();
+            baton_tls::local::write_dir(
+                &certs,
+                CLUSTER_ID,
+                &ids,
+                &baton_tls::HostNames::loopback(),
+            )
+            .context("make the ensemble's certificates")?;
+        }
         Ok(Self {
             members: chosen,
             pods: pods_chosen,
             logs,
+            certs,
         })
     }
 
@@ -115,6 +133,18 @@ impl Topology {
                 member.admin.to_string(),
                 "--members".into(),
                 initial,
+                "--tls-ca".into(),
+                self.certs.join("ca.crt").display().to_string(),
+                "--tls-cert".into(),
+                self.certs
+                    .join(format!("member-{}.crt", member.id))
+                    .display()
+                    .to_string(),
+                "--tls-key".into(),
+                self.certs
+                    .join(format!("member-{}.key", member.id))
+                    .display()
+                    .to_string(),
             ],
             log: self.logs.join(format!("member-{}.log", member.id)),
         }

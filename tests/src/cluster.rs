@@ -82,7 +82,12 @@ pub struct Cluster {
     removed: Vec<Member>,
     /// Every port ever handed to a member, so a new member never takes a stopped one's port.
     used_ports: HashSet<u16>,
+    /// The ensemble's CA and certificates.
+    pki: crate::pki::Pki,
 }
+
+/// The cluster id every test cluster's certificates name (each cluster has its own CA).
+pub const CLUSTER_ID: &str = "baton-tests";
 
 impl Cluster {
     /// Starts `n` members bootstrapped together and waits until they agree on a leader and
@@ -96,6 +101,7 @@ impl Cluster {
             members: BTreeMap::new(),
             removed: Vec::new(),
             used_ports: HashSet::new(),
+            pki: crate::pki::Pki::new(CLUSTER_ID, &(1..=n as u64).collect::<Vec<_>>())?,
         };
         let mut attempt = 1;
         loop {
@@ -104,7 +110,7 @@ impl Cluster {
             let members_flag = members_flag(ids.iter().copied().zip(ports.iter().copied()));
             cluster.members.clear();
             for (id, ports) in ids.iter().copied().zip(ports) {
-                let member = Member::new(id, ports, members_flag.clone(), None)?;
+                let member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
                 cluster.members.insert(id, member);
             }
             let binary = cluster.binary.clone();
@@ -129,6 +135,11 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// The ensemble's CA and certificates (for tests that call ports themselves).
+    pub fn pki(&self) -> &crate::pki::Pki {
+        &self.pki
     }
 
     /// Ids of the ensemble's members (running or stopped; not removed ones), in order.

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use tempfile::TempDir;
 use tokio::time::Instant;
 
+use crate::pki::Pki;
 use crate::wire;
 
 /// How long a server may take to become ready (a JVM on a loaded 2-core machine is slow).
@@ -80,6 +81,8 @@ pub struct Server {
     target: Target,
     ports: Ports,
     dir: TempDir,
+    /// Baton's CA and certificates (`None` for ZooKeeper).
+    pki: Option<Pki>,
     child: Option<Child>,
     log_dumped: bool,
 }
@@ -91,10 +94,15 @@ impl Server {
             .prefix(&format!("baton-tests-{target}-"))
             .tempdir()
             .context("create a temp dir for the server")?;
+        let pki = match target {
+            Target::Baton => Some(Pki::new("baton-tests", &[1])?),
+            Target::ZooKeeper => None,
+        };
         let mut server = Server {
             target,
             ports: Ports::pick()?,
             dir,
+            pki,
             child: None,
             log_dumped: false,
         };
@@ -139,6 +147,26 @@ impl Server {
             Target::Baton => Some(SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.admin))),
             Target::ZooKeeper => None,
         }
+    }
+
+    /// Baton's CA and certificates (`None` for ZooKeeper).
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
+    }
+
+    /// `GET path` on Baton's admin API with the admin certificate: status and body.
+    pub async fn admin_get(&self, path: &str) -> Result<(u16, String)> {
+        let (Some(admin), Some(pki)) = (self.admin_addr(), &self.pki) else {
+            bail!("{} has no admin API", self.target);
+        };
+        let answer = pki
+            .admin_client(wire::IO_DEADLINE)?
+            .request(&admin.to_string(), http::Method::GET, path, None)
+            .await?;
+        Ok((
+            answer.status.as_u16(),
+            String::from_utf8_lossy(&answer.body).into_owned(),
+        ))
     }
 
     /// Directory holding the server's durable state; it survives `kill9` and `restart`.
@@ -245,6 +273,9 @@ impl Server {
                     .arg(format!("127.0.0.1:{}", self.ports.peer))
                     .arg("--admin-addr")
                     .arg(format!("127.0.0.1:{}", self.ports.admin));
+                if let Some(pki) = &self.pki {
+                    command.args(pki.member_args(1));
+                }
                 Ok(command)
             }
             Target::ZooKeeper => {
@@ -287,12 +318,16 @@ impl Server {
 
     async fn probe_ready(&self) -> bool {
         match self.target {
-            Target::Baton => match self.admin_addr() {
-                Some(admin) => matches!(
-                    wire::http_get_within(admin, "/readyz", PROBE_DEADLINE).await,
-                    Ok((200, _))
-                ),
-                None => false,
+            // The open probe route, over TLS without a client certificate, as kubelet calls it.
+            Target::Baton => match (self.admin_addr(), &self.pki) {
+                (Some(admin), Some(pki)) => match pki.anonymous_client(PROBE_DEADLINE) {
+                    Ok(probe) => probe
+                        .request(&admin.to_string(), http::Method::GET, "/readyz", None)
+                        .await
+                        .is_ok_and(|r| r.status == 200),
+                    Err(_) => false,
+                },
+                _ => false,
             },
             // `srvr` says "not currently serving requests" until the server is up.
             Target::ZooKeeper => {

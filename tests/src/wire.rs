@@ -1,4 +1,4 @@
-//! Small socket clients for the non-ZooKeeper-protocol ports: four-letter words and HTTP GET.
+//! Four-letter words on the client port (the admin API is called through `baton_tls::HttpClient`).
 //!
 //! Every call is bounded by `IO_DEADLINE`, so a server that never answers fails the test
 //! instead of hanging it.
@@ -42,48 +42,4 @@ pub async fn four_letter_word_within(
         .await
         .map_err(|_| anyhow!("no answer to {word:?} from {addr} within {deadline:?}"))?
         .with_context(|| format!("four-letter word {word:?} to {addr}"))
-}
-
-/// `GET path` over HTTP/1.0 (so the body is close-delimited, never chunked): status and body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    http_get_within(addr, path, IO_DEADLINE).await
-}
-
-/// `http_get` with its own deadline, for readiness probes.
-pub async fn http_get_within(
-    addr: SocketAddr,
-    path: &str,
-    deadline: Duration,
-) -> Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.context("connect")?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .context("send the request")?;
-        let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .await
-            .context("read the response")?;
-        parse_http_response(&response)
-    };
-    tokio::time::timeout(deadline, exchange)
-        .await
-        .map_err(|_| anyhow!("no HTTP answer from {addr}{path} within {deadline:?}"))?
-        .with_context(|| format!("GET http://{addr}{path}"))
-}
-
-fn parse_http_response(response: &[u8]) -> Result<(u16, String)> {
-    let text = String::from_utf8_lossy(response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("response without a header/body separator: {text:?}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| anyhow!("malformed status line in {head:?}"))?;
-    Ok((status, body.to_owned()))
 }

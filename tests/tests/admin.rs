@@ -2,13 +2,11 @@
 //! The operator and Kubernetes probes rely on these shapes.
 
 use anyhow::{Context, Result, ensure};
-use baton_tests::wire::http_get;
 use baton_tests::{PERSISTENT, Server, baton_only_tests, connect};
 use serde_json::Value;
 
 async fn get_json(server: &Server, path: &str) -> Result<Value> {
-    let admin = server.admin_addr().context("no admin address")?;
-    let (status, body) = http_get(admin, path).await?;
+    let (status, body) = server.admin_get(path).await?;
     ensure!(status == 200, "GET {path} answered {status}: {body}");
     serde_json::from_str(&body).with_context(|| format!("GET {path} is not JSON: {body}"))
 }
@@ -21,12 +19,11 @@ fn number(status: &Value, key: &str) -> Result<u64> {
 }
 
 async fn probes_answer(server: &mut Server) -> Result<()> {
-    let admin = server.admin_addr().context("no admin address")?;
     for path in ["/healthz", "/readyz"] {
-        let (status, body) = http_get(admin, path).await?;
+        let (status, body) = server.admin_get(path).await?;
         ensure!(status == 200, "GET {path} answered {status}: {body}");
     }
-    let (status, body) = http_get(admin, "/no-such-endpoint").await?;
+    let (status, body) = server.admin_get("/no-such-endpoint").await?;
     ensure!(status == 404, "an unknown path answered {status}: {body}");
     Ok(())
 }
@@ -69,8 +66,7 @@ async fn status_describes_a_one_member_ensemble(server: &mut Server) -> Result<(
 }
 
 async fn metrics_are_openmetrics_text(server: &mut Server) -> Result<()> {
-    let admin = server.admin_addr().context("no admin address")?;
-    let (status, body) = http_get(admin, "/metrics").await?;
+    let (status, body) = server.admin_get("/metrics").await?;
     ensure!(status == 200, "GET /metrics answered {status}");
     ensure!(
         body.trim_end().ends_with("# EOF"),

@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use baton_tests::{EPHEMERAL, PERSISTENT, baton_binary, wire::http_get};
+use baton_tests::pki::Pki;
+use baton_tests::{EPHEMERAL, PERSISTENT, baton_binary};
 use zookeeper_client as zk;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -25,6 +26,7 @@ fn free_addr() -> Result<SocketAddr> {
 struct Member {
     child: Child,
     client: SocketAddr,
+    _pki: Pki,
 }
 
 impl Drop for Member {
@@ -40,7 +42,9 @@ async fn start(data_dir: &Path, log: &Path) -> Result<Member> {
         .create(true)
         .append(true)
         .open(log)?;
+    let pki = Pki::new("disk-full", &[1])?;
     let child = Command::new(baton_binary()?)
+        .args(pki.member_args(1))
         .args(["--id", "1", "--data-dir"])
         .arg(data_dir)
         .args([
@@ -54,10 +58,19 @@ async fn start(data_dir: &Path, log: &Path) -> Result<Member> {
         .stderr(log)
         .spawn()
         .context("start baton-ensemble")?;
-    let member = Member { child, client };
+    let probe = pki.anonymous_client(Duration::from_secs(2))?;
+    let member = Member {
+        child,
+        client,
+        _pki: pki,
+    };
     let started = Instant::now();
     // Readiness is only observable by asking; poll with a short backoff under a deadline.
-    while !matches!(http_get(admin, "/readyz").await, Ok((200, _))) {
+    while !probe
+        .request(&admin.to_string(), http::Method::GET, "/readyz", None)
+        .await
+        .is_ok_and(|r| r.status == 200)
+    {
         ensure!(
             started.elapsed() < DEADLINE,
             "baton-ensemble never became ready"

@@ -31,6 +31,10 @@ pub enum AdminCommand {
     TransferLeader {
         to: Option<u64>,
     },
+    /// Test-only (`--unsafe-testing-raw-proposals`): append `data` to the log unchecked.
+    RawProposal {
+        data: Vec<u8>,
+    },
 }
 
 /// Why an admin command was not carried out.
@@ -110,6 +114,16 @@ impl Core {
                 self.node.transfer_leader(target);
                 tracing::info!(to = target, "transferring leadership");
                 Ok(json!({ "status": "transferring", "to": target }))
+            }
+            AdminCommand::RawProposal { data } => {
+                tracing::warn!(
+                    bytes = data.len(),
+                    "test-only raw proposal: appending unchecked bytes to the log"
+                );
+                self.node
+                    .propose(vec![], data)
+                    .map_err(|e| AdminError::Conflict(format!("cannot propose: {e}")))?;
+                Ok(json!({ "status": "proposed" }))
             }
         }
     }

@@ -3,6 +3,7 @@
 //! entry applies. Also session claims (reconnects) and touches, which the leader needs to keep
 //! session ownership and deadlines.
 
+use baton_machine::{Command, CommandKind};
 use baton_proto::ErrorCode;
 use bytes::Bytes;
 
@@ -126,6 +127,13 @@ impl Core {
             } => {
                 let result = if term != self.term() || !self.is_leader() {
                     Err(ErrorCode::ConnectionLoss)
+                } else if let Err(why) = check_forwarded(from, session_id, xid, &command) {
+                    self.metrics.forwards_refused.inc();
+                    tracing::warn!(
+                        from, session = %format_args!("0x{session_id:x}"), xid, %why,
+                        "refusing a forwarded write: it never enters the log"
+                    );
+                    Err(ErrorCode::MarshallingError)
                 } else {
                     self.admit_and_propose(
                         Proposal {
@@ -202,5 +210,133 @@ impl Core {
         }
         let sessions: Vec<i64> = std::mem::take(&mut self.touched).into_iter().collect();
         self.send_control(leader, &Control::Touches { sessions });
+    }
+}
+
+/// What the leader checks of a write a member forwards before it enters the log, where
+/// every member must apply it: it decodes, it is the write the envelope says it is, and it
+/// is something a member may ask for on a client's behalf. Session ownership is the gate's
+/// check, after this one.
+pub(super) fn check_forwarded(
+    from: u64,
+    session_id: i64,
+    xid: i32,
+    command: &[u8],
+) -> Result<(), String> {
+    let cmd = Command::decode(command).map_err(|e| format!("does not decode: {e}"))?;
+    if cmd.session_id != session_id || cmd.xid != xid {
+        return Err(format!(
+            "the command is for session 0x{:x} xid {}, the envelope says 0x{session_id:x} xid {xid}",
+            cmd.session_id, cmd.xid
+        ));
+    }
+    match &cmd.kind {
+        CommandKind::Write { request, .. } if request.is_write() => Ok(()),
+        CommandKind::Write { request, .. } => Err(format!("{:?} is not a write", request.opcode())),
+        // A member picks new session ids from its own range (its id in the top byte), so a
+        // member can never open a session under an id another member may hand out.
+        CommandKind::CreateSession { .. } if (session_id as u64) >> 56 == from & 0xff => Ok(()),
+        CommandKind::CreateSession { .. } => Err(format!(
+            "member {from} may not create session 0x{session_id:x}, outside its id range"
+        )),
+        CommandKind::CloseSession { expired: false } => Ok(()),
+        // Expiry, container and TTL reaping, no-ops: the leader's own decisions, never a
+        // member's request.
+        other => Err(format!(
+            "{} is for the leader alone to propose",
+            kind_name(other)
+        )),
+    }
+}
+
+fn kind_name(kind: &CommandKind) -> &'static str {
+    match kind {
+        CommandKind::CreateSession { .. } => "createSession",
+        CommandKind::CloseSession { expired: true } => "an expiry",
+        CommandKind::CloseSession { expired: false } => "closeSession",
+        CommandKind::Write { .. } => "a write",
+        CommandKind::ReapContainer { .. } => "a container reap",
+        CommandKind::ExpireTtl { .. } => "a TTL expiry",
+        CommandKind::Noop => "a no-op",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::request::{DeleteRequest, PathWatchRequest, Request};
+
+    use super::*;
+
+    fn encoded(session_id: i64, xid: i32, kind: CommandKind) -> Vec<u8> {
+        Command {
+            session_id,
+            xid,
+            time_ms: 1,
+            kind,
+        }
+        .encode()
+    }
+
+    #[test]
+    fn forwarded_client_writes_and_sessions_pass() {
+        let write = CommandKind::Write {
+            auth: vec![],
+            request: Request::Delete(DeleteRequest {
+                path: "/a".into(),
+                version: -1,
+            }),
+        };
+        assert_eq!(check_forwarded(2, 7, 3, &encoded(7, 3, write)), Ok(()));
+        let own_range = (2i64 << 56) | 99;
+        let create = CommandKind::CreateSession {
+            timeout_ms: 4000,
+            passwd: vec![0; 16],
+        };
+        assert_eq!(
+            check_forwarded(2, own_range, 0, &encoded(own_range, 0, create)),
+            Ok(())
+        );
+        let close = CommandKind::CloseSession { expired: false };
+        assert_eq!(check_forwarded(2, 7, 5, &encoded(7, 5, close)), Ok(()));
+    }
+
+    #[test]
+    fn garbage_mismatches_and_leader_only_commands_are_refused() {
+        assert!(check_forwarded(2, 7, 3, b"garbage").is_err());
+        assert!(check_forwarded(2, 7, 3, &[]).is_err());
+        let write = CommandKind::Write {
+            auth: vec![],
+            request: Request::Delete(DeleteRequest {
+                path: "/a".into(),
+                version: -1,
+            }),
+        };
+        // Envelope and command disagree.
+        assert!(check_forwarded(2, 7, 3, &encoded(8, 3, write.clone())).is_err());
+        assert!(check_forwarded(2, 7, 3, &encoded(7, 4, write)).is_err());
+        // A read dressed as a write.
+        let read = CommandKind::Write {
+            auth: vec![],
+            request: Request::GetData(PathWatchRequest {
+                path: "/a".into(),
+                watch: false,
+            }),
+        };
+        assert!(check_forwarded(2, 7, 3, &encoded(7, 3, read)).is_err());
+        // Another member's session id range.
+        let theirs = 3i64 << 56;
+        let create = CommandKind::CreateSession {
+            timeout_ms: 4000,
+            passwd: vec![0; 16],
+        };
+        assert!(check_forwarded(2, theirs, 0, &encoded(theirs, 0, create)).is_err());
+        for leader_only in [
+            CommandKind::CloseSession { expired: true },
+            CommandKind::ReapContainer { path: "/c".into() },
+            CommandKind::ExpireTtl { path: "/t".into() },
+            CommandKind::Noop,
+        ] {
+            assert!(check_forwarded(2, 7, 3, &encoded(7, 3, leader_only)).is_err());
+        }
     }
 }

@@ -102,11 +102,6 @@ pub enum CoreError {
     Snapshot(String),
     #[error("the membership change at index {index} does not decode: {reason}")]
     BadConfChange { index: u64, reason: String },
-    #[error("the log holds an entry that does not decode at index {index}: {source}")]
-    CorruptEntry {
-        index: u64,
-        source: baton_proto::DecodeError,
-    },
 }
 
 /// The core thread's state.
@@ -418,6 +413,7 @@ impl Core {
         self.fail_requests_of_old_terms();
         // ReadIndex requests do not outlive a term; their connections were just closed.
         self.pending_reads.clear();
+        self.redirect_claims();
         if !leader_changed {
             return;
         }

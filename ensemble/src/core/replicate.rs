@@ -231,12 +231,23 @@ impl Core {
                 EntryType::EntryNormal if entry.data.is_empty() => {
                     self.sm.apply(index as i64, &NOOP);
                 }
-                EntryType::EntryNormal => {
-                    let cmd = Command::decode(&entry.data)
-                        .map_err(|source| CoreError::CorruptEntry { index, source })?;
-                    let applied = self.sm.apply(index as i64, &cmd);
-                    self.route(&cmd, applied);
-                }
+                EntryType::EntryNormal => match Command::decode(&entry.data) {
+                    Ok(cmd) => {
+                        let applied = self.sm.apply(index as i64, &cmd);
+                        self.route(&cmd, applied);
+                    }
+                    // Every member meets the same bytes at the same index and does the same:
+                    // no divergence, and no crash that would repeat at every restart. The
+                    // leader checks what it proposes, so this is a bug or a bad member.
+                    Err(error) => {
+                        self.metrics.entries_skipped.inc();
+                        tracing::error!(
+                            index, %error, bytes = entry.data.len(),
+                            "a committed entry cannot be applied; applying it as a no-op, as every member does"
+                        );
+                        self.sm.apply(index as i64, &NOOP);
+                    }
+                },
                 EntryType::EntryConfChange => {
                     let mut cc = ConfChange::default();
                     cc.merge_from_bytes(&entry.data)

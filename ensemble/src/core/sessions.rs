@@ -137,39 +137,70 @@ impl Core {
             read_only: false,
         };
         self.conns.insert(conn_id, conn);
+        let claim = AwaitingClaim {
+            conn: conn_id,
+            session_id: req.session_id,
+            response,
+            done,
+            since: self.now(),
+        };
+        self.claim_session(claim);
+    }
+
+    /// Settles or sends a reconnect's claim. The leader must learn that the session moved
+    /// here before we answer, so that a write left behind on the client's old connection can
+    /// never land after its new ones. With no leader known (an election is under way) the
+    /// claim waits for one rather than failing: the client's reconnect then completes within
+    /// milliseconds of the election instead of after its own timeout.
+    fn claim_session(&mut self, claim: AwaitingClaim) {
         let leader = self.node.raft.leader_id;
         if leader == self.cfg.id {
             let now = self.now_ms();
-            let alive = self.tracker.touch(req.session_id, now);
+            let alive = self.tracker.touch(claim.session_id, now);
             let term = self.term();
             if alive {
-                self.gate.claim(term, req.session_id, self.cfg.id);
+                self.gate.claim(term, claim.session_id, self.cfg.id);
             }
-            self.finish_reconnect(conn_id, req.session_id, response, done, alive);
-        } else {
-            // The leader must learn that the session moved here before we answer, so that a
-            // write left behind on the client's old connection can never land after its new ones.
-            let token = self.next_claim_token;
-            self.next_claim_token += 1;
-            let claim = super::control::Control::Claim {
+            return self.finish_reconnect(
+                claim.conn,
+                claim.session_id,
+                claim.response,
+                claim.done,
+                alive,
+            );
+        }
+        // A fresh token per send: an answer to a claim sent to an earlier leader is ignored.
+        let token = self.next_claim_token;
+        self.next_claim_token += 1;
+        if leader != 0 {
+            let msg = super::control::Control::Claim {
                 term: self.term(),
-                session_id: req.session_id,
+                session_id: claim.session_id,
                 token,
             };
-            if leader == 0 || !self.send_control(leader, &claim) {
-                self.finish_reconnect(conn_id, req.session_id, response, done, false);
-                return;
+            if !self.send_control(leader, &msg) {
+                return self.finish_reconnect(
+                    claim.conn,
+                    claim.session_id,
+                    claim.response,
+                    claim.done,
+                    false,
+                );
             }
-            self.awaiting_claims.insert(
-                token,
-                AwaitingClaim {
-                    conn: conn_id,
-                    session_id: req.session_id,
-                    response,
-                    done,
-                    since: self.now(),
-                },
-            );
+        }
+        self.awaiting_claims.insert(token, claim);
+    }
+
+    /// After a leader change, claims sent to the old leader (or waiting for any) go to the new
+    /// one: a leader that died took its answers with it.
+    pub(super) fn redirect_claims(&mut self) {
+        if self.node.raft.leader_id == 0 || self.awaiting_claims.is_empty() {
+            return;
+        }
+        for (_, claim) in std::mem::take(&mut self.awaiting_claims) {
+            if self.conns.contains_key(&claim.conn) {
+                self.claim_session(claim);
+            }
         }
     }
 

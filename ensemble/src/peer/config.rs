@@ -72,6 +72,13 @@ pub struct PeerTuning {
     pub backoff_max: Duration,
     /// Most inbound connections open at once, handshaking ones included.
     pub max_inbound_connections: usize,
+    /// An outbound message-lane connection with nothing to send for this long is closed
+    /// (and opened again on the next message), so no connection stays open forever unused.
+    pub idle_close: Duration,
+    /// An inbound connection on which nothing arrives for this long is closed. Longer than
+    /// `idle_close`, so it only ever closes connections whose sender is gone or stuck; a
+    /// snapshot-lane frame may take up to `snapshot_timeout` instead.
+    pub idle_timeout: Duration,
     /// Seeds the reconnect jitter (mixed with the peer id and lane) so a deterministic
     /// simulation replays; `None` draws it from the OS.
     pub jitter_seed: Option<u64>,
@@ -90,6 +97,8 @@ impl Default for PeerTuning {
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             max_inbound_connections: 256,
+            idle_close: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(180),
             jitter_seed: None,
         }
     }

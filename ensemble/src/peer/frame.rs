@@ -41,6 +41,8 @@ pub enum FrameError {
     Untagged,
     #[error("unknown frame kind {0} on the message lane")]
     UnknownKind(u8),
+    #[error("Raft message refused before parsing: {0}")]
+    Unsafe(#[source] super::protobuf_guard::GuardError),
     #[error("undecodable Raft message: {0}")]
     Decode(#[source] protobuf::ProtobufError),
     #[error("cannot encode Raft message: {0}")]
@@ -155,6 +157,7 @@ where
 /// Decodes an untagged frame's payload; snapshot data shares the frame's buffer rather than
 /// being copied.
 pub(crate) fn decode(payload: &Bytes) -> Result<Message, FrameError> {
+    super::protobuf_guard::check_raft_message(payload).map_err(FrameError::Unsafe)?;
     Message::parse_from_carllerche_bytes(payload).map_err(FrameError::Decode)
 }
 
@@ -229,7 +232,10 @@ mod tests {
         garbage.extend_from_slice(&[0xff, 0xff, 0xff]);
         let mut rd = &garbage[..];
         let payload = read_frame(&mut rd, 1024).await.unwrap().unwrap();
-        assert!(matches!(decode(&payload), Err(FrameError::Decode(_))));
+        assert!(matches!(
+            decode(&payload),
+            Err(FrameError::Decode(_) | FrameError::Unsafe(_))
+        ));
     }
 
     #[tokio::test]
@@ -281,7 +287,7 @@ mod tests {
         ));
         assert!(matches!(
             decode_envelope(&Bytes::from_static(&[KIND_RAFT, 0xff, 0xff])),
-            Err(FrameError::Decode(_))
+            Err(FrameError::Decode(_) | FrameError::Unsafe(_))
         ));
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct InboundCtx {
     pub max_message_bytes: usize,
     pub max_snapshot_bytes: usize,
     pub handshake_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub snapshot_timeout: Duration,
     pub max_connections: usize,
     pub throttle: InboundThrottle,
     pub current: CurrentConnections,
@@ -197,13 +199,14 @@ async fn serve_connection<L: Listener>(
     ctx: Arc<InboundCtx>,
 ) {
     let opened = timeout(ctx.handshake_timeout, async {
-        let mut stream = pending.await.map_err(InboundError::Setup)?;
+        let accepted = pending.await.map_err(InboundError::Setup)?;
+        let mut stream = accepted.stream;
         let hello = handshake::read_hello(&mut stream).await;
-        Ok::<_, InboundError>((stream, hello))
+        Ok::<_, InboundError>((stream, accepted.proven_member, hello))
     })
     .await
     .unwrap_or(Err(InboundError::Timeout(ctx.handshake_timeout)));
-    let (mut stream, hello) = match opened {
+    let (mut stream, proven_member, hello) = match opened {
         Ok(pair) => pair,
         Err(error) => return handshake_failed(&ctx, remote, &error),
     };
@@ -242,7 +245,7 @@ async fn serve_connection<L: Listener>(
     let span = tracing::Span::current();
     span.record("from", hello.from);
     span.record("lane", hello.lane.as_str());
-    if let Some((code, reason)) = verdict(&ctx.shared, &hello) {
+    if let Some((code, reason)) = verdict(&ctx.shared, &hello, proven_member) {
         return refuse(&ctx, &mut stream, remote, Some(&hello), code, reason).await;
     }
     let accepted = timeout(
@@ -260,8 +263,23 @@ async fn serve_connection<L: Listener>(
 }
 
 /// Decides whether a hello may proceed: `None` to accept, else the refusal to send.
-fn verdict(shared: &Shared, hello: &Hello) -> Option<(RefusalCode, String)> {
+/// `proven_member` is who the connection's certificate proved the sender to be: a hello
+/// claiming anyone else is refused, so a member can speak only for itself.
+fn verdict(
+    shared: &Shared,
+    hello: &Hello,
+    proven_member: Option<u64>,
+) -> Option<(RefusalCode, String)> {
     let me = shared.me;
+    if let Some(proven) = proven_member
+        && proven != hello.from
+    {
+        let reason = format!(
+            "the certificate proves member {proven}, but the hello claims member {}",
+            hello.from
+        );
+        return Some((RefusalCode::WrongMember, reason));
+    }
     if hello.cluster_id != shared.cluster_id {
         let reason = format!(
             "member {me} belongs to cluster {:?}, not {:?}: \
@@ -332,9 +350,9 @@ async fn deliver<S: PeerStream>(
     hello: &Hello,
     mut superseded: oneshot::Receiver<()>,
 ) {
-    let max = match hello.lane {
-        Lane::Raft => ctx.max_message_bytes,
-        Lane::Snapshot => ctx.max_snapshot_bytes,
+    let (max, silence) = match hello.lane {
+        Lane::Raft => (ctx.max_message_bytes, ctx.idle_timeout),
+        Lane::Snapshot => (ctx.max_snapshot_bytes, ctx.snapshot_timeout),
     };
     let counters = ctx.shared.counters_for(hello.from);
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
@@ -346,7 +364,13 @@ async fn deliver<S: PeerStream>(
                 tracing::debug!("a newer connection from this peer replaced this one");
                 return;
             }
-            read = frame::read_frame(&mut stream, max) => read,
+            read = timeout(silence, frame::read_frame(&mut stream, max)) => match read {
+                Ok(read) => read,
+                Err(_) => {
+                    tracing::debug!(after = ?silence, "nothing from the peer for too long; closing");
+                    return;
+                }
+            },
         };
         let payload = match read {
             Ok(Some(payload)) => payload,

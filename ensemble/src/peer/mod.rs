@@ -22,10 +22,12 @@ mod frame;
 mod handshake;
 mod inbound;
 mod outbound;
+pub mod protobuf_guard;
 mod seam;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -43,8 +45,9 @@ pub use config::{DEFAULT_MAX_MESSAGE_BYTES, PeerConfig, PeerConfigError, PeerTun
 pub use frame::FrameError;
 pub use handshake::{HandshakeError, Lane, MAX_CLUSTER_ID_BYTES, RefusalCode};
 pub use outbound::LinkError;
-pub use seam::{Connector, Listener, PeerStream, TcpConnector};
+pub use seam::{Accepted, Connector, Listener, PeerStream, TcpConnector};
 pub use stats::{PeerStats, TransportStats};
+pub use tls::{TlsPeerConnector, TlsPeerListener, peer_tls};
 
 use backoff::WarnThrottle;
 use frame::Envelope;
@@ -210,6 +213,8 @@ impl PeerTransport {
             max_message_bytes: config.max_message_bytes,
             max_snapshot_bytes: tuning.max_snapshot_bytes,
             handshake_timeout: tuning.handshake_timeout,
+            idle_timeout: tuning.idle_timeout,
+            snapshot_timeout: tuning.snapshot_timeout,
             max_connections: tuning.max_inbound_connections,
             throttle: inbound::InboundThrottle::new(tuning.backoff_max),
             current: inbound::CurrentConnections::default(),

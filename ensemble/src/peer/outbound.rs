@@ -274,7 +274,7 @@ impl<C: Connector> LaneCtx<C> {
 async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError> {
     let addr = || ctx.addr.clone();
     let after = ctx.tuning.connect_timeout;
-    let mut stream = match timeout(after, ctx.connector.connect(&ctx.addr)).await {
+    let mut stream = match timeout(after, ctx.connector.connect(&ctx.addr, ctx.peer)).await {
         Ok(Ok(s)) => s,
         Ok(Err(source)) => {
             return Err(LinkError::Connect {
@@ -387,6 +387,10 @@ async fn pump_messages<C: Connector>(
                 Some(msg) => next = Some(msg),
                 None => return Ok(()),
             },
+            () = tokio::time::sleep(ctx.tuning.idle_close) => {
+                tracing::debug!("closing an idle peer connection; the next message reopens it");
+                return Ok(());
+            }
         }
     }
 }

@@ -85,11 +85,14 @@ struct TestServer {
     address: String,
     _lifeline: Mutex<ChildStdin>,
     _shell: Mutex<Child>,
+    /// Baton's certificates; the folder lives as long as the server.
+    _pki: Option<baton_tests::pki::Pki>,
 }
 
 impl TestServer {
     fn start(target: Target) -> Self {
         let port = free_port();
+        let mut pki = None;
         let dir = std::env::temp_dir().join(format!(
             "baton-sidecar-{target}-{}-{port}",
             std::process::id()
@@ -102,12 +105,21 @@ impl TestServer {
             }
             Target::Baton => {
                 let binary = baton_tests::baton_binary().expect("the baton-ensemble binary");
+                let certs = pki.get_or_insert(
+                    baton_tests::pki::Pki::new("sidecar-tests", &[1]).expect("certificates"),
+                );
+                let tls: Vec<String> = certs
+                    .member_args(1)
+                    .iter()
+                    .map(|a| format!("'{}'", a.to_string_lossy()))
+                    .collect();
                 format!(
                     "{} --id 1 --data-dir \"$dir\" --client-addr 127.0.0.1:{port} \
-                     --peer-addr 127.0.0.1:{} --admin-addr 127.0.0.1:{}",
+                     --peer-addr 127.0.0.1:{} --admin-addr 127.0.0.1:{} {}",
                     binary.display(),
                     free_port(),
-                    free_port()
+                    free_port(),
+                    tls.join(" ")
                 )
             }
         };
@@ -140,6 +152,7 @@ impl TestServer {
             address,
             _lifeline: Mutex::new(lifeline),
             _shell: Mutex::new(child),
+            _pki: pki,
         }
     }
 }

@@ -6,12 +6,10 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
+use baton_tls::HttpClient;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// An HTTP method the admin API takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,51 +53,28 @@ impl fmt::Display for Reply {
     }
 }
 
-/// Sends one request over HTTP/1.0 (the body of the answer is close-delimited, never chunked).
+/// Sends one request through `client` (HTTPS with the admin certificate in every test).
 pub async fn request(
+    client: &HttpClient,
     addr: SocketAddr,
     method: Method,
     path: &str,
     body: Option<&Value>,
-    deadline: Duration,
 ) -> Result<Reply> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.context("connect")?;
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let request = format!(
-            "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .context("send the request")?;
-        let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .await
-            .context("read the response")?;
-        parse_response(&response)
+    let method = match method {
+        Method::Get => http::Method::GET,
+        Method::Post => http::Method::POST,
+        Method::Delete => http::Method::DELETE,
     };
-    tokio::time::timeout(deadline, exchange)
+    let body = body.map(|b| b.to_string().into_bytes());
+    let answer = client
+        .request(&addr.to_string(), method.clone(), path, body)
         .await
-        .map_err(|_| anyhow!("no answer to {method} http://{addr}{path} within {deadline:?}"))?
-        .with_context(|| format!("{method} http://{addr}{path}"))
-}
-
-fn parse_response(response: &[u8]) -> Result<Reply> {
-    let text = String::from_utf8_lossy(response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("response without a header/body separator: {text:?}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| anyhow!("malformed status line in {head:?}"))?;
-    let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
-    Ok(Reply { status, body })
+        .with_context(|| format!("{method} https://{addr}{path}"))?;
+    Ok(Reply {
+        status: answer.status.as_u16(),
+        body: answer.json(),
+    })
 }
 
 /// One member's `GET /v1/status`, typed.

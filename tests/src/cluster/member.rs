@@ -35,6 +35,10 @@ pub struct Member {
     /// Only for members added at run time: the ensemble's cluster id. Such a member starts
     /// with `--join` (no configuration of its own; the leader's membership change adds it).
     cluster_id: Option<String>,
+    /// `--tls-*` flags: its certificate from the cluster's CA.
+    tls_args: Vec<std::ffi::OsString>,
+    /// Calls its admin API with the admin certificate.
+    admin_client: baton_tls::HttpClient,
     child: Option<Child>,
     log_dumped: bool,
 }
@@ -45,6 +49,7 @@ impl Member {
         ports: Ports,
         members_flag: String,
         cluster_id: Option<String>,
+        pki: &crate::pki::Pki,
     ) -> Result<Member> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("baton-tests-member-{id}-"))
@@ -56,6 +61,8 @@ impl Member {
             dir,
             members_flag,
             cluster_id,
+            tls_args: pki.member_args(id),
+            admin_client: pki.admin_client(PROBE_DEADLINE)?,
             child: None,
             log_dumped: false,
         })
@@ -120,7 +127,8 @@ impl Member {
             .arg("--admin-addr")
             .arg(self.admin_addr().to_string())
             .arg("--members")
-            .arg(&self.members_flag);
+            .arg(&self.members_flag)
+            .args(&self.tls_args);
         if let Some(cluster_id) = &self.cluster_id {
             command.arg("--join").arg("--cluster-id").arg(cluster_id);
         }
@@ -180,7 +188,7 @@ impl Member {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Reply> {
-        admin::request(self.admin_addr(), method, path, body, PROBE_DEADLINE)
+        admin::request(&self.admin_client, self.admin_addr(), method, path, body)
             .await
             .with_context(|| format!("admin API of member {}", self.id))
     }

@@ -61,7 +61,8 @@ impl Cluster {
             .values()
             .map(|member| (member.id(), member.ports()))
             .chain([(id, ports)]);
-        let mut member = Member::new(id, ports, members_flag(listed), Some(cluster_id))?;
+        self.pki.add_member(id)?;
+        let mut member = Member::new(id, ports, members_flag(listed), Some(cluster_id), &self.pki)?;
         member.spawn(&self.binary)?;
         self.members.insert(id, member);
         self.wait_until_serving(id).await?;
