@@ -524,9 +524,11 @@ async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()>
     let built_admin = {
         use baton_operator::pki::secrets::secrets;
         let names = baton_operator::names::EnsembleNames::new("zk", "prod");
-        secrets(&pki, &names, |name| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some(name),
-            ..Default::default()
+        secrets(&pki, &names, |name| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name),
+                ..Default::default()
+            }
         })
         .admin
     };

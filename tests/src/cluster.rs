@@ -93,6 +93,11 @@ impl Cluster {
     /// Starts `n` members bootstrapped together and waits until they agree on a leader and
     /// are all ready.
     pub async fn start(n: usize) -> Result<Cluster> {
+        Self::start_with_flags(n, &[]).await
+    }
+
+    /// `start`, with `flags` added to every member's command line.
+    pub async fn start_with_flags(n: usize, flags: &[&str]) -> Result<Cluster> {
         if n == 0 {
             bail!("a cluster needs at least one member");
         }
@@ -110,7 +115,8 @@ impl Cluster {
             let members_flag = members_flag(ids.iter().copied().zip(ports.iter().copied()));
             cluster.members.clear();
             for (id, ports) in ids.iter().copied().zip(ports) {
-                let member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
+                let mut member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
+                member.add_flags(flags);
                 cluster.members.insert(id, member);
             }
             let binary = cluster.binary.clone();

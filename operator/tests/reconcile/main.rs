@@ -12,9 +12,9 @@ use baton_operator::crd::CoordinationEnsemble;
 use baton_operator::dereference::admin_credentials;
 use baton_operator::pki::{self, secrets};
 use baton_operator::validate::validate;
-use k8s_openapi::api::core::v1::Secret;
 use fake_ensemble::FakeEnsemble;
 use http::Method;
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
@@ -39,8 +39,13 @@ fn stored_pki(world: &World, members: &[u64]) -> pki::Pki {
     );
     let plan = pki::plan(&stored, members, now());
     assert!(plan.is_empty(), "the stored PKI needs {plan}");
-    pki::issue(&stored, &plan, &baton_operator::names::EnsembleNames::new("zk", "prod"), now())
-        .expect("the stored PKI")
+    pki::issue(
+        &stored,
+        &plan,
+        &baton_operator::names::EnsembleNames::new("zk", "prod"),
+        now(),
+    )
+    .expect("the stored PKI")
 }
 
 /// The objects `build` makes for the world's ensemble at `replicas`/`bootstrap` with the
@@ -147,7 +152,10 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
         vec!["Normal Certificates: new CA; issue member 1, member 2, member 3, admin"]
     );
     let ca_key = secret(&world, "zk-ca-key");
-    assert_eq!(ca_key.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+    assert_eq!(
+        ca_key.metadata.owner_references.as_ref().map(Vec::len),
+        Some(1)
+    );
     // Exactly the built objects, the whole ensemble bootstrapping together.
     let bodies: Vec<Value> = seen[8..15].iter().map(|s| s.body.clone()).collect();
     assert_eq!(bodies, expected_objects(&world, 3, 3));
@@ -477,7 +485,10 @@ async fn the_admin_api_is_called_with_the_admin_certificate_of_the_secret() {
     let stored = admin_credentials(&secret(&world, "zk-admin")).expect("admin credentials");
     let used = world.ensemble.model().admin_certs.clone();
     assert!(!used.is_empty(), "the members were asked");
-    assert!(used.iter().all(|c| *c == stored.cert_pem), "only the stored admin certificate");
+    assert!(
+        used.iter().all(|c| *c == stored.cert_pem),
+        "only the stored admin certificate"
+    );
 }
 
 #[tokio::test]

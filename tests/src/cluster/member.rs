@@ -35,7 +35,7 @@ pub struct Member {
     /// Only for members added at run time: the ensemble's cluster id. Such a member starts
     /// with `--join` (no configuration of its own; the leader's membership change adds it).
     cluster_id: Option<String>,
-    /// `--tls-*` flags: its certificate from the cluster's CA.
+    /// `--tls-*` flags (its certificate from the cluster's CA) and any a test added.
     tls_args: Vec<std::ffi::OsString>,
     /// Calls its admin API with the admin certificate.
     admin_client: baton_tls::HttpClient,
@@ -66,6 +66,11 @@ impl Member {
             child: None,
             log_dumped: false,
         })
+    }
+
+    /// Adds flags to its command line (from its next start on).
+    pub(super) fn add_flags(&mut self, flags: &[&str]) {
+        self.tls_args.extend(flags.iter().map(Into::into));
     }
 
     /// This member's Raft id.
