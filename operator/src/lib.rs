@@ -22,6 +22,7 @@ pub mod pem;
 pub mod pki;
 pub mod plan;
 pub mod reconcile;
+pub mod render;
 pub mod status;
 pub mod validate;
 pub mod webhook;

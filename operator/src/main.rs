@@ -41,6 +41,32 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print every CRD the operator owns as YAML (what crds/ holds).
     Crd,
+    /// Write every object the operator would apply for a CoordinationEnsemble (read from a
+    /// YAML file) into a directory, one YAML file per object, without a cluster (fresh
+    /// certificates included): for schema validation and for reading.
+    Render(RenderArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RenderArgs {
+    /// The CoordinationEnsemble's YAML (e.g. examples/coordinationensemble.yaml).
+    #[arg(long)]
+    file: PathBuf,
+    /// Namespace when the file names none.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// Image when the spec names none.
+    #[arg(long, default_value = "ghcr.io/baton-dev/baton:latest")]
+    default_image: String,
+    /// The operator's namespace (the NetworkPolicy's admin rule).
+    #[arg(long, default_value = "baton-system")]
+    operator_namespace: String,
+    /// Labels of the operator's pods (`k=v,k=v`).
+    #[arg(long, default_value = "app.kubernetes.io/name=baton-operator", value_parser = parse_labels)]
+    operator_pod_labels: BTreeMap<String, String>,
+    /// Directory to write into (created if missing).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,6 +148,28 @@ fn main() -> anyhow::Result<()> {
             std::io::stdout()
                 .write_all(yaml.as_bytes())
                 .context("write the CRD to stdout")?;
+            Ok(())
+        }
+        Command::Render(args) => {
+            let yaml = std::fs::read_to_string(&args.file)
+                .with_context(|| format!("read {}", args.file.display()))?;
+            let operator = OperatorPods {
+                namespace: args.operator_namespace,
+                labels: args.operator_pod_labels,
+            };
+            let files = baton_operator::render::render(
+                &yaml,
+                &args.namespace,
+                &args.default_image,
+                &operator,
+            )
+            .with_context(|| format!("render {}", args.file.display()))?;
+            std::fs::create_dir_all(&args.out)
+                .with_context(|| format!("create {}", args.out.display()))?;
+            for (name, text) in files {
+                let path = args.out.join(name);
+                std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+            }
             Ok(())
         }
         Command::Run(args) => {

@@ -78,7 +78,7 @@ pub fn build(
         plain_client_port: spec.plain_client_port,
     };
     Ok(Built {
-        secrets: secrets::secrets(pki, &names, &meta),
+        secrets: secrets::secrets(pki, &names, meta),
         ca_config_map: ConfigMap {
             metadata: meta(names.ca_config_map()),
             data: Some(BTreeMap::from([(

@@ -23,7 +23,9 @@ fn the_example_deployment_gets_the_sidecar() {
     )).expect("owner")]);
     assert!(matches!(inject::wanted(&pod, "prod"), Wanted::Inject(_)));
     let view = EnsembleView {
-        endpoint: "demo-client.prod.svc:2181".into(),
+        ensemble: "prod/demo".into(),
+        endpoint: "demo-client.prod.svc:2281".into(),
+        ca_config_map: Some("demo-ca".into()),
         sidecar: Default::default(),
     };
     let settings = InjectSettings {

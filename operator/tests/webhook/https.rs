@@ -60,8 +60,9 @@ fn ensemble(namespace: &str, name: &str, endpoint: Option<&str>) -> Coordination
     }))
     .expect("ensemble");
     if let Some(endpoint) = endpoint {
-        ce.status =
-            Some(serde_json::from_value(json!({"clientEndpoint": endpoint})).expect("status"));
+        ce.status = Some(
+            serde_json::from_value(json!({"secureClientEndpoint": endpoint})).expect("status"),
+        );
     }
     ce
 }
@@ -91,7 +92,7 @@ async fn start() -> Webhook {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let ensembles = Ensembles(vec![
-        ensemble("prod", "zk", Some("zk-client.prod.svc:2181")),
+        ensemble("prod", "zk", Some("zk-client.prod.svc:2281")),
         ensemble("shared", "main", None),
         ensemble("crowded", "a", None),
         ensemble("crowded", "b", None),
@@ -266,8 +267,20 @@ async fn a_deployment_pod_gets_the_sidecar_once() {
     assert_eq!(env(sidecar, "BATON_ELECTION").as_deref(), Some("web"));
     assert_eq!(
         env(sidecar, "BATON_ENSEMBLE").as_deref(),
-        Some("zk-client.prod.svc:2181")
+        Some("zk-client.prod.svc:2281")
     );
+    assert_eq!(
+        env(sidecar, "BATON_ENSEMBLE_CA").as_deref(),
+        Some("/etc/baton/ensemble-ca/ca.crt")
+    );
+    let volumes = out.pod.spec.as_ref().and_then(|s| s.volumes.clone());
+    let ca = volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "baton-ensemble-ca")
+        .and_then(|v| v.config_map.clone())
+        .expect("the CA ConfigMap volume");
+    assert_eq!(ca.name, "zk-ca");
     assert_eq!(
         env(sidecar, "BATON_SESSION_TIMEOUT").as_deref(),
         Some("15s")
@@ -294,21 +307,21 @@ async fn a_statefulset_pod_stands_in_its_set_s_election_on_a_named_ensemble() {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": "db-1",
-            "annotations": {"baton.dev/inject": "true", "baton.dev/ensemble": "shared/main"},
+            "annotations": {"baton.dev/inject": "true", "baton.dev/ensemble": "main"},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "9", "controller": true}]
         },
         "spec": {"initContainers": [{"name": "init-db", "image": "db:1"}],
                  "containers": [{"name": "db", "image": "db:1"}]}
     });
-    let out = admit(&hook, "prod", pod).await;
+    let out = admit(&hook, "shared", pod.clone()).await;
     assert_eq!(out.response["allowed"], true);
     let found = sidecars(&out.pod);
     assert_eq!(found.len(), 1);
     assert_eq!(env(&found[0], "BATON_ELECTION").as_deref(), Some("db"));
-    // No status yet: the client Service the operator makes for that ensemble.
+    // No status yet: the TLS port of the client Service the operator makes for that ensemble.
     assert_eq!(
         env(&found[0], "BATON_ENSEMBLE").as_deref(),
-        Some("main-client.shared.svc:2181")
+        Some("main-client.shared.svc:2281")
     );
     let init = out
         .pod
@@ -357,6 +370,23 @@ async fn pods_without_the_annotation_pass_untouched() {
         serde_json::to_value(&out.pod).expect("pod"),
         serde_json::to_value(serde_json::from_value::<Pod>(pod).expect("pod")).expect("pod")
     );
+}
+
+#[tokio::test]
+async fn an_ensemble_of_another_namespace_is_denied_for_want_of_its_ca() {
+    let hook = start().await;
+    let mut pod = deployment_pod();
+    pod["metadata"]["annotations"]["baton.dev/ensemble"] = json!("shared/main");
+    let out = admit(&hook, "prod", pod).await;
+    assert_eq!(out.response["allowed"], false);
+    let message = out.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("shared/main is in another namespace"),
+        "{message}"
+    );
+    assert!(sidecars(&out.pod).is_empty());
 }
 
 #[tokio::test]

@@ -1,0 +1,161 @@
+//! Every object the reconciler would apply for one `CoordinationEnsemble`, as YAML documents,
+//! without a cluster (`baton-operator render`): so the generated objects can be checked
+//! against the Kubernetes schemas (scripts/validate-chart.sh) and read by people.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::build::{self, OperatorPods, StoredMembership};
+use crate::crd::CoordinationEnsemble;
+use crate::names::EnsembleNames;
+use crate::pki;
+use crate::validate::validate;
+
+/// Why the objects could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("not a CoordinationEnsemble: {0}")]
+    Parse(String),
+    #[error(transparent)]
+    Invalid(#[from] crate::validate::InvalidSpec),
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error(transparent)]
+    Build(#[from] build::BuildError),
+    #[error("cannot write {what} as YAML: {reason}")]
+    Yaml { what: String, reason: String },
+}
+
+/// The objects for the ensemble in `yaml` (namespace `namespace` unless it names one), as a
+/// fresh ensemble gets them: certificates newly issued, every member bootstrapping. Returns
+/// `(file name, YAML)` pairs in the order they are applied.
+pub fn render(
+    yaml: &str,
+    namespace: &str,
+    default_image: &str,
+    operator: &OperatorPods,
+) -> Result<Vec<(String, String)>, RenderError> {
+    let mut ce: CoordinationEnsemble =
+        serde_saphyr::from_str(yaml).map_err(|e| RenderError::Parse(e.to_string()))?;
+    ce.metadata
+        .namespace
+        .get_or_insert_with(|| namespace.to_string());
+    // Owner references need a uid; the API server assigns the real one.
+    ce.metadata
+        .uid
+        .get_or_insert_with(|| "00000000-0000-0000-0000-000000000000".to_string());
+    let spec = validate(&ce, default_image)?;
+    let names = EnsembleNames::new(&spec.name, &spec.namespace);
+    let ids: Vec<u64> = (1..=spec.replicas.max(0) as u64).collect();
+    let now = Timestamp::now();
+    let stored = pki::StoredPki::default();
+    let pki = pki::issue(&stored, &pki::plan(&stored, &ids, now), &names, now)?;
+    let membership = StoredMembership {
+        replicas: spec.replicas,
+        bootstrap: spec.replicas,
+    };
+    let built = build::build(&ce, &spec, membership, &pki, operator)?;
+    let mut out = Vec::new();
+    let mut push = |kind: &str, name: Option<&String>, object: &dyn ErasedSerialize| {
+        let value = object.to_value();
+        let file = format!(
+            "{:02}-{}-{}.yaml",
+            out.len() + 1,
+            kind.to_lowercase(),
+            name.map_or("unnamed", String::as_str)
+        );
+        let text = serde_saphyr::to_string(&value).map_err(|e| RenderError::Yaml {
+            what: file.clone(),
+            reason: e.to_string(),
+        })?;
+        out.push((file, text));
+        Ok::<(), RenderError>(())
+    };
+    for secret in built.secrets.in_order() {
+        push("Secret", secret.metadata.name.as_ref(), secret)?;
+    }
+    let b = &built;
+    push(
+        "ConfigMap",
+        b.ca_config_map.metadata.name.as_ref(),
+        &b.ca_config_map,
+    )?;
+    push(
+        "ConfigMap",
+        b.config_map.metadata.name.as_ref(),
+        &b.config_map,
+    )?;
+    push(
+        "Service",
+        b.peer_service.metadata.name.as_ref(),
+        &b.peer_service,
+    )?;
+    push(
+        "Service",
+        b.client_service.metadata.name.as_ref(),
+        &b.client_service,
+    )?;
+    if let Some(pdb) = &b.pdb {
+        push("PodDisruptionBudget", pdb.metadata.name.as_ref(), pdb)?;
+    }
+    push(
+        "NetworkPolicy",
+        b.network_policy.metadata.name.as_ref(),
+        &b.network_policy,
+    )?;
+    push(
+        "StatefulSet",
+        b.statefulset.metadata.name.as_ref(),
+        &b.statefulset,
+    )?;
+    Ok(out)
+}
+
+/// Serializing differently-typed objects through one closure.
+trait ErasedSerialize {
+    fn to_value(&self) -> serde_json::Value;
+}
+
+impl<T: Serialize> ErasedSerialize for T {
+    fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_renders_every_object_with_kind_and_version() {
+        let example = include_str!("../../examples/coordinationensemble.yaml");
+        let files =
+            render(example, "prod", "baton:test", &OperatorPods::default()).expect("rendered");
+        let names: Vec<&str> = files.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "01-secret-demo-ca-key.yaml",
+                "02-secret-demo-tls.yaml",
+                "03-secret-demo-admin.yaml",
+                "04-configmap-demo-ca.yaml",
+                "05-configmap-demo-config.yaml",
+                "06-service-demo-peers.yaml",
+                "07-service-demo-client.yaml",
+                "08-poddisruptionbudget-demo.yaml",
+                "09-networkpolicy-demo-members.yaml",
+                "10-statefulset-demo.yaml",
+            ]
+        );
+        for (file, text) in &files {
+            let value: serde_json::Value = serde_saphyr::from_str(text).expect("YAML parses");
+            assert!(value["apiVersion"].is_string(), "{file}");
+            assert!(value["kind"].is_string(), "{file}");
+            assert_eq!(value["metadata"]["namespace"], "prod", "{file}");
+        }
+        assert!(matches!(
+            render("kind: Pod", "prod", "i", &OperatorPods::default()),
+            Err(RenderError::Parse(_) | RenderError::Invalid(_))
+        ));
+    }
+}
