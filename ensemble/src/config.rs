@@ -23,9 +23,10 @@ pub struct Config {
     #[arg(long, env = "BATON_DATA_DIR")]
     pub data_dir: PathBuf,
 
-    /// Address for ZooKeeper clients and four-letter words.
+    /// Address for ZooKeeper clients and four-letter words, in plain TCP; `off` for none
+    /// (clients then use --secure-client-addr).
     #[arg(long, env = "BATON_CLIENT_ADDR", default_value = "127.0.0.1:2181")]
-    pub client_addr: SocketAddr,
+    pub client_addr: crate::server::ListenAddr,
 
     /// Address for Raft traffic from other members (never decoded on the client port).
     #[arg(long, env = "BATON_PEER_ADDR", default_value = "127.0.0.1:2888")]
@@ -113,6 +114,38 @@ pub struct Config {
     /// check, to prove that an entry nobody can apply does not stop the ensemble.
     #[arg(long, hide = true)]
     pub unsafe_testing_raw_proposals: bool,
+
+    // Client ports: TLS and limits (DESIGN.md §4).
+    /// Address for ZooKeeper clients over TLS (ZooKeeper's secureClientPort): the same protocol
+    /// and four-letter words, this member presenting --tls-cert. Needs --tls-ca/--tls-cert/--tls-key.
+    #[arg(long, env = "BATON_SECURE_CLIENT_ADDR")]
+    pub secure_client_addr: Option<SocketAddr>,
+
+    /// Most client connections from one IP address, plain and TLS together (ZooKeeper's
+    /// maxClientCnxns); more are closed at accept. 0: no limit.
+    #[arg(long, default_value_t = 60)]
+    pub max_client_connections_per_ip: usize,
+
+    /// Time a client has from connecting to having its session: TLS handshake, ConnectRequest
+    /// and the ensemble's answer (or a whole four-letter word). Slower ones are closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub client_handshake_timeout: Duration,
+
+    /// Requests one connection may have awaiting their replies; past it the connection is not
+    /// read until the client reads its replies (backpressure, as ZooKeeper's RequestThrottler).
+    #[arg(long, default_value_t = 1000)]
+    pub max_outstanding_requests: usize,
+
+    /// Reply bytes one connection may leave unread (and request bytes it may have in flight)
+    /// before its next reads wait and its socket is not read: what bounds a client that never
+    /// reads its replies.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_unread_reply_bytes: usize,
+
+    /// Distinct paths one session may watch on this member; a request that would watch more is
+    /// refused with QuotaExceeded (-125). ZooKeeper sets no limit.
+    #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCHES_PER_SESSION)]
+    pub max_watches_per_session: usize,
 }
 
 impl Config {
@@ -193,6 +226,20 @@ impl Config {
                  with `baton-ensemble certs`), or --insecure-no-tls to run with unauthenticated \
                  peer links and an open admin API"
                     .into(),
+            );
+        }
+        if self.secure_client_addr.is_some() && self.tls_files().is_none() {
+            return Err(
+                "--secure-client-addr needs certificates: --tls-ca, --tls-cert and --tls-key"
+                    .into(),
+            );
+        }
+        if self.client_addr.addr().is_none() && self.secure_client_addr.is_none() {
+            return Err("--client-addr is off and there is no --secure-client-addr".into());
+        }
+        if self.max_outstanding_requests == 0 || self.client_handshake_timeout.is_zero() {
+            return Err(
+                "--max-outstanding-requests and --client-handshake-timeout must be positive".into(),
             );
         }
         Ok(())

@@ -115,7 +115,14 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             ..LogOptions::default()
         },
     )?;
-    let client_listener = bind("client", cfg.client_addr).await?;
+    let client_listener = match cfg.client_addr.addr() {
+        Some(addr) => Some(bind("client", addr).await?),
+        None => None,
+    };
+    let secure_client_listener = match cfg.secure_client_addr {
+        Some(addr) => Some(bind("secure client", addr).await?),
+        None => None,
+    };
     let admin_listener = bind("admin", cfg.admin_addr).await?;
     let peer_listener = bind("peer", cfg.peer_addr).await?;
 
@@ -130,6 +137,9 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     }
 
     let (core_tx, core_rx) = mpsc::channel::<CoreMsg>(64 * 1024);
+    // Clients have a queue of their own, which the core serves after ticks and peers
+    // (`core::CoreInbox`); when it is full, connections stop reading their sockets.
+    let (client_tx, client_rx) = mpsc::channel::<CoreMsg>(16 * 1024);
     let transport = start_transport(
         &cfg,
         log.cluster_id(),
@@ -152,7 +162,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         fixed_election_ticks: None,
         bugs: core::DeliberateBugs::NONE,
     };
-    let core = Core::new(
+    let mut core = Core::new(
         core_cfg,
         log,
         &members,
@@ -161,12 +171,16 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Some(Box::new(transport)),
         Arc::new(core::SystemClock),
     )?;
+    core.set_max_watches_per_session(cfg.max_watches_per_session);
 
     let (core_done_tx, mut core_done) = oneshot::channel();
     let core_thread = std::thread::Builder::new()
         .name("baton-core".into())
         .spawn(move || {
-            let result = core.run(core_rx);
+            let result = core.run(core::CoreInbox {
+                control: core_rx,
+                clients: client_rx,
+            });
             let _ = core_done_tx.send(());
             result
         })
@@ -187,17 +201,35 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         })
     };
 
-    let ctx = server::ClientContext {
-        core: core_tx.clone(),
-        status: status_rx.clone(),
-        max_frame_bytes: cfg.max_frame_bytes,
-    };
-    tokio::spawn(server::serve_clients(
-        client_listener,
-        ctx,
-        cfg.max_client_connections,
-        shutdown.clone(),
-    ));
+    let ctx = server::ClientContext::new(
+        client_tx,
+        status_rx.clone(),
+        metrics.clone(),
+        server::ClientLimits::from_config(&cfg),
+    );
+    if let Some(listener) = client_listener {
+        tokio::spawn(server::serve_clients(
+            listener,
+            None,
+            ctx.clone(),
+            shutdown.clone(),
+        ));
+    }
+    if let Some(listener) = secure_client_listener {
+        // validate() refused --secure-client-addr without certificates.
+        let tls = member_tls.as_ref().ok_or_else(|| {
+            RunError::Config("--secure-client-addr needs --tls-ca/--tls-cert/--tls-key".into())
+        })?;
+        let acceptor = tls
+            .client_acceptor()
+            .map_err(|e| RunError::Tls(e.to_string()))?;
+        tokio::spawn(server::serve_clients(
+            listener,
+            Some(acceptor),
+            ctx,
+            shutdown.clone(),
+        ));
+    }
     let admin_ctx = admin::AdminContext {
         status: status_rx,
         metrics,
@@ -220,7 +252,8 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         shutdown.clone(),
     ));
     tracing::info!(
-        id = cfg.id, client = %cfg.client_addr, peer = %cfg.peer_addr, admin = %cfg.admin_addr,
+        id = cfg.id, client = %cfg.client_addr, secure_client = ?cfg.secure_client_addr,
+        peer = %cfg.peer_addr, admin = %cfg.admin_addr,
         data_dir = %cfg.data_dir.display(), "baton-ensemble serving"
     );
 

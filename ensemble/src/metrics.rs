@@ -2,6 +2,7 @@
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -24,6 +25,15 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     pub fsyncs: Counter,
     pub snapshots: Counter,
+    /// Client connections closed at accept, by `reason`: `per_ip_limit` or `connection_limit`.
+    pub client_connections_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    pub client_handshake_timeouts: Counter,
+    pub client_paused_connections: Gauge,
+    pub client_read_pauses: Counter,
+    pub client_reply_queue_bytes: Gauge,
+    pub client_replies_held: Counter,
+    pub client_write_stalls: Counter,
+    pub watch_limit_refusals: Counter,
     /// Committed entries that could not be applied and were applied as no-ops instead.
     pub entries_skipped: Counter,
     /// Writes forwarded by a member that the leader refused to put in the log.
@@ -49,6 +59,14 @@ impl Metrics {
             fsync_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             fsyncs: Counter::default(),
             snapshots: Counter::default(),
+            client_connections_refused: Family::default(),
+            client_handshake_timeouts: Counter::default(),
+            client_paused_connections: Gauge::default(),
+            client_read_pauses: Counter::default(),
+            client_reply_queue_bytes: Gauge::default(),
+            client_replies_held: Counter::default(),
+            client_write_stalls: Counter::default(),
+            watch_limit_refusals: Counter::default(),
             entries_skipped: Counter::default(),
             forwards_refused: Counter::default(),
             registry: Registry::default(),
@@ -130,7 +148,52 @@ impl Metrics {
             "Snapshots of the tree taken",
             m.snapshots.clone(),
         );
+        m.register_client_limits(&mut registry);
         Metrics { registry, ..m }
+    }
+
+    /// The client port's limits (DESIGN.md §4): what each refused, paused or held back.
+    fn register_client_limits(&self, registry: &mut Registry) {
+        registry.register(
+            "client_connections_refused",
+            "Client connections closed at accept, by reason (per_ip_limit, connection_limit)",
+            self.client_connections_refused.clone(),
+        );
+        registry.register(
+            "client_handshake_timeouts",
+            "Client connections closed because their TLS and connect handshake did not finish in time",
+            self.client_handshake_timeouts.clone(),
+        );
+        registry.register(
+            "client_paused_connections",
+            "Client connections not being read now (too many requests or reply bytes outstanding)",
+            self.client_paused_connections.clone(),
+        );
+        registry.register(
+            "client_read_pauses",
+            "Times a client connection stopped being read until its client caught up",
+            self.client_read_pauses.clone(),
+        );
+        registry.register(
+            "client_reply_queue_bytes",
+            "Reply bytes queued for clients and not yet written to their sockets",
+            self.client_reply_queue_bytes.clone(),
+        );
+        registry.register(
+            "client_replies_held",
+            "Times a client request was held back because its connection left too many reply bytes unread",
+            self.client_replies_held.clone(),
+        );
+        registry.register(
+            "client_write_stalls",
+            "Client connections closed because their replies made no progress for the stall limit",
+            self.client_write_stalls.clone(),
+        );
+        registry.register(
+            "watch_limit_refusals",
+            "Requests refused with QuotaExceeded because the session would pass the watch limit",
+            self.watch_limit_refusals.clone(),
+        );
     }
 
     /// The Prometheus text exposition of every metric.

@@ -34,6 +34,13 @@ pub struct Config {
     #[arg(long, env = "BATON_ENSEMBLE", value_parser = parse_ensemble)]
     pub ensemble: String,
 
+    /// The ensemble's CA certificate (PEM): connect to --ensemble over TLS (its
+    /// --secure-client-addr), accepting only a server certificate this CA signed. The CA is
+    /// the ensemble's own and signs only its members, so the server's host name is not
+    /// checked (as between members). Absent: plain TCP.
+    #[arg(long, env = "BATON_ENSEMBLE_CA")]
+    pub ensemble_ca: Option<std::path::PathBuf>,
+
     /// Where the HTTP API listens. Keep it on localhost: anyone who reaches it can take locks
     /// and resign as this pod. Port 0 picks a free port (logged at startup).
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:4040")]

@@ -12,6 +12,10 @@ use baton_sidecar::config::Config;
 use baton_sidecar::pod::{KubePodLabeler, NoopPodLabeler, PodLabeler};
 
 fn main() -> ExitCode {
+    // zookeeper-client's tls feature brings rustls's aws-lc provider beside the ring one kube
+    // uses; with two, a rustls config built without naming one (kube's client, the ensemble
+    // TLS connector) panics. One process-wide choice: ring, as in the rest of Baton.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = Config::parse();
     if let Err(e) = config.validate() {
         eprintln!("error: {e}");

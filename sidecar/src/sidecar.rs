@@ -25,6 +25,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    EnsembleCa(#[from] crate::recipe::EnsembleCaError),
 }
 
 /// How long the pod view may take to write the final labels at shutdown.
@@ -65,9 +67,14 @@ pub async fn run(
         None => None,
     };
 
+    let tls = match &config.ensemble_ca {
+        Some(ca) => Some(crate::recipe::ensemble_tls(ca)?),
+        None => None,
+    };
     let (session, session_control) = start_session(SessionOptions {
         ensemble: config.ensemble.clone(),
         session_timeout: config.session_timeout,
+        tls,
     });
     let candidate = Candidate {
         identity: config.identity.clone(),

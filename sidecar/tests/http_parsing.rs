@@ -302,6 +302,7 @@ fn service() -> &'static Service {
             let (session, control) = start_session(SessionOptions {
                 ensemble: "127.0.0.1:1".to_owned(),
                 session_timeout: Duration::from_secs(10),
+                tls: None,
             });
             let metrics = Arc::new(Metrics::new());
             // Draining: acquisitions are refused at once and long-polls return.

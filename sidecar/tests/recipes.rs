@@ -19,6 +19,7 @@ fn session(ensemble: &str, timeout: Duration) -> (SessionHandle, SessionControl)
     start_session(SessionOptions {
         ensemble: ensemble.to_owned(),
         session_timeout: timeout,
+        tls: None,
     })
 }
 

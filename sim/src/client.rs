@@ -267,7 +267,7 @@ impl Client {
             msg: CoreMsg::Connect {
                 conn: id,
                 peer,
-                out,
+                out: out.into(),
                 req,
                 done,
             },

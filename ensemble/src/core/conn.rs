@@ -81,4 +81,22 @@ impl LocalConn {
     pub fn close(&self) {
         let _ = self.out.send(Outbound::Close);
     }
+
+    /// Whether the client has left so many reply bytes unread that the next local request
+    /// (whose reply may be large) must wait (`ReplyBudget`).
+    pub fn must_hold(&self) -> bool {
+        self.out.budget().should_hold()
+    }
+
+    /// Whether a local request waits in the pipeline. Requests that wait on the ensemble
+    /// (writes, syncs) are only sent on their way from the front of a pipeline with none
+    /// (`Core::on_request`), so none is ever in flight behind a waiting local request: a
+    /// held reply can never be overtaken by a later write's, and a held read never sees a
+    /// write the client sent after it.
+    pub fn has_waiting_local(&self) -> bool {
+        matches!(
+            self.pipeline.back(),
+            Some(Pending::Deferred { .. } | Pending::Refused { .. })
+        )
+    }
 }

@@ -1,9 +1,12 @@
 //! What connection tasks tell the core, and what the core sends back to them.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use baton_proto::{ConnectRequest, Request};
 use bytes::Bytes;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{mpsc, oneshot};
 
 /// Identifies one client TCP connection on this member.
@@ -18,8 +21,114 @@ pub enum Outbound {
     Close,
 }
 
-/// The sending half of a connection's outbound queue.
-pub type OutboundTx = mpsc::UnboundedSender<Outbound>;
+/// The reply bytes a connection has queued that its writer has not yet written to the socket.
+///
+/// The core never blocks on a connection (one slow client must not stall the ensemble), and it
+/// never drops or reorders a reply (ZooKeeper's per-session FIFO). So the queue itself is
+/// unbounded, and the bound comes from here: past `limit` the core holds back the reads whose
+/// replies would add to it (`should_hold`) and the connection stops reading the socket; once
+/// the writer has caught up to half the limit it wakes the core (`written`). Only small
+/// replies (writes' results, watch notifications) are added past the limit.
+#[derive(Debug)]
+pub struct ReplyBudget {
+    queued: AtomicUsize,
+    limit: usize,
+    /// The core held a reply back and waits for `CoreMsg::Drained`.
+    held: AtomicBool,
+    /// The member-wide total of queued reply bytes (`baton_client_reply_queue_bytes`).
+    total: Gauge,
+}
+
+impl ReplyBudget {
+    /// A budget that holds replies back once `limit` bytes are queued; `total` adds up the
+    /// queued bytes of every connection.
+    pub fn new(limit: usize, total: Gauge) -> Self {
+        ReplyBudget {
+            queued: AtomicUsize::new(0),
+            limit: limit.max(1),
+            held: AtomicBool::new(false),
+            total,
+        }
+    }
+
+    /// A budget that never holds anything back (the simulation's in-memory clients).
+    pub fn unlimited() -> Self {
+        ReplyBudget::new(usize::MAX, Gauge::default())
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Whether the core must hold back a large reply now. When it must, the writer is asked
+    /// to wake the core once it has caught up. The flag is set before the second look so
+    /// that a writer finishing in between is either seen here or sees the flag.
+    pub fn should_hold(&self) -> bool {
+        if self.queued() < self.limit {
+            return false;
+        }
+        self.held.store(true, Ordering::SeqCst);
+        self.queued() >= self.limit
+    }
+
+    fn queue(&self, bytes: usize) {
+        self.queued.fetch_add(bytes, Ordering::SeqCst);
+        self.total.inc_by(bytes as i64);
+    }
+
+    fn unqueue(&self, bytes: usize) -> usize {
+        self.total.dec_by(bytes as i64);
+        self.queued.fetch_sub(bytes, Ordering::SeqCst)
+    }
+
+    /// The writer wrote `bytes`; true when it must wake the core (`CoreMsg::Drained`) because
+    /// the core holds replies back and the queue is down to half the limit.
+    pub fn written(&self, bytes: usize) -> bool {
+        let before = self.unqueue(bytes);
+        let left = before.saturating_sub(bytes);
+        left <= self.limit / 2 && self.held.swap(false, Ordering::SeqCst)
+    }
+}
+
+/// The sending half of a connection's outbound queue, counting what it holds.
+#[derive(Debug, Clone)]
+pub struct OutboundTx {
+    tx: mpsc::UnboundedSender<Outbound>,
+    budget: Arc<ReplyBudget>,
+}
+
+impl OutboundTx {
+    /// A queue whose bytes `budget` counts; the writer reports what it wrote to the same budget.
+    pub fn new(tx: mpsc::UnboundedSender<Outbound>, budget: Arc<ReplyBudget>) -> Self {
+        OutboundTx { tx, budget }
+    }
+
+    /// Queues a frame or the order to close; fails only when the writer has gone away.
+    pub fn send(&self, msg: Outbound) -> Result<(), mpsc::error::SendError<Outbound>> {
+        let bytes = match &msg {
+            Outbound::Frame(f) => f.len(),
+            Outbound::Close => 0,
+        };
+        // Counted before it is queued: the writer may take and write it at once.
+        self.budget.queue(bytes);
+        self.tx.send(msg).inspect_err(|_| {
+            self.budget.unqueue(bytes);
+        })
+    }
+
+    /// The byte count shared with the connection's writer.
+    pub fn budget(&self) -> &ReplyBudget {
+        &self.budget
+    }
+}
+
+impl From<mpsc::UnboundedSender<Outbound>> for OutboundTx {
+    /// A queue without a byte limit (the simulation's clients, which read everything at once).
+    fn from(tx: mpsc::UnboundedSender<Outbound>) -> Self {
+        OutboundTx::new(tx, Arc::new(ReplyBudget::unlimited()))
+    }
+}
 
 /// How the handshake ended, from the connection task's point of view.
 #[derive(Debug)]
@@ -52,6 +161,10 @@ pub enum CoreMsg {
         err: baton_proto::ErrorCode,
     },
     Disconnected {
+        conn: ConnId,
+    },
+    /// The connection's writer caught up after the core held replies back (`ReplyBudget`).
+    Drained {
         conn: ConnId,
     },
     /// Something from another member.

@@ -17,6 +17,7 @@ pub mod messages;
 mod replicate;
 mod requests;
 mod sessions;
+pub mod throttled_log;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,12 +37,37 @@ pub use clock::{Clock, ManualClock, SystemClock};
 use conn::LocalConn;
 use gate::ProposalGate;
 pub use links::PeerLinks;
-pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx};
+pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx, ReplyBudget};
 use sessions::{AwaitingClaim, AwaitingSession};
+pub use throttled_log::ThrottledLog;
 
 /// A request waiting on the ensemble longer than this is presumed lost (a forward dropped by
 /// a broken peer link): its connection is closed so the client retries.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Watches one session may hold on a member unless `--max-watches-per-session` says otherwise.
+/// ZooKeeper sets no limit; each watch costs a few hundred bytes here, so this caps a session
+/// at some tens of MiB while staying far above what any recipe needs (a lock or election
+/// watches one node per waiter; Curator caches watch one per cached node).
+pub const DEFAULT_MAX_WATCHES_PER_SESSION: usize = 100_000;
+
+/// Messages the core takes from its two queues.
+///
+/// Ticks, peer traffic and admin calls (`control`) are never stuck behind client traffic
+/// (`clients`): the core looks at `control` first, and takes at most `CLIENT_SHARE` client
+/// messages before it handles a batch's Raft work and looks at `control` again. So a
+/// client flood delays a heartbeat by one bounded batch, never by the whole client queue.
+pub struct CoreInbox {
+    pub control: mpsc::Receiver<CoreMsg>,
+    pub clients: mpsc::Receiver<CoreMsg>,
+}
+
+/// Messages handled per batch at most. Batching takes what is already queued before handling
+/// Raft's Ready, so one fsync covers every write that arrived while the previous one was in
+/// progress (group commit).
+const MAX_BATCH: usize = 4096;
+/// Client messages handled per batch at most.
+const CLIENT_SHARE: usize = 1024;
 
 /// Settings the core needs from the command line.
 #[derive(Debug, Clone)]
@@ -141,6 +167,8 @@ pub struct Core {
     latency: LatencyStats,
     metrics: Arc<Metrics>,
     status: watch::Sender<Status>,
+    /// Distinct paths one session may watch on this member.
+    max_watches_per_session: usize,
 }
 
 /// Min/avg/max request latency, as `srvr` reports it.
@@ -212,6 +240,7 @@ impl Core {
             latency: LatencyStats::default(),
             metrics,
             status,
+            max_watches_per_session: DEFAULT_MAX_WATCHES_PER_SESSION,
         };
         if let Some(t) = &core.transport {
             // The flags first (a joining member knows its peers from them alone), then the
@@ -226,6 +255,12 @@ impl Core {
         }
         core.publish_status();
         Ok(core)
+    }
+
+    /// Sets how many distinct paths one session may watch on this member; a request that
+    /// would watch more is answered with QuotaExceeded.
+    pub fn set_max_watches_per_session(&mut self, limit: usize) {
+        self.max_watches_per_session = limit;
     }
 
     /// Monotonic milliseconds since the core started: the session tracker's clock.
@@ -279,22 +314,12 @@ impl Core {
     }
 
     /// Runs until `Shutdown` or until every sender is gone; an error means a storage failure.
-    pub fn run(mut self, mut rx: mpsc::Receiver<CoreMsg>) -> Result<(), CoreError> {
-        // Batching: take everything already queued before handling Ready, so one fsync covers
-        // every write that arrived while the previous one was in progress (group commit).
-        const MAX_BATCH: usize = 4096;
-        while let Some(msg) = rx.blocking_recv() {
-            if !self.handle(msg) {
-                break;
-            }
-            for _ in 0..MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(msg) => {
-                        if !self.handle(msg) {
-                            return self.finish();
-                        }
-                    }
-                    Err(_) => break,
+    pub fn run(mut self, mut inbox: CoreInbox) -> Result<(), CoreError> {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while inbox.next_batch(&mut batch) {
+            for msg in batch.drain(..) {
+                if !self.handle(msg) {
+                    return self.finish();
                 }
             }
             self.on_ready()?;
@@ -324,6 +349,7 @@ impl Core {
             CoreMsg::Request { conn, xid, request } => self.on_request(conn, xid, request),
             CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
             CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
+            CoreMsg::Drained { conn } => self.on_drained(conn),
             CoreMsg::Peer(PeerInbound::Raft(m)) => {
                 self.last_heard.insert(m.from, self.clock.now());
                 if let Err(e) = self.node.step(m) {
@@ -546,5 +572,140 @@ impl Core {
             addresses: self.sm.members().clone(),
         };
         self.status.send_replace(status);
+    }
+}
+
+impl CoreInbox {
+    /// Waits for the next message, then takes what else is queued into `batch`: `control`
+    /// first, at most `CLIENT_SHARE` client messages, at most `MAX_BATCH` in all. False once
+    /// both queues are closed and empty.
+    pub fn next_batch(&mut self, batch: &mut Vec<CoreMsg>) -> bool {
+        let Some(first) = self.next_blocking() else {
+            return false;
+        };
+        let mut client_msgs = usize::from(!from_control_queue(&first));
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            let msg = match self.control.try_recv() {
+                Ok(msg) => msg,
+                Err(_) if client_msgs < CLIENT_SHARE => match self.clients.try_recv() {
+                    Ok(msg) => {
+                        client_msgs += 1;
+                        msg
+                    }
+                    Err(_) => break,
+                },
+                Err(_) => break,
+            };
+            batch.push(msg);
+        }
+        true
+    }
+
+    /// Waits on the core thread for the next message, `control` first; `None` once both
+    /// queues are closed and empty.
+    fn next_blocking(&mut self) -> Option<CoreMsg> {
+        use std::task::Poll;
+        let mut control_open = true;
+        let mut clients_open = true;
+        block_on(std::future::poll_fn(|cx| {
+            if control_open {
+                match self.control.poll_recv(cx) {
+                    Poll::Ready(Some(msg)) => return Poll::Ready(Some(msg)),
+                    Poll::Ready(None) => control_open = false,
+                    Poll::Pending => {}
+                }
+            }
+            if clients_open {
+                match self.clients.poll_recv(cx) {
+                    Poll::Ready(Some(msg)) => return Poll::Ready(Some(msg)),
+                    Poll::Ready(None) => clients_open = false,
+                    Poll::Pending => {}
+                }
+            }
+            if control_open || clients_open {
+                Poll::Pending
+            } else {
+                Poll::Ready(None)
+            }
+        }))
+    }
+}
+
+/// Whether a message is of the kinds the control queue carries (only used to count the first
+/// message of a batch against the client share).
+fn from_control_queue(msg: &CoreMsg) -> bool {
+    matches!(
+        msg,
+        CoreMsg::Tick
+            | CoreMsg::Peer(_)
+            | CoreMsg::PeerEvent(_)
+            | CoreMsg::Admin { .. }
+            | CoreMsg::Shutdown
+    )
+}
+
+/// Runs a future to completion on this (non-async) thread, parking it while nothing is ready:
+/// `blocking_recv` for two queues at once.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod inbox_tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_never_behind_more_than_one_client_share() {
+        let (control_tx, control) = mpsc::channel(16);
+        let (clients_tx, clients) = mpsc::channel(10_000);
+        let mut inbox = CoreInbox { control, clients };
+        for conn in 0..5000 {
+            clients_tx
+                .try_send(CoreMsg::Disconnected { conn })
+                .expect("room");
+        }
+        control_tx.try_send(CoreMsg::Tick).expect("room");
+        let mut batch = Vec::new();
+        assert!(inbox.next_batch(&mut batch));
+        assert!(matches!(batch[0], CoreMsg::Tick), "control comes first");
+        assert_eq!(batch.len(), 1 + CLIENT_SHARE);
+
+        // A tick that arrives while a batch is handled leads the next one.
+        batch.clear();
+        control_tx.try_send(CoreMsg::Tick).expect("room");
+        assert!(inbox.next_batch(&mut batch));
+        assert!(matches!(batch[0], CoreMsg::Tick));
+        assert!(matches!(batch[1], CoreMsg::Disconnected { conn: c } if c == CLIENT_SHARE as u64));
+
+        // Client messages alone still come in batches of the share.
+        batch.clear();
+        assert!(inbox.next_batch(&mut batch));
+        assert_eq!(batch.len(), CLIENT_SHARE);
+
+        drop((control_tx, clients_tx));
+        let mut left = 0;
+        loop {
+            batch.clear();
+            if !inbox.next_batch(&mut batch) {
+                break;
+            }
+            left += batch.len();
+        }
+        assert_eq!(left, 5000 - 3 * CLIENT_SHARE);
     }
 }

@@ -8,7 +8,13 @@ use baton_proto::{
 
 use super::conn::Pending;
 use super::messages::ConnId;
+use super::throttled_log::ThrottledLog;
 use super::{Core, clock, wire};
+
+/// One line per interval about clients that do not read their replies, however many there are.
+static HELD_LOG: ThrottledLog = ThrottledLog::every_10s();
+/// One line per interval about sessions that reach the watch limit.
+static WATCH_LIMIT_LOG: ThrottledLog = ThrottledLog::every_10s();
 
 impl Core {
     pub(super) fn on_request(&mut self, conn_id: ConnId, xid: i32, request: Request) {
@@ -51,6 +57,33 @@ impl Core {
             self.touched.insert(session_id);
         }
 
+        if conn.has_waiting_local() {
+            // Behind a waiting read, even a write waits: see `LocalConn::has_waiting_local`.
+            conn.pipeline.push_back(Pending::Deferred { xid, request });
+            return;
+        }
+        let Some(request) = self.send_on_its_way(conn_id, session_id, xid, request) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        if conn.pipeline.is_empty() && !self.hold_if_unread(conn_id) {
+            self.answer_local(conn_id, session_id, xid, request);
+        } else if let Some(conn) = self.conns.get_mut(&conn_id) {
+            conn.pipeline.push_back(Pending::Deferred { xid, request });
+        }
+    }
+
+    /// Proposes a write or starts a sync, whose answers wait on the ensemble; hands any other
+    /// request back, to be answered here.
+    fn send_on_its_way(
+        &mut self,
+        conn_id: ConnId,
+        session_id: i64,
+        xid: i32,
+        request: Request,
+    ) -> Option<Request> {
         match request {
             Request::CloseSession => {
                 let cmd = Command {
@@ -60,9 +93,10 @@ impl Core {
                     kind: CommandKind::CloseSession { expired: false },
                 };
                 self.propose_client_write(conn_id, session_id, xid, cmd.encode());
+                None
             }
             request if request.is_write() => {
-                let auth = conn.auth.clone();
+                let auth = self.conns.get(&conn_id)?.auth.clone();
                 let cmd = Command {
                     session_id,
                     xid,
@@ -70,12 +104,42 @@ impl Core {
                     kind: CommandKind::Write { auth, request },
                 };
                 self.propose_client_write(conn_id, session_id, xid, cmd.encode());
+                None
             }
-            Request::Sync { path } => self.start_sync(conn_id, xid, path),
-            request if conn.pipeline.is_empty() => {
-                self.answer_local(conn_id, session_id, xid, request)
+            Request::Sync { path } => {
+                self.start_sync(conn_id, xid, path);
+                None
             }
-            request => conn.pipeline.push_back(Pending::Deferred { xid, request }),
+            request => Some(request),
+        }
+    }
+
+    /// Whether the connection's unread replies are over its byte limit, so its next local
+    /// request must wait; the connection's writer then sends `Drained` when it catches up.
+    fn hold_if_unread(&mut self, conn_id: ConnId) -> bool {
+        let Some(conn) = self.conns.get(&conn_id) else {
+            return true;
+        };
+        if !conn.must_hold() {
+            return false;
+        }
+        self.metrics.client_replies_held.inc();
+        if let Some(suppressed) = HELD_LOG.admit() {
+            tracing::info!(
+                peer = %conn.peer,
+                session = %format_args!("0x{:x}", conn.session_id.unwrap_or(0)),
+                queued_bytes = conn.out.budget().queued(),
+                similar_lines_suppressed = suppressed,
+                "a client is not reading its replies: holding back its requests until it does"
+            );
+        }
+        true
+    }
+
+    /// The writer of a connection whose replies were held caught up: answer what waited.
+    pub(super) fn on_drained(&mut self, conn_id: ConnId) {
+        if let Some(session_id) = self.conns.get(&conn_id).and_then(|c| c.session_id) {
+            self.drain_deferred(conn_id, session_id);
         }
     }
 
@@ -222,19 +286,39 @@ impl Core {
                 continue;
             }
             match conn.pipeline.front() {
-                Some(Pending::Deferred { .. } | Pending::Refused { .. }) => {
-                    match conn.pipeline.pop_front() {
-                        Some(Pending::Deferred { xid, request }) => {
-                            self.answer_local(conn_id, session_id, xid, request)
+                Some(Pending::Refused { .. }) => {
+                    if let Some(Pending::Refused { xid, err }) = conn.pipeline.pop_front() {
+                        conn.send(wire::reply(xid, -1, err.code(), None));
+                        if err == ErrorCode::Unimplemented {
+                            conn.close();
+                            return;
                         }
-                        Some(Pending::Refused { xid, err }) => {
-                            conn.send(wire::reply(xid, -1, err.code(), None));
-                            if err == ErrorCode::Unimplemented {
-                                conn.close();
-                                return;
-                            }
-                        }
-                        _ => return,
+                    }
+                }
+                Some(Pending::Deferred { request, .. }) => {
+                    let waits_on_ensemble = request.is_write()
+                        || matches!(request, Request::CloseSession | Request::Sync { .. });
+                    if !waits_on_ensemble && self.hold_if_unread(conn_id) {
+                        return;
+                    }
+                    let Some(conn) = self.conns.get_mut(&conn_id) else {
+                        return;
+                    };
+                    let Some(Pending::Deferred { xid, request }) = conn.pipeline.pop_front() else {
+                        return;
+                    };
+                    if !waits_on_ensemble {
+                        self.answer_local(conn_id, session_id, xid, request);
+                        continue;
+                    }
+                    // Everything before it is answered and everything after it waits, so it
+                    // goes on its way at the front: the rest is set aside while it is sent,
+                    // then put back behind it.
+                    let rest = std::mem::take(&mut conn.pipeline);
+                    let _ = self.send_on_its_way(conn_id, session_id, xid, request);
+                    match self.conns.get_mut(&conn_id) {
+                        Some(conn) => conn.pipeline.extend(rest),
+                        None => return,
                     }
                 }
                 _ => return,
@@ -245,9 +329,33 @@ impl Core {
     /// Executes a request that does not go through the log, against this member's tree.
     fn answer_local(&mut self, conn_id: ConnId, session_id: i64, xid: i32, request: Request) {
         let zxid = self.sm.last_applied();
+        let limit = self.max_watches_per_session;
+        let added = new_watch_paths(&self.watches, session_id, &request);
+        let watched = self.watches.session_paths(session_id);
         let Some(conn) = self.conns.get_mut(&conn_id) else {
             return;
         };
+        if added > 0 && watched.saturating_add(added) > limit {
+            // Watches live in this member's memory for as long as the session is connected;
+            // the request is refused whole (nothing read, nothing registered), so the client
+            // never holds a read whose watch silently did not register.
+            self.metrics.watch_limit_refusals.inc();
+            if let Some(suppressed) = WATCH_LIMIT_LOG.admit() {
+                tracing::warn!(
+                    peer = %conn.peer,
+                    session = %format_args!("0x{session_id:x}"),
+                    watched, limit, similar_lines_suppressed = suppressed,
+                    "a session reached the watch limit (--max-watches-per-session); refusing its request with QuotaExceeded"
+                );
+            }
+            conn.send(wire::reply(
+                xid,
+                zxid,
+                ErrorCode::QuotaExceeded.code(),
+                None,
+            ));
+            return;
+        }
         let result: Result<Option<Response>, ErrorCode> = match &request {
             Request::Ping => {
                 conn.send(wire::reply(xid, zxid, 0, None));
@@ -330,6 +438,48 @@ impl Core {
             Err(err) => conn.send(wire::reply(xid, zxid, err.code(), None)),
         }
     }
+}
+
+/// How many paths `request` would start watching for `session_id` that it watches on none
+/// yet: what the watch limit counts (a path watched several ways counts once).
+fn new_watch_paths(
+    watches: &baton_machine::WatchManager,
+    session_id: i64,
+    request: &Request,
+) -> usize {
+    let mut paths: Vec<&str> = Vec::new();
+    match request {
+        Request::Exists(r) | Request::GetData(r) if r.watch => paths.push(&r.path),
+        Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => paths.push(&r.path),
+        Request::AddWatch(r) => paths.push(&r.path),
+        Request::MultiRead(ops) => {
+            for op in ops {
+                match op {
+                    MultiReadOp::GetData(r) if r.watch => paths.push(&r.path),
+                    MultiReadOp::GetChildren(r) if r.watch => paths.push(&r.path),
+                    _ => {}
+                }
+            }
+        }
+        Request::SetWatches { req, .. } => {
+            for list in [
+                &req.data_watches,
+                &req.exist_watches,
+                &req.child_watches,
+                &req.persistent_watches,
+                &req.persistent_recursive_watches,
+            ] {
+                paths.extend(list.iter().map(String::as_str));
+            }
+        }
+        _ => return 0,
+    }
+    paths.sort_unstable();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter(|p| watches.kinds(session_id, p).is_empty())
+        .count()
 }
 
 /// Registers the watches a read asked for, as ZooKeeper does: `exists` watches a missing node

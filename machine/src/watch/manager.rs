@@ -236,6 +236,12 @@ impl WatchManager {
         self.by_path.len()
     }
 
+    /// Number of distinct paths `session_id` watches in any way: what a per-session watch
+    /// limit counts, since each costs this member memory for as long as the session is here.
+    pub fn session_paths(&self, session_id: i64) -> usize {
+        self.by_session.get(&session_id).map_or(0, BTreeSet::len)
+    }
+
     /// Number of sessions with at least one watch of any kind.
     pub fn sessions(&self) -> usize {
         self.by_session.len()

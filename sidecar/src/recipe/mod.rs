@@ -13,6 +13,7 @@
 //! let (session, control) = start_session(SessionOptions {
 //!     ensemble: "127.0.0.1:2181".into(),
 //!     session_timeout: Duration::from_secs(10),
+//!     tls: None,
 //! });
 //! let me = Candidate { identity: "pod-0".into(), address: Some("10.0.0.7:8080".into()), pod: None };
 //! let election = ElectionRecipe::start(session.clone(), ResourceName::new("orders")?, me);
@@ -44,6 +45,6 @@ pub use error::RecipeError;
 pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
 pub use names::{ELECTIONS, LOCKS, MAX_NAME_LEN, NameError, ROOT, ResourceName};
 pub use session::{
-    Connection, ConnectionState, SessionControl, SessionHandle, SessionOptions, SessionSnapshot,
-    start_session,
+    Connection, ConnectionState, EnsembleCaError, SessionControl, SessionHandle, SessionOptions,
+    SessionSnapshot, ensemble_tls, start_session,
 };

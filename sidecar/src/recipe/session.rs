@@ -65,6 +65,45 @@ pub struct SessionOptions {
     pub ensemble: String,
     /// Requested session timeout; the server may negotiate it within its bounds.
     pub session_timeout: Duration,
+    /// Connect over TLS with these settings (`ensemble_tls`); `None`: plain TCP.
+    pub tls: Option<zk::TlsOptions>,
+}
+
+/// Why the ensemble's CA cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EnsembleCaError {
+    #[error("cannot read the ensemble CA {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the ensemble CA {path} is not a usable PEM certificate: {reason}")]
+    Parse {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+}
+
+/// TLS settings that trust only the ensemble's CA (`--ensemble-ca`).
+///
+/// Host names are not checked: the CA is the ensemble's own and signs only its members (and
+/// its operator's admin identity), which is the check every Baton port makes (see
+/// `baton_tls::configs`); a client endpoint's name (a Service, a pod IP) need not be in a
+/// member's certificate.
+pub fn ensemble_tls(ca: &std::path::Path) -> Result<zk::TlsOptions, EnsembleCaError> {
+    let pem = std::fs::read_to_string(ca).map_err(|source| EnsembleCaError::Read {
+        path: ca.to_owned(),
+        source,
+    })?;
+    let options = zk::TlsOptions::new()
+        .with_pem_ca(&pem)
+        .map_err(|e| EnsembleCaError::Parse {
+            path: ca.to_owned(),
+            reason: e.to_string(),
+        })?;
+    // SAFETY: not a memory-safety matter; zookeeper-client marks turning host-name checks
+    // off `unsafe` as a warning. The chain is still verified against the ensemble's CA.
+    Ok(unsafe { options.with_no_hostname_verification() })
 }
 
 /// A cheap, cloneable view of the supervised session, handed to every recipe.
@@ -304,10 +343,16 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 async fn connect_with_retry(options: &SessionOptions) -> zk::Client {
     let mut backoff = Duration::from_millis(200);
     loop {
-        let attempt = zk::Client::connector()
-            .with_session_timeout(options.session_timeout)
-            .connect(&options.ensemble)
-            .await;
+        let connector = zk::Client::connector().with_session_timeout(options.session_timeout);
+        let attempt = match &options.tls {
+            Some(tls) => {
+                connector
+                    .with_tls(tls.clone())
+                    .secure_connect(&options.ensemble)
+                    .await
+            }
+            None => connector.connect(&options.ensemble).await,
+        };
         match attempt {
             Ok(client) => return client,
             Err(e) => {
