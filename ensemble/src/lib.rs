@@ -6,6 +6,8 @@ pub mod admin;
 pub mod certs_cmd;
 pub mod config;
 pub mod core;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod peer;
 mod raft_logging;

@@ -217,7 +217,7 @@ impl Core {
 /// every member must apply it: it decodes, it is the write the envelope says it is, and it
 /// is something a member may ask for on a client's behalf. Session ownership is the gate's
 /// check, after this one.
-pub(super) fn check_forwarded(
+pub(crate) fn check_forwarded(
     from: u64,
     session_id: i64,
     xid: i32,

@@ -35,6 +35,8 @@ use crate::peer::{PeerEvent, PeerInbound};
 use crate::status::Status;
 pub use clock::{Clock, ManualClock, SystemClock};
 use conn::LocalConn;
+pub(crate) use control::Control;
+pub(crate) use forward::check_forwarded;
 use gate::ProposalGate;
 pub use links::PeerLinks;
 pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx, ReplyBudget};

@@ -49,6 +49,40 @@ pub use seam::{Accepted, Connector, Listener, PeerStream, TcpConnector};
 pub use stats::{PeerStats, TransportStats};
 pub use tls::{TlsPeerConnector, TlsPeerListener, peer_tls};
 
+/// Entry points for the fuzz targets and property tests (see `crate::fuzzing`).
+#[doc(hidden)]
+pub mod decoders {
+    use std::future::Future;
+
+    use bytes::Bytes;
+
+    pub use super::frame::FrameError;
+    pub use super::handshake::HandshakeError;
+
+    /// A message-lane frame's payload, decoded as the peer port decodes it.
+    pub fn message_lane(payload: &[u8]) -> Result<(), FrameError> {
+        super::frame::decode_envelope(&Bytes::copy_from_slice(payload)).map(drop)
+    }
+
+    /// A snapshot-lane frame's payload.
+    pub fn snapshot_lane(payload: &[u8]) -> Result<(), FrameError> {
+        super::frame::decode(&Bytes::copy_from_slice(payload)).map(drop)
+    }
+
+    /// A hello as the accepting side reads it, from a reader that has all the bytes there are.
+    pub fn hello(bytes: &[u8]) -> Result<(), HandshakeError> {
+        let mut reader = bytes;
+        let read = super::handshake::read_hello(&mut reader);
+        let mut read = std::pin::pin!(read);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match read.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(result) => result.map(drop),
+            // A slice reader never waits: at its end it reports UnexpectedEof instead.
+            std::task::Poll::Pending => unreachable!("reading a slice never waits"),
+        }
+    }
+}
+
 use backoff::WarnThrottle;
 use frame::Envelope;
 use outbound::Queued;
