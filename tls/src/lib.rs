@@ -17,7 +17,7 @@ pub use configs::{MemberTls, client_config, client_config_from_pem, peer_identit
 pub use https::{HttpClient, HttpError, Response};
 pub use identity::{Identity, Role, valid_cluster_id};
 pub use issue::{Ca, HostNames, Issued};
-pub use material::{ReloadingKey, TlsFiles, load_roots};
+pub use material::{ReloadingKey, ReloadingRoots, TlsFiles, load_roots};
 
 /// Why TLS material could not be made, loaded or used.
 #[derive(Debug, thiserror::Error)]

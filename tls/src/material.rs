@@ -191,3 +191,69 @@ impl ResolvesClientCert for ReloadingKey {
         true
     }
 }
+
+/// The trusted CA certificates, re-read when their file changes: the operator rotates a CA by
+/// first adding the new one beside the old in `ca.crt`, and only later signing with it, so
+/// every member must come to trust it without a restart. A file that does not load keeps
+/// the current roots (and says so).
+#[derive(Debug)]
+pub struct ReloadingRoots {
+    path: PathBuf,
+    recheck: Duration,
+    state: Mutex<LoadedRoots>,
+}
+
+#[derive(Debug)]
+struct LoadedRoots {
+    roots: Arc<RootCertStore>,
+    stamp: Option<SystemTime>,
+    checked: Instant,
+}
+
+impl ReloadingRoots {
+    /// Loads `path` now; fails if it holds no usable CA certificate.
+    pub fn load(path: &Path) -> Result<Self, TlsError> {
+        let stamp = modified(path);
+        Ok(ReloadingRoots {
+            path: path.to_path_buf(),
+            recheck: RECHECK,
+            state: Mutex::new(LoadedRoots {
+                roots: load_roots(path)?,
+                stamp,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// Looks at the file at most every `recheck` instead of every 10 s.
+    pub fn with_recheck(mut self, recheck: Duration) -> Self {
+        self.recheck = recheck;
+        self
+    }
+
+    /// The roots to verify against now.
+    pub fn current(&self) -> Arc<RootCertStore> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.checked.elapsed() >= self.recheck {
+            state.checked = Instant::now();
+            let now = modified(&self.path);
+            if now != state.stamp {
+                state.stamp = now;
+                match load_roots(&self.path) {
+                    Ok(roots) => {
+                        tracing::info!(ca = %self.path.display(), cas = roots.len(), "loaded changed trusted CAs");
+                        state.roots = roots;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot load the changed trusted CAs yet; keeping the current ones")
+                    }
+                }
+            }
+        }
+        state.roots.clone()
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}

@@ -174,3 +174,39 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     std::fs::write(dir.path().join("member-1.key"), two_key).expect("write");
     assert_eq!(key.current().cert, after.cert);
 }
+
+#[tokio::test]
+async fn a_ca_added_beside_the_old_one_is_trusted_without_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let next = tempfile::tempdir().expect("tempdir");
+    pki(dir.path(), "prod.demo");
+    pki(next.path(), "prod.demo"); // the rotated-to CA, and member 2's certificate from it
+    let one =
+        MemberTls::load_with_recheck(local::member_files(dir.path(), 1), Some(Duration::ZERO))
+            .expect("member 1");
+    let ca = dir.path().join("ca.crt");
+    let two_rotated = || {
+        baton_tls::client_config(&ca, Some(local::member_files(next.path(), 2))).expect("config")
+    };
+
+    let (addr, server) = serve_once(one.peer_acceptor().expect("acceptor")).await;
+    let _ = connect(&TlsConnector::from(two_rotated()), &addr).await;
+    assert!(
+        server.await.expect("join").is_err(),
+        "not trusted before the rotation"
+    );
+
+    // The operator's first rotation step: the new CA beside the old one in ca.crt.
+    let mut both = std::fs::read_to_string(&ca).expect("read");
+    both.push_str(&std::fs::read_to_string(next.path().join("ca.crt")).expect("read"));
+    std::fs::write(&ca, both).expect("write");
+
+    let (addr, server) = serve_once(one.peer_acceptor().expect("acceptor")).await;
+    connect(&TlsConnector::from(two_rotated()), &addr)
+        .await
+        .expect("trusted after the rotation");
+    assert_eq!(
+        server.await.expect("join"),
+        Ok(Some(Identity::member("prod.demo", 2)))
+    );
+}
