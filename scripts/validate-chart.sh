@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 KUBE_VERSION=1.33.0
 tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
-operator=${1:-target/debug/baton-operator}
+operator=${1:-${CARGO_TARGET_DIR:-target}/debug/baton-operator}
 mkdir -p "$tools/bin"
 export PATH="$tools/bin:$PATH"
 

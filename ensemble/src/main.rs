@@ -9,6 +9,8 @@ use tracing_subscriber::EnvFilter;
 use baton_ensemble::Config;
 
 fn main() -> std::process::ExitCode {
+    // One crypto provider for the process (the workspace also builds aws-lc for other crates).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // `certs` is the one subcommand; everything else is the server's flat flag set
     // (DESIGN.md §1), which a clap subcommand tree would break.
     if std::env::args_os().nth(1).is_some_and(|a| a == "certs") {

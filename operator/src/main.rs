@@ -141,6 +141,10 @@ fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
 }
 
 fn main() -> anyhow::Result<()> {
+    // One crypto provider for the whole process: the workspace also builds rustls's aws-lc
+    // (zookeeper-client's tls feature, for the sidecar), and with two compiled in, kube's
+    // client cannot pick one by itself and panics.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::Crd => {
