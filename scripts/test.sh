@@ -26,7 +26,7 @@ else
 fi
 
 # The chart (rendered by real Helm) and the operator's objects, strictly against Kubernetes 1.33.
-scripts/validate-chart.sh target/debug/baton-operator
+scripts/validate-chart.sh "${CARGO_TARGET_DIR:-target}/debug/baton-operator"
 
 # Disk-full tests need a small filesystem: mount a tmpfs when we may (root, as in CI) and run
 # them; say so loudly when we cannot, rather than pretending they passed.
