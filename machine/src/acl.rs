@@ -83,8 +83,9 @@ fn java_split_count(s: &str, sep: char) -> usize {
 }
 
 /// Whether a caller with identities `auth` holds any of the bits of `perm` on a node with `acl`.
+/// The super identity holds every permission everywhere (ZooKeeper's `checkACL`).
 pub fn is_allowed(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
-    if acl.is_empty() {
+    if acl.is_empty() || crate::tenancy::is_super(auth) {
         return true;
     }
     acl.iter().filter(|a| a.perms & perm != 0).any(|a| {
@@ -330,6 +331,17 @@ mod tests {
             std::slice::from_ref(&alice)
         ));
         assert!(is_allowed(&[], perms::ADMIN, &[]));
+        let superuser = [Id::new("super", "")];
+        assert!(is_allowed(
+            &[acl(0, "world", "anyone")],
+            perms::ADMIN,
+            &superuser
+        ));
+        assert!(is_allowed(
+            &[acl(31, "digest", &alice.id)],
+            perms::DELETE,
+            &superuser
+        ));
         let local = [Id::new("ip", "127.0.0.1")];
         assert!(is_allowed(
             &[acl(31, "ip", "127.0.0.1")],

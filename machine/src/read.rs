@@ -11,13 +11,18 @@
 //!   "/sx"); an empty or "/" prefix (after trimming) returns them all;
 //! - multiRead answers each op on its own, errors inline.
 //!
+//! Baton's recipe-tree policy (`tenancy`) refuses with NoAuth before anything that would tell
+//! whether a node exists; exists is checked too (its answer and its watch reveal a node).
+//!
 //! Watches are the caller's job: exists registers one even on NoNode (not on BadArguments);
 //! getData and getChildren register only on success.
 
 use baton_proto::{ErrorCode, Id, MultiReadOp, MultiReadResult, Request, Response, perms};
 
 use crate::acl;
+use crate::path;
 use crate::state::StateMachine;
+use crate::tenancy::{Access, Refusal};
 use crate::tree::Node;
 
 impl StateMachine {
@@ -29,6 +34,7 @@ impl StateMachine {
                 if r.path.contains('\0') {
                     return Err(ErrorCode::BadArguments);
                 }
+                self.policy_allows(&r.path, auth)?;
                 self.stat(&r.path)
                     .map(Response::Stat)
                     .ok_or(ErrorCode::NoNode)
@@ -51,9 +57,13 @@ impl StateMachine {
                 })
             }
             Request::GetAcl { path } => {
+                self.policy_allows(path, auth)?;
                 let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-                acl::check(node.acl(), perms::READ | perms::ADMIN, auth)?;
-                let acl = if acl::is_allowed(node.acl(), perms::ADMIN, auth) {
+                let waived = self.tenancy.waives_acl(path::normalize(path));
+                if !waived {
+                    acl::check(node.acl(), perms::READ | perms::ADMIN, auth)?;
+                }
+                let acl = if waived || acl::is_allowed(node.acl(), perms::ADMIN, auth) {
                     node.acl().to_vec()
                 } else {
                     acl::redact_digests(node.acl())
@@ -112,11 +122,52 @@ impl StateMachine {
         result.unwrap_or_else(|err| MultiReadResult::Error { err })
     }
 
-    /// The node at `path` if it exists (NoNode) and `auth` may READ it (NoAuth).
+    /// The node at `path` if the recipe-tree policy lets `auth` read it (NoAuth), it exists
+    /// (NoNode) and `auth` may READ it (NoAuth).
     fn readable(&self, path: &str, auth: &[Id]) -> Result<&Node, ErrorCode> {
+        self.policy_allows(path, auth)?;
         let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        acl::check(node.acl(), perms::READ, auth)?;
+        if !self.tenancy.waives_acl(path::normalize(path)) {
+            acl::check(node.acl(), perms::READ, auth)?;
+        }
         Ok(node)
+    }
+
+    fn policy_allows(&self, path: &str, auth: &[Id]) -> Result<(), ErrorCode> {
+        self.tenancy
+            .check(path::normalize(path), Access::Read, auth)
+            .map_err(|_| ErrorCode::NoAuth)
+    }
+
+    /// Whether the recipe-tree policy lets `auth` read (or watch) `path`: what a member checks
+    /// before it registers a watch or delivers a watch event.
+    pub fn may_read(&self, path: &str, auth: &[Id]) -> Result<(), Refusal> {
+        self.tenancy
+            .check(path::normalize(path), Access::Read, auth)
+    }
+
+    /// The first path of read request `req` the recipe-tree policy refuses `auth`, and why: for
+    /// the logs and metrics of a read answered NoAuth.
+    pub fn read_refusal(&self, auth: &[Id], req: &Request) -> Option<(String, Refusal)> {
+        let paths: Vec<&str> = match req {
+            Request::Exists(r) | Request::GetData(r) => vec![&r.path],
+            Request::GetChildren(r) | Request::GetChildren2(r) => vec![&r.path],
+            Request::GetAcl { path } | Request::GetAllChildrenNumber { path } => vec![path],
+            Request::AddWatch(r) => vec![&r.path],
+            Request::MultiRead(ops) => ops
+                .iter()
+                .map(|op| match op {
+                    MultiReadOp::GetChildren(r) => r.path.as_str(),
+                    MultiReadOp::GetData(r) => r.path.as_str(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        paths.into_iter().find_map(|p| {
+            self.may_read(p, auth)
+                .err()
+                .map(|refusal| (p.to_owned(), refusal))
+        })
     }
 }
 

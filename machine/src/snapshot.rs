@@ -226,6 +226,8 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
         sessions: Default::default(),
         last_applied,
         members: members.into_iter().collect(),
+        // Configuration, not state: the runtime sets it again after a restore.
+        tenancy: Default::default(),
     };
     for s in sessions {
         if machine.sessions.insert(s.id, s).is_some() {

@@ -27,6 +27,7 @@ use baton_proto::{
 
 use crate::command::{Command, CommandKind};
 use crate::path;
+use crate::tenancy::{Refusal, TenancyPolicy};
 use crate::tree::{DataTree, Node, NodeKind};
 use crate::txn::{CreateContext, Prep, Txn};
 
@@ -56,6 +57,8 @@ pub struct Applied {
     pub events: Vec<(String, EventType)>,
     /// The session this entry closed or expired.
     pub closed_session: Option<i64>,
+    /// The path and reason when the recipe-tree policy (`tenancy`) refused the write.
+    pub refusal: Option<(String, Refusal)>,
 }
 
 /// ZooKeeper's data tree and session table, driven only by committed commands.
@@ -67,6 +70,9 @@ pub struct StateMachine {
     /// The ensemble's address book (member id → peer address), kept here so it survives log
     /// compaction: the runtime updates it when it applies a membership change.
     pub(crate) members: BTreeMap<u64, String>,
+    /// The recipe-tree policy: configuration, not replicated state (every member is given the
+    /// same), so it survives a restore (`set_tenancy` again) but is not in snapshots.
+    pub(crate) tenancy: TenancyPolicy,
 }
 
 impl Default for StateMachine {
@@ -118,7 +124,18 @@ impl StateMachine {
             sessions: BTreeMap::new(),
             last_applied: 0,
             members: BTreeMap::new(),
+            tenancy: TenancyPolicy::default(),
         }
+    }
+
+    /// Sets the recipe-tree policy (`--check-identities`); every member must use the same.
+    pub fn set_tenancy(&mut self, policy: TenancyPolicy) {
+        self.tenancy = policy;
+    }
+
+    /// The recipe-tree policy in force.
+    pub fn tenancy(&self) -> TenancyPolicy {
+        self.tenancy
     }
 
     /// Records (or replaces) a member's peer address; called when a membership change applies.
@@ -149,6 +166,7 @@ impl StateMachine {
             body: None,
             events: Vec::new(),
             closed_session: None,
+            refusal: None,
         };
         if zxid <= self.last_applied {
             applied.err = ErrorCode::SystemError.code();
@@ -245,8 +263,8 @@ impl StateMachine {
         request: &Request,
         applied: &mut Applied,
     ) -> Outcome {
+        let mut prep = Prep::new(&self.tree, session_id, auth, self.tenancy);
         let txn = {
-            let mut prep = Prep::new(&self.tree, session_id, auth);
             match request {
                 Request::Create { op, req } => prep.create(*op, req, CreateContext::Single),
                 Request::Delete(req) => prep.delete(req),
@@ -265,6 +283,7 @@ impl StateMachine {
                     return Outcome::ok(Response::Sync { path: path.clone() });
                 }
                 other => {
+                    drop(prep);
                     return match self.read(session_id, auth, other) {
                         Ok(body) => Outcome::ok(body),
                         Err(code) => Outcome::error(code),
@@ -272,6 +291,8 @@ impl StateMachine {
                 }
             }
         };
+        applied.refusal = prep.refusal.take();
+        drop(prep);
         let txn = match txn {
             Ok(txn) => txn,
             Err(code) => return Outcome::error(code),
@@ -306,7 +327,7 @@ impl StateMachine {
         if ops.iter().any(is_unmarshallable) {
             return Outcome::error(ErrorCode::MarshallingError);
         }
-        let mut prep = Prep::new(&self.tree, session_id, auth);
+        let mut prep = Prep::new(&self.tree, session_id, auth, self.tenancy);
         let mut txns = Vec::with_capacity(ops.len());
         for (index, op) in ops.iter().enumerate() {
             let txn = match op {
@@ -318,6 +339,7 @@ impl StateMachine {
             match txn {
                 Ok(txn) => txns.push(txn),
                 Err(code) => {
+                    applied.refusal = prep.refusal.take();
                     return Outcome::ok(Response::Multi(failed_results(ops.len(), index, code)));
                 }
             }

@@ -16,6 +16,10 @@
 //! - setACL: path (BadArguments) → ACL (InvalidAcl) → NoNode → ADMIN (NoAuth) → BadVersion
 //!   (against aversion);
 //! - check: path (BadArguments) → NoNode → READ (NoAuth) → BadVersion.
+//!
+//! Baton's recipe-tree policy (`tenancy`) adds NoAuth right after the path checks, before
+//! anything that would tell whether a node exists, and owner-only deletion right after
+//! NoNode; the refusal is kept in [`Prep::refusal`] for the caller's logs and metrics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use baton_proto::{
 
 use crate::acl;
 use crate::path;
+use crate::tenancy::{self, Access, Refusal, TenancyPolicy};
 use crate::tree::{DataTree, MAX_TTL_MS, NodeKind};
 
 /// A validated change, applied to the tree without further checks.
@@ -80,18 +85,50 @@ pub(crate) struct Prep<'a> {
     tree: &'a DataTree,
     session_id: i64,
     auth: &'a [Id],
+    policy: TenancyPolicy,
     /// Pending state by normalized path; `None` marks a node deleted by an earlier op.
     pending: HashMap<String, Option<Record>>,
+    /// Why the recipe-tree policy refused an op (its NoAuth), if it did.
+    pub(crate) refusal: Option<(String, Refusal)>,
 }
 
 impl<'a> Prep<'a> {
-    pub(crate) fn new(tree: &'a DataTree, session_id: i64, auth: &'a [Id]) -> Self {
+    pub(crate) fn new(
+        tree: &'a DataTree,
+        session_id: i64,
+        auth: &'a [Id],
+        policy: TenancyPolicy,
+    ) -> Self {
         Prep {
             tree,
             session_id,
             auth,
+            policy,
             pending: HashMap::new(),
+            refusal: None,
         }
+    }
+
+    /// Records a policy refusal as NoAuth.
+    fn refuse(&mut self, path: &str, result: Result<(), Refusal>) -> Result<(), ErrorCode> {
+        result.map_err(|refusal| {
+            self.refusal = Some((path.to_owned(), refusal));
+            ErrorCode::NoAuth
+        })
+    }
+
+    /// The recipe-tree policy for `access` to `path`.
+    fn allowed(&mut self, path: &str, access: Access) -> Result<(), ErrorCode> {
+        let verdict = self.policy.check(path::normalize(path), access, self.auth);
+        self.refuse(path, verdict)
+    }
+
+    /// The ACL check of the node at `path`, unless the policy decides alone there.
+    fn acl_check(&self, path: &str, acl: &[Acl], perm: i32) -> Result<(), ErrorCode> {
+        if self.policy.waives_acl(path::normalize(path)) {
+            return Ok(());
+        }
+        acl::check(acl, perm, self.auth)
     }
 
     fn record(&self, path: &str) -> Option<Record> {
@@ -152,15 +189,25 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::BadArguments);
         }
         let (parent_path, _) = path::split_last(&req.path).ok_or(ErrorCode::BadArguments)?;
+        self.allowed(&req.path, Access::Create)?;
+        let persistent = kind == NodeKind::Persistent;
+        let root_kind = self.policy.check_root_kind(&req.path, persistent);
+        self.refuse(&req.path, root_kind)?;
         let acl = acl::fixup_acl(&req.acl, self.auth)?;
         let mut parent = self.record(parent_path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&parent.acl, perms::CREATE, self.auth)?;
+        self.acl_check(parent_path, &parent.acl, perms::CREATE)?;
         let path = if mode.is_sequential() {
             format!("{}{:010}", req.path, parent.child_creates)
         } else {
             req.path.clone()
         };
         path::validate_path(&path).map_err(|_| ErrorCode::BadArguments)?;
+        if mode.is_sequential() {
+            // The sequence may complete a namespace's name ("/baton/" + "0000000001").
+            self.allowed(&path, Access::Create)?;
+            let root_kind = self.policy.check_root_kind(&path, persistent);
+            self.refuse(&path, root_kind)?;
+        }
         if self.record(&path).is_some() {
             return Err(ErrorCode::NodeExists);
         }
@@ -194,9 +241,17 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::BadArguments);
         }
         let (parent_path, _) = path::split_last(path).ok_or(ErrorCode::BadArguments)?;
+        self.allowed(path, Access::Delete)?;
         let mut parent = self.record(parent_path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&parent.acl, perms::DELETE, self.auth)?;
+        self.acl_check(parent_path, &parent.acl, perms::DELETE)?;
         let node = self.record(path).ok_or(ErrorCode::NoNode)?;
+        let owner = match node.kind {
+            NodeKind::Ephemeral { owner } => Some(owner),
+            _ => None,
+        };
+        let owned =
+            tenancy::check_delete_owner(path::normalize(path), owner, self.session_id, self.auth);
+        self.refuse(path, owned)?;
         next_version(node.version, req.version)?;
         if node.child_count > 0 {
             return Err(ErrorCode::NotEmpty);
@@ -211,8 +266,9 @@ impl<'a> Prep<'a> {
 
     pub(crate) fn set_data(&mut self, req: &SetDataRequest) -> Result<Txn, ErrorCode> {
         path::validate_path(&req.path).map_err(|_| ErrorCode::BadArguments)?;
+        self.allowed(&req.path, Access::SetData)?;
         let mut node = self.record(&req.path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::WRITE, self.auth)?;
+        self.acl_check(&req.path, &node.acl, perms::WRITE)?;
         let version = next_version(node.version, req.version)?;
         node.version = version;
         self.put(&req.path, Some(node));
@@ -225,9 +281,10 @@ impl<'a> Prep<'a> {
 
     pub(crate) fn set_acl(&mut self, req: &SetAclRequest) -> Result<Txn, ErrorCode> {
         path::validate_path(&req.path).map_err(|_| ErrorCode::BadArguments)?;
+        self.allowed(&req.path, Access::SetAcl)?;
         let acl = acl::fixup_acl(&req.acl, self.auth)?;
         let mut node = self.record(&req.path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::ADMIN, self.auth)?;
+        self.acl_check(&req.path, &node.acl, perms::ADMIN)?;
         let aversion = next_version(node.aversion, req.version)?;
         node.aversion = aversion;
         node.acl = Arc::from(acl.as_slice());
@@ -241,8 +298,9 @@ impl<'a> Prep<'a> {
 
     pub(crate) fn check(&mut self, req: &CheckVersionRequest) -> Result<Txn, ErrorCode> {
         path::validate_path(&req.path).map_err(|_| ErrorCode::BadArguments)?;
+        self.allowed(&req.path, Access::Read)?;
         let node = self.record(&req.path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perms::READ, self.auth)?;
+        self.acl_check(&req.path, &node.acl, perms::READ)?;
         next_version(node.version, req.version)?;
         Ok(Txn::Check)
     }

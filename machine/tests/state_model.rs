@@ -255,6 +255,7 @@ impl Model {
             body: None,
             events: vec![],
             closed_session: None,
+            refusal: None,
         };
         let s = cmd.session_id;
         let time = cmd.time_ms;
