@@ -6,16 +6,18 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::Built;
 use crate::dereference::StoredSecrets;
+use crate::finalizer;
 use crate::names::{EnsembleNames, FIELD_MANAGER};
 use crate::pki::secrets;
 
@@ -29,9 +31,11 @@ pub struct WriteError {
     pub source: kube::Error,
 }
 
-/// Every built object, in dependency order: the certificates the pods mount, the ConfigMap
-/// they read, the Services their names resolve through and the NetworkPolicy that guards them
-/// exist before the StatefulSet that starts them. `stored` are the PKI Secrets as read.
+/// Every built object, in dependency order: the certificates the pods mount, the super
+/// Secret, ServiceAccount and token-review binding they run with, the CA clients trust (here
+/// and in every served namespace, stale copies pruned), the ConfigMap they read, the Services
+/// their names resolve through and the NetworkPolicy that guards them exist before the
+/// StatefulSet that starts them. `stored` are the PKI Secrets as read.
 pub async fn apply_all(
     client: &kube::Client,
     names: &EnsembleNames,
@@ -45,7 +49,20 @@ pub async fn apply_all(
             apply::<Secret>(client, ns, secret).await?;
         }
     }
+    if let Some(secret) = &built.super_secret {
+        create_once(client, ns, secret).await?;
+    }
+    apply::<ServiceAccount>(client, ns, &built.service_account).await?;
+    apply_cluster(client, &built.token_review_binding).await?;
     apply::<ConfigMap>(client, ns, &built.ca_config_map).await?;
+    let mut served = Vec::new();
+    for cm in &built.published_ca_config_maps {
+        let target = cm.metadata.namespace.clone().unwrap_or_default();
+        if publish(client, &target, cm).await? {
+            served.push(target);
+        }
+    }
+    finalizer::prune_published_ca(client, names, &served).await?;
     apply::<ConfigMap>(client, ns, &built.config_map).await?;
     apply::<Service>(client, ns, &built.peer_service).await?;
     apply::<Service>(client, ns, &built.client_service).await?;
@@ -55,6 +72,79 @@ pub async fn apply_all(
     }
     apply::<NetworkPolicy>(client, ns, &built.network_policy).await?;
     apply::<StatefulSet>(client, ns, &built.statefulset).await
+}
+
+/// Creates `secret` unless it exists: what it holds is made once and never rewritten.
+async fn create_once(client: &kube::Client, ns: &str, secret: &Secret) -> Result<(), WriteError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&params, secret)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Made meanwhile (another round, or by a person): theirs stays.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(WriteError {
+            verb: "create",
+            what: format!("Secret {name}"),
+            source,
+        }),
+    }
+}
+
+/// Publishes a CA ConfigMap into another namespace, without forcing: a ConfigMap of that name
+/// that someone else manages is a conflict, never overwritten (so an ensemble's owner cannot
+/// replace what another namespace's pods trust). Returns whether it is published; a namespace
+/// that does not exist (yet), or a name someone else holds, is skipped (and logged).
+async fn publish(client: &kube::Client, ns: &str, cm: &ConfigMap) -> Result<bool, WriteError> {
+    let name = cm.metadata.name.clone().unwrap_or_default();
+    match Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(cm))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            tracing::warn!(namespace = %ns, "allowed namespace does not exist: CA not published");
+            Ok(false)
+        }
+        // Not a reason to stop reconciling the ensemble itself: that namespace's pods are
+        // refused by nothing here, they just cannot mount the CA until the name is freed.
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::warn!(namespace = %ns, configmap = %name, message = %status.message,
+                "a ConfigMap of that name is someone else's: CA not published there");
+            Ok(false)
+        }
+        Err(source) => Err(WriteError {
+            verb: "publish",
+            what: format!("ConfigMap {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+/// Server-side apply of a cluster-scoped object.
+async fn apply_cluster(
+    client: &kube::Client,
+    object: &ClusterRoleBinding,
+) -> Result<(), WriteError> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| WriteError {
+            verb: "apply",
+            what: format!("ClusterRoleBinding {name}"),
+            source,
+        })
 }
 
 /// Deletes member `id`'s pod; the StatefulSet re-creates it from the current template.

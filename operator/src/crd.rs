@@ -70,6 +70,16 @@ pub struct CoordinationEnsembleSpec {
     /// Defaults for sidecars injected into pods that use this ensemble (served by issue 6's webhook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sidecar: Option<SidecarDefaults>,
+    /// Other namespaces whose pods may use this ensemble (its own is always served): the
+    /// webhook injects sidecars there, the NetworkPolicy opens the client port to them and the
+    /// CA certificate is published into each as the ConfigMap `NAMESPACE.NAME-ca`. Names only:
+    /// no `*`, every namespace that may use the ensemble is listed by its owner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend(
+        "maxItems" = 256,
+        "items" = {"type": "string", "minLength": 1, "maxLength": 63, "pattern": NAMESPACE_PATTERN}
+    ))]
+    pub allowed_namespaces: Vec<String>,
     /// Also serve ZooKeeper clients without TLS on port 2181 (for clients that cannot do TLS).
     /// Off by default: clients use TLS on port 2281 with the CA from the ConfigMap `NAME-ca`.
     #[serde(default)]
@@ -197,13 +207,15 @@ pub enum AntiAffinity {
     None,
 }
 
-/// Defaults for the sidecar the webhook injects (read by issue 6's webhook, not by the reconciler).
+/// A namespace name as Kubernetes allows it (RFC 1123 label); `*` does not match.
+pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Defaults for the sidecar the webhook injects (read by the webhook, not by the reconciler).
+/// There is no image here: the sidecar runs inside other workloads' pods with their
+/// service-account tokens, so its image comes only from the operator's `--sidecar-image`.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SidecarDefaults {
-    /// Image holding `baton-sidecar`; the operator's default when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
     /// Session timeout the sidecar asks for, e.g. `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(DURATION_PATTERN))]

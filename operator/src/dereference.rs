@@ -49,6 +49,8 @@ pub struct Dereferenced {
     pub observed: Observed,
     pub secrets: StoredSecrets,
     pub pki: StoredPki,
+    /// Whether `NAME-super` exists (made once, then left alone: only its existence matters).
+    pub super_secret_exists: bool,
 }
 
 /// The roster of members 1..=replicas at their stable DNS names.
@@ -91,6 +93,7 @@ pub async fn observe<C: AdminConnector>(
         members: secret(names.tls_secret()).await?,
         admin: secret(names.admin_secret()).await?,
     };
+    let super_secret_exists = secret(names.super_secret()).await?.is_some();
     let config_map = Api::<ConfigMap>::namespaced(client.clone(), ns)
         .get_opt(&names.config_map())
         .await
@@ -151,6 +154,7 @@ pub async fn observe<C: AdminConnector>(
         },
         secrets: stored_secrets,
         pki,
+        super_secret_exists,
     })
 }
 

@@ -14,6 +14,7 @@ pub mod crd;
 pub mod dereference;
 pub mod ensemble;
 pub mod events;
+pub mod finalizer;
 pub mod http_server;
 pub mod leader_lease;
 pub mod metrics;

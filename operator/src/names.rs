@@ -15,6 +15,17 @@ pub const ADMIN_PORT: i32 = 8080;
 pub const MEMBER_TLS_DIR: &str = "/etc/baton/tls";
 /// Field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "baton-operator";
+/// Label naming the ensemble's namespace on objects outside it (cluster-scoped or published into
+/// other namespaces), which cannot carry an owner reference to it.
+pub const ENSEMBLE_NAMESPACE_LABEL: &str = "baton.dev/ensemble-namespace";
+/// Label naming the ensemble on those objects.
+pub const ENSEMBLE_NAME_LABEL: &str = "baton.dev/ensemble-name";
+/// The finalizer that removes those objects when the ensemble is deleted.
+pub const FINALIZER: &str = "baton.dev/cleanup";
+/// ClusterRole that lets the members check client tokens with the TokenReview API.
+pub const AUTH_DELEGATOR_ROLE: &str = "system:auth-delegator";
+/// Audience of the projected token the sidecar presents (the ensemble's TokenReview asks for it).
+pub const TOKEN_AUDIENCE: &str = "baton";
 
 /// The names derived from one `CoordinationEnsemble`'s name and namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +82,33 @@ impl EnsembleNames {
     /// injected sidecar.
     pub fn ca_config_map(&self) -> String {
         format!("{}-ca", self.name)
+    }
+
+    /// ConfigMap publishing the CA certificate in `namespace`: `NAME-ca` in the ensemble's own,
+    /// `NAMESPACE.NAME-ca` in another it serves. Names of ensembles (Service names) have no
+    /// dots, so a published copy can never take the name of another ensemble's own ConfigMap,
+    /// nor of a copy from another ensemble.
+    pub fn ca_config_map_in(&self, namespace: &str) -> String {
+        if namespace == self.namespace {
+            self.ca_config_map()
+        } else {
+            format!("{}.{}-ca", self.namespace, self.name)
+        }
+    }
+
+    /// ServiceAccount of the members (TokenReview through `system:auth-delegator`).
+    pub fn service_account(&self) -> String {
+        self.name.clone()
+    }
+
+    /// ClusterRoleBinding of `system:auth-delegator` to the members' ServiceAccount.
+    pub fn token_review_binding(&self) -> String {
+        format!("baton.dev:ensemble:{}:{}", self.namespace, self.name)
+    }
+
+    /// Secret holding the super identity (`username`, `password`, `digest`), made once.
+    pub fn super_secret(&self) -> String {
+        format!("{}-super", self.name)
     }
 
     /// NetworkPolicy guarding the members' ports.
@@ -180,6 +218,23 @@ impl EnsembleNames {
             .join(",")
     }
 
+    /// Labels of objects outside the ensemble's namespace (no owner reference possible): say
+    /// whose they are, so they are found again to be pruned and cleaned up.
+    pub fn foreign_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels();
+        labels.insert(ENSEMBLE_NAMESPACE_LABEL.into(), self.namespace.clone());
+        labels.insert(ENSEMBLE_NAME_LABEL.into(), self.name.clone());
+        labels
+    }
+
+    /// `foreign_labels` as a label selector string (for list and prune).
+    pub fn foreign_selector(&self) -> String {
+        format!(
+            "{ENSEMBLE_NAMESPACE_LABEL}={},{ENSEMBLE_NAME_LABEL}={}",
+            self.namespace, self.name
+        )
+    }
+
     /// Labels of every object the operator makes for this ensemble.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.selector_labels();
@@ -206,6 +261,9 @@ mod tests {
             "1=zk-0.zk-peers.prod.svc:2888,2=zk-1.zk-peers.prod.svc:2888"
         );
         assert_eq!(n.client_endpoint(), "zk-client.prod.svc:2181");
+        assert_eq!(n.ca_config_map_in("prod"), "zk-ca");
+        assert_eq!(n.ca_config_map_in("web"), "prod.zk-ca");
+        assert_eq!(n.token_review_binding(), "baton.dev:ensemble:prod:zk");
         assert_eq!(n.secure_client_endpoint(), "zk-client.prod.svc:2281");
         assert_eq!(
             n.member_dns_names(2),

@@ -9,14 +9,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action as Requeue;
 
 use crate::apply::{self, WriteError};
-use crate::build::OperatorPods;
 use crate::build::{self, BuildError};
+use crate::build::{OperatorPods, SuperCredentials};
 use crate::crd::CoordinationEnsemble;
 use crate::dereference::{self, ReadError};
 use crate::ensemble::{
     AdminConnector, AdminError, EnsembleView, StepError, run_action, wait_until,
 };
 use crate::events::EventSink;
+use crate::finalizer;
 use crate::metrics::Metrics;
 use crate::names::EnsembleNames;
 use crate::pki::{self, PkiError};
@@ -105,6 +106,8 @@ pub enum ReconcileError {
     Pki(#[from] PkiError),
     #[error("ensemble admin client: {0}")]
     Admin(#[from] AdminError),
+    #[error("no randomness for the super identity's password")]
+    Random,
 }
 
 impl ReconcileError {
@@ -117,6 +120,7 @@ impl ReconcileError {
             ReconcileError::Step(_) => "ensemble",
             ReconcileError::Pki(_) => "certificates",
             ReconcileError::Admin(_) => "admin-client",
+            ReconcileError::Random => "random",
         }
     }
 }
@@ -152,6 +156,11 @@ async fn reconcile_inner<A: AdminConnector>(
 ) -> Result<Requeue, ReconcileError> {
     let now = (ctx.now)();
     let settings = &ctx.settings;
+    if ce.metadata.deletion_timestamp.is_some() {
+        // Owned objects go with the ensemble; what owner references cannot reach goes here.
+        finalizer::cleanup(&ctx.client, ce).await?;
+        return Ok(Requeue::await_change());
+    }
     let spec = match validate(ce, &settings.default_image) {
         Ok(spec) => spec,
         Err(invalid) => {
@@ -174,6 +183,8 @@ async fn reconcile_inner<A: AdminConnector>(
         }
     };
     let names = EnsembleNames::new(&spec.name, &spec.namespace);
+    // Before anything is written outside the namespace, so nothing there outlives the ensemble.
+    finalizer::ensure(&ctx.client, ce).await?;
     let dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
     let observed = &dereferenced.observed;
     let plan = plan::plan(spec.replicas, observed);
@@ -189,7 +200,18 @@ async fn reconcile_inner<A: AdminConnector>(
     let member_ids: Vec<u64> = (1..=highest).collect();
     let pki_plan = pki::plan(&dereferenced.pki, &member_ids, now);
     let pki = pki::issue(&dereferenced.pki, &pki_plan, &names, now)?;
-    let built = build::build(ce, &spec, plan.membership, &pki, &settings.operator_pods)?;
+    let new_super = match dereferenced.super_secret_exists {
+        true => None,
+        false => Some(SuperCredentials::generate().map_err(|_| ReconcileError::Random)?),
+    };
+    let built = build::build(
+        ce,
+        &spec,
+        plan.membership,
+        &pki,
+        &settings.operator_pods,
+        new_super.as_ref(),
+    )?;
     let applied = apply::apply_all(&ctx.client, &names, &built, &dereferenced.secrets).await;
     if applied.is_ok() && !pki_plan.is_empty() {
         tracing::info!(certificates = %pki_plan, "certificates written");

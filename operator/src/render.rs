@@ -54,7 +54,12 @@ pub fn render(
         replicas: spec.replicas,
         bootstrap: spec.replicas,
     };
-    let built = build::build(&ce, &spec, membership, &pki, operator)?;
+    // A placeholder password: the operator generates a random one; rendering shows the shape.
+    let credentials = build::SuperCredentials {
+        username: build::identity::SUPER_USER.into(),
+        password: "rendered-not-secret".into(),
+    };
+    let built = build::build(&ce, &spec, membership, &pki, operator, Some(&credentials))?;
     let mut out = Vec::new();
     let mut push = |kind: &str, name: Option<&String>, object: &dyn ErasedSerialize| {
         let value = object.to_value();
@@ -75,11 +80,27 @@ pub fn render(
         push("Secret", secret.metadata.name.as_ref(), secret)?;
     }
     let b = &built;
+    if let Some(secret) = &b.super_secret {
+        push("Secret", secret.metadata.name.as_ref(), secret)?;
+    }
+    push(
+        "ServiceAccount",
+        b.service_account.metadata.name.as_ref(),
+        &b.service_account,
+    )?;
+    push(
+        "ClusterRoleBinding",
+        b.token_review_binding.metadata.name.as_ref(),
+        &b.token_review_binding,
+    )?;
     push(
         "ConfigMap",
         b.ca_config_map.metadata.name.as_ref(),
         &b.ca_config_map,
     )?;
+    for cm in &b.published_ca_config_maps {
+        push("ConfigMap", cm.metadata.name.as_ref(), cm)?;
+    }
     push(
         "ConfigMap",
         b.config_map.metadata.name.as_ref(),
@@ -128,9 +149,10 @@ mod tests {
 
     #[test]
     fn the_example_renders_every_object_with_kind_and_version() {
-        let example = include_str!("../../examples/coordinationensemble.yaml");
+        let example = include_str!("../../examples/coordinationensemble.yaml")
+            .replace("# allowedNamespaces: [web]", "allowedNamespaces: [web]");
         let files =
-            render(example, "prod", "baton:test", &OperatorPods::default()).expect("rendered");
+            render(&example, "prod", "baton:test", &OperatorPods::default()).expect("rendered");
         let names: Vec<&str> = files.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(
             names,
@@ -138,20 +160,26 @@ mod tests {
                 "01-secret-demo-ca-key.yaml",
                 "02-secret-demo-tls.yaml",
                 "03-secret-demo-admin.yaml",
-                "04-configmap-demo-ca.yaml",
-                "05-configmap-demo-config.yaml",
-                "06-service-demo-peers.yaml",
-                "07-service-demo-client.yaml",
-                "08-poddisruptionbudget-demo.yaml",
-                "09-networkpolicy-demo-members.yaml",
-                "10-statefulset-demo.yaml",
+                "04-secret-demo-super.yaml",
+                "05-serviceaccount-demo.yaml",
+                "06-clusterrolebinding-baton.dev:ensemble:prod:demo.yaml",
+                "07-configmap-demo-ca.yaml",
+                "08-configmap-prod.demo-ca.yaml",
+                "09-configmap-demo-config.yaml",
+                "10-service-demo-peers.yaml",
+                "11-service-demo-client.yaml",
+                "12-poddisruptionbudget-demo.yaml",
+                "13-networkpolicy-demo-members.yaml",
+                "14-statefulset-demo.yaml",
             ]
         );
         for (file, text) in &files {
             let value: serde_json::Value = serde_saphyr::from_str(text).expect("YAML parses");
             assert!(value["apiVersion"].is_string(), "{file}");
             assert!(value["kind"].is_string(), "{file}");
-            assert_eq!(value["metadata"]["namespace"], "prod", "{file}");
+            if value["kind"] != "ClusterRoleBinding" {
+                assert!(value["metadata"]["namespace"].is_string(), "{file}");
+            }
         }
         assert!(matches!(
             render("kind: Pod", "prod", "i", &OperatorPods::default()),

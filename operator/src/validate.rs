@@ -21,6 +21,16 @@ pub enum InvalidSpec {
     Metadata(&'static str),
     #[error("no image: set spec.image or the operator's --default-image")]
     NoImage,
+    #[error(
+        "spec.allowedNamespaces: {0:?} is not a namespace name (lower-case letters, digits and \
+         '-'; no wildcards: list every namespace the ensemble serves)"
+    )]
+    AllowedNamespace(String),
+    #[error(
+        "metadata.name {0:?} contains a dot: the ensemble's Services and published ConfigMaps \
+         need a DNS label"
+    )]
+    Name(String),
 }
 
 /// A spec that passed validation, with defaults resolved: what `build` works from.
@@ -34,6 +44,17 @@ pub struct ValidSpec {
     pub max_session_timeout: String,
     /// Serve plain ZooKeeper clients on 2181 beside TLS on 2281.
     pub plain_client_port: bool,
+    /// Namespaces served besides the ensemble's own: sorted, each once, never its own.
+    pub allowed_namespaces: Vec<String>,
+}
+
+impl ValidSpec {
+    /// Every namespace whose pods may use the ensemble: its own first, then the allowed ones.
+    pub fn served_namespaces(&self) -> Vec<String> {
+        std::iter::once(self.namespace.clone())
+            .chain(self.allowed_namespaces.iter().cloned())
+            .collect()
+    }
 }
 
 /// Validates `ce` and resolves the image (`spec.image`, else `default_image`).
@@ -49,6 +70,9 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         .namespace
         .clone()
         .ok_or(InvalidSpec::Metadata("metadata.namespace"))?;
+    if name.contains('.') {
+        return Err(InvalidSpec::Name(name));
+    }
     if ce.metadata.uid.is_none() {
         // Owner references need it; only a hand-made object lacks one.
         return Err(InvalidSpec::Metadata("metadata.uid"));
@@ -82,7 +106,19 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
     if image.trim().is_empty() {
         return Err(InvalidSpec::NoImage);
     }
+    let mut allowed_namespaces = Vec::new();
+    for ns in &spec.allowed_namespaces {
+        if !is_namespace_name(ns) {
+            return Err(InvalidSpec::AllowedNamespace(ns.clone()));
+        }
+        if *ns != namespace {
+            allowed_namespaces.push(ns.clone());
+        }
+    }
+    allowed_namespaces.sort();
+    allowed_namespaces.dedup();
     Ok(ValidSpec {
+        allowed_namespaces,
         name,
         namespace,
         replicas: spec.replicas,
@@ -91,6 +127,17 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         max_session_timeout: spec.session_timeout.max.clone(),
         plain_client_port: spec.plain_client_port,
     })
+}
+
+/// A namespace name (RFC 1123 label, as `NAMESPACE_PATTERN` in the CRD says).
+pub fn is_namespace_name(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(inner)
+        && bytes.last().is_some_and(inner)
+        && bytes.iter().all(|b| inner(b) || *b == b'-')
 }
 
 /// A Kubernetes quantity of the forms the CRD admits (`SIZE_PATTERN`), greater than zero.
@@ -189,6 +236,32 @@ spec: {}
             Err(InvalidSpec::Duration { .. })
         ));
         assert_eq!(duration_ms("f", "2m"), Ok(120_000));
+    }
+
+    #[test]
+    fn allowed_namespaces_are_names_never_wildcards() {
+        let ce = parse(&BASE.replace(
+            "spec: {}",
+            "spec: {allowedNamespaces: [web, default, batch, web]}",
+        ));
+        let valid = validate(&ce, "i").expect("valid");
+        assert_eq!(
+            valid.allowed_namespaces,
+            ["batch", "web"],
+            "sorted, once, not its own"
+        );
+        assert_eq!(valid.served_namespaces(), ["default", "batch", "web"]);
+        for bad in ["*", "", "Web", "a.b", "-a", "prod/*"] {
+            let ce = parse(&BASE.replace(
+                "spec: {}",
+                &format!("spec: {{allowedNamespaces: [{bad:?}]}}"),
+            ));
+            assert_eq!(
+                validate(&ce, "i"),
+                Err(InvalidSpec::AllowedNamespace(bad.into())),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

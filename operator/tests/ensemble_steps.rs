@@ -438,6 +438,7 @@ fn start_pod(
         },
         pki,
         &OperatorPods::default(),
+        None,
     )?;
     let container = built
         .statefulset
@@ -467,6 +468,8 @@ fn start_pod(
         .iter()
         .flatten()
         .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+        // No API server here to answer TokenReviews; everything else runs as in the pod.
+        .filter(|(name, _)| name != "BATON_K8S_AUTH")
         .map(|(name, value)| {
             let value = match value.strip_prefix(MEMBER_TLS_DIR) {
                 Some(rest) => format!("{}{rest}", tls_dir.display()),

@@ -2,6 +2,7 @@
 //! the plan chose) to the Kubernetes objects the operator applies. No I/O here.
 
 mod config;
+pub mod identity;
 pub mod network;
 mod services;
 mod statefulset;
@@ -9,9 +10,10 @@ mod statefulset;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::crd::CoordinationEnsemble;
@@ -21,6 +23,7 @@ use crate::pki::secrets::{self, CA_CERT_KEY, PkiSecrets};
 use crate::validate::ValidSpec;
 
 pub use config::{BOOTSTRAP_KEY, REPLICAS_KEY, StoredMembership};
+pub use identity::SuperCredentials;
 pub use network::OperatorPods;
 pub use statefulset::{DATA_DIR, START_SCRIPT};
 
@@ -36,8 +39,17 @@ pub enum BuildError {
 pub struct Built {
     /// The CA, the members' and the admin's certificates (written only when they change).
     pub secrets: PkiSecrets,
+    /// `NAME-super`, only when it does not exist yet (it is made once, never rewritten).
+    pub super_secret: Option<Secret>,
+    /// The members' ServiceAccount.
+    pub service_account: ServiceAccount,
+    /// `system:auth-delegator` for that ServiceAccount (cluster-scoped, labelled, no owner).
+    pub token_review_binding: ClusterRoleBinding,
     /// `NAME-ca`: the CA certificate (public) for clients such as the injected sidecar.
     pub ca_config_map: ConfigMap,
+    /// The same certificate in each other namespace the ensemble serves, as
+    /// `NAMESPACE.NAME-ca` (labelled, no owner: a cross-namespace owner is not allowed).
+    pub published_ca_config_maps: Vec<ConfigMap>,
     pub config_map: ConfigMap,
     pub peer_service: Service,
     pub client_service: Service,
@@ -49,13 +61,15 @@ pub struct Built {
 }
 
 /// Builds every object for `ce` with the StatefulSet at `membership.replicas`, the
-/// certificates of `pki`, and the admin port open to the `operator`'s pods.
+/// certificates of `pki`, the admin port open to the `operator`'s pods, and the super Secret
+/// holding `new_super` when it is still to be made.
 pub fn build(
     ce: &CoordinationEnsemble,
     spec: &ValidSpec,
     membership: StoredMembership,
     pki: &Pki,
     operator: &OperatorPods,
+    new_super: Option<&SuperCredentials>,
 ) -> Result<Built, BuildError> {
     let names = EnsembleNames::new(&spec.name, &spec.namespace);
     let owner = ce
@@ -71,7 +85,8 @@ pub fn build(
         owner_references: Some(vec![owner.clone()]),
         ..ObjectMeta::default()
     };
-    let client_namespaces = [spec.namespace.clone()];
+    let client_namespaces = spec.served_namespaces();
+    let ca_data = BTreeMap::from([(CA_CERT_KEY.to_string(), pki.ca.bundle_pem.clone())]);
     let reach = network::Reach {
         operator,
         client_namespaces: &client_namespaces,
@@ -79,14 +94,28 @@ pub fn build(
     };
     Ok(Built {
         secrets: secrets::secrets(pki, &names, meta),
+        super_secret: new_super.map(|c| identity::super_secret(meta(names.super_secret()), c)),
+        service_account: identity::service_account(meta(names.service_account())),
+        token_review_binding: identity::token_review_binding(&names),
         ca_config_map: ConfigMap {
             metadata: meta(names.ca_config_map()),
-            data: Some(BTreeMap::from([(
-                CA_CERT_KEY.to_string(),
-                pki.ca.bundle_pem.clone(),
-            )])),
+            data: Some(ca_data.clone()),
             ..ConfigMap::default()
         },
+        published_ca_config_maps: spec
+            .allowed_namespaces
+            .iter()
+            .map(|ns| ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(names.ca_config_map_in(ns)),
+                    namespace: Some(ns.clone()),
+                    labels: Some(names.foreign_labels()),
+                    ..ObjectMeta::default()
+                },
+                data: Some(ca_data.clone()),
+                ..ConfigMap::default()
+            })
+            .collect(),
         config_map: config::config_map(&names, meta(names.config_map()), membership),
         peer_service: services::peer_service(
             &names,

@@ -34,8 +34,8 @@ pub struct OperatorPods {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach<'a> {
     pub operator: &'a OperatorPods,
-    /// Namespaces whose pods may use the client ports (the ensemble's own; issue 14 adds
-    /// `spec.allowedNamespaces`).
+    /// Namespaces whose pods may use the client ports: the ensemble's own and
+    /// `spec.allowedNamespaces`.
     pub client_namespaces: &'a [String],
     /// Whether the plain client port is served (else only the TLS one is opened).
     pub plain_client_port: bool,

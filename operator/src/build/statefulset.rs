@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
     EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, SeccompProfile, SecretVolumeSource, SecurityContext,
+    PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
     TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements,
     WeightedPodAffinityTerm,
 };
@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::identity::SUPER_DIGEST_KEY;
 use crate::crd::{AntiAffinity, CoordinationEnsembleSpec};
 use crate::names::{
     ADMIN_PORT, CLIENT_PORT, EnsembleNames, MEMBER_TLS_DIR, PEER_PORT, SECURE_CLIENT_PORT,
@@ -132,7 +133,10 @@ fn pod_spec(
         }),
         node_selector: crd.scheduling.node_selector.clone(),
         tolerations: crd.scheduling.tolerations.clone(),
-        automount_service_account_token: Some(false),
+        // The member checks sidecars' tokens with the TokenReview API as this ServiceAccount
+        // (bound to system:auth-delegator), through the token mounted here.
+        service_account_name: Some(names.service_account()),
+        automount_service_account_token: Some(true),
         termination_grace_period_seconds: Some(30),
         volumes: Some(vec![
             Volume {
@@ -215,6 +219,23 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
             },
             plain_env("BATON_TLS_DIR", MEMBER_TLS_DIR),
             plain_env("BATON_TLS_CA", &format!("{MEMBER_TLS_DIR}/ca.crt")),
+            // `k8s` auth packets are checked with TokenReview, and only sessions of namespace
+            // NS may use /baton/NS/... (DESIGN.md §4, Tenancy).
+            plain_env("BATON_K8S_AUTH", "true"),
+            plain_env("BATON_CHECK_IDENTITIES", "true"),
+            // From the Secret, never a literal: the StatefulSet is readable more widely.
+            EnvVar {
+                name: "BATON_SUPER_DIGEST".into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: names.super_secret(),
+                        key: SUPER_DIGEST_KEY.into(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+            },
         ]),
         env_from: Some(vec![EnvFromSource {
             config_map_ref: Some(ConfigMapEnvSource {

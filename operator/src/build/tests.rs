@@ -44,6 +44,7 @@ fn built(spec: &str, replicas: i32, bootstrap: i32) -> Built {
         },
         test_pki(),
         &operator(),
+        None,
     )
     .expect("built")
 }
@@ -117,6 +118,21 @@ fn statefulset_runs_members_by_ordinal_with_join_beyond_bootstrap() {
             .map(|v| v["value"].clone())
     };
     assert_eq!(env("BATON_TLS_CA"), Some(json!("/etc/baton/tls/ca.crt")));
+    // Identities: tokens checked with TokenReview, namespaces enforced, a super digest from
+    // the Secret (never a literal in the StatefulSet).
+    assert_eq!(env("BATON_K8S_AUTH"), Some(json!("true")));
+    assert_eq!(env("BATON_CHECK_IDENTITIES"), Some(json!("true")));
+    let digest = c["env"]
+        .as_array()
+        .and_then(|e| e.iter().find(|v| v["name"] == "BATON_SUPER_DIGEST"))
+        .expect("BATON_SUPER_DIGEST");
+    assert_eq!(
+        digest["valueFrom"]["secretKeyRef"],
+        json!({"name": "zk-super", "key": "digest", "optional": false})
+    );
+    assert!(digest.get("value").is_none());
+    assert_eq!(pod["serviceAccountName"], "zk");
+    assert_eq!(pod["automountServiceAccountToken"], true);
     assert_eq!(env("BATON_TLS_DIR"), Some(json!("/etc/baton/tls")));
     let mount = c["volumeMounts"]
         .as_array()
@@ -405,4 +421,97 @@ fn network_policy_builder_takes_a_list_of_client_namespaces() {
         nobody["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
         json!(["prod"])
     );
+}
+
+#[test]
+fn members_get_a_service_account_bound_to_token_review() {
+    let b = built("{}", 3, 3);
+    let sa = json(&b.service_account);
+    assert_eq!(sa["metadata"]["name"], "zk");
+    assert_eq!(sa["metadata"]["namespace"], "prod");
+    assert_eq!(sa["metadata"]["ownerReferences"][0]["uid"], "7d1b");
+    assert_eq!(sa["automountServiceAccountToken"], true);
+    let crb = json(&b.token_review_binding);
+    assert_eq!(crb["apiVersion"], "rbac.authorization.k8s.io/v1");
+    assert_eq!(crb["metadata"]["name"], "baton.dev:ensemble:prod:zk");
+    assert!(
+        crb["metadata"].get("ownerReferences").is_none(),
+        "cluster-scoped: no owner across scopes"
+    );
+    assert!(crb["metadata"].get("namespace").is_none());
+    assert_eq!(
+        crb["metadata"]["labels"]["baton.dev/ensemble-namespace"],
+        "prod"
+    );
+    assert_eq!(crb["metadata"]["labels"]["baton.dev/ensemble-name"], "zk");
+    assert_eq!(
+        crb["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"})
+    );
+    assert_eq!(
+        crb["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "zk", "namespace": "prod"}])
+    );
+    assert!(b.super_secret.is_none(), "made only when missing");
+}
+
+#[test]
+fn the_super_secret_is_built_only_from_new_credentials() {
+    let ce = ensemble("{}");
+    let valid = validate(&ce, "baton:test").expect("valid spec");
+    let credentials = SuperCredentials {
+        username: "super".into(),
+        password: "secret".into(),
+    };
+    let membership = StoredMembership {
+        replicas: 3,
+        bootstrap: 3,
+    };
+    let b = build(
+        &ce,
+        &valid,
+        membership,
+        test_pki(),
+        &operator(),
+        Some(&credentials),
+    )
+    .expect("built");
+    let secret = json(&b.super_secret.expect("a new super Secret"));
+    assert_eq!(secret["metadata"]["name"], "zk-super");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "7d1b");
+    let decode = |key: &str| {
+        use base64::Engine as _;
+        let b64 = secret["data"][key].as_str().expect("data");
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        String::from_utf8(raw).expect("utf-8")
+    };
+    assert_eq!(decode("username"), "super");
+    assert_eq!(decode("password"), "secret");
+    assert_eq!(decode("digest"), "super:lK75jTNcA+U9vtVEw5vB51mj/w4=");
+}
+
+#[test]
+fn allowed_namespaces_get_the_ca_and_the_client_port() {
+    let b = built("{allowedNamespaces: [web, batch]}", 3, 3);
+    let published: Vec<serde_json::Value> = b.published_ca_config_maps.iter().map(json).collect();
+    assert_eq!(published.len(), 2);
+    for (cm, ns) in published.iter().zip(["batch", "web"]) {
+        assert_eq!(cm["metadata"]["name"], "prod.zk-ca");
+        assert_eq!(cm["metadata"]["namespace"], ns);
+        assert!(cm["metadata"].get("ownerReferences").is_none());
+        assert_eq!(
+            cm["metadata"]["labels"]["baton.dev/ensemble-namespace"],
+            "prod"
+        );
+        assert_eq!(cm["metadata"]["labels"]["baton.dev/ensemble-name"], "zk");
+        assert_eq!(cm["data"], json(&b.ca_config_map)["data"]);
+    }
+    let policy = json(&b.network_policy);
+    assert_eq!(
+        policy["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["batch", "prod", "web"])
+    );
+    assert!(built("{}", 3, 3).published_ca_config_maps.is_empty());
 }

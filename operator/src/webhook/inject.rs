@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::sidecar::{self, CONTAINER_NAME, SidecarSpec};
 use crate::crd::{CoordinationEnsemble, SidecarDefaults};
-use crate::names::EnsembleNames;
+use crate::names::{EnsembleNames, TOKEN_AUDIENCE};
 
 /// `"true"` asks for the sidecar.
 pub const INJECT_ANNOTATION: &str = "baton.dev/inject";
@@ -29,7 +29,8 @@ const MAX_ELECTION_LEN: usize = 128;
 /// Operator-wide injection settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InjectSettings {
-    /// Sidecar image when the ensemble's `spec.sidecar.image` names none.
+    /// The sidecar's image (`--sidecar-image`): the only place it comes from, since the sidecar
+    /// runs in other workloads' pods with their tokens.
     pub image: String,
     /// Native sidecars unless a pod's `baton.dev/native-sidecar` says otherwise.
     pub native_sidecar: bool,
@@ -42,10 +43,12 @@ pub struct EnsembleView {
     pub ensemble: String,
     /// `HOST:PORT` of the TLS client port.
     pub endpoint: String,
-    /// The ConfigMap with the ensemble's CA certificate, when the pod can mount it: a
-    /// ConfigMap volume reaches only the pod's own namespace, and the operator publishes
-    /// `NAME-ca` in the ensemble's (issue 14 extends that to the namespaces it serves).
+    /// The ConfigMap with the ensemble's CA certificate in the pod's namespace, when the
+    /// ensemble serves that namespace (its own or one of `spec.allowedNamespaces`, where the
+    /// operator publishes `NAMESPACE.NAME-ca`); `None`: the pod is refused.
     pub ca_config_map: Option<String>,
+    /// The namespaces the ensemble serves, for the refusal's message.
+    pub served: Vec<String>,
     /// `spec.sidecar`.
     pub sidecar: SidecarDefaults,
 }
@@ -63,10 +66,22 @@ impl EnsembleView {
             .and_then(|s| s.secure_client_endpoint.clone())
             .filter(|e| !e.is_empty())
             .unwrap_or_else(|| names.secure_client_endpoint());
+        let mut served = vec![namespace.to_string()];
+        served.extend(
+            ce.spec
+                .allowed_namespaces
+                .iter()
+                .filter(|ns| ns.as_str() != namespace)
+                .cloned(),
+        );
         EnsembleView {
             ensemble: format!("{namespace}/{name}"),
             endpoint,
-            ca_config_map: (namespace == pod_namespace).then(|| names.ca_config_map()),
+            ca_config_map: served
+                .iter()
+                .any(|ns| ns == pod_namespace)
+                .then(|| names.ca_config_map_in(pod_namespace)),
+            served,
             sidecar: ce.spec.sidecar.clone().unwrap_or_default(),
         }
     }
@@ -101,13 +116,18 @@ pub enum InjectError {
         "no election name: set the {ELECTION_ANNOTATION} annotation (the pod has no owner, name or generateName)"
     )]
     NoElection,
-    /// The ensemble's CA certificate cannot be mounted into a pod of another namespace.
+    /// The ensemble does not serve the pod's namespace.
     #[error(
-        "CoordinationEnsemble {0} is in another namespace: its CA certificate (ConfigMap) is \
-         published only in its own namespace, so the sidecar could not connect over TLS; use an \
-         ensemble in the pod's namespace"
+        "CoordinationEnsemble {ensemble} does not serve namespace {namespace} (it serves {}): \
+         its owner may add {namespace} to spec.allowedNamespaces, or use an ensemble that \
+         serves {namespace}",
+        served.join(", ")
     )]
-    OtherNamespace(String),
+    NotServed {
+        ensemble: String,
+        namespace: String,
+        served: Vec<String>,
+    },
     /// An annotation value that means nothing.
     #[error("{annotation}: {value:?} is not {expected}")]
     BadAnnotation {
@@ -143,17 +163,23 @@ pub fn wanted(pod: &Pod, namespace: &str) -> Wanted {
     Wanted::Inject(choice)
 }
 
-/// The JSON patch that adds the sidecar to `pod`, which `wanted` said to inject.
+/// The JSON patch that adds the sidecar to `pod` (created in `namespace`), which `wanted` said
+/// to inject.
 pub fn patch(
     pod: &Pod,
+    namespace: &str,
     ensemble: &EnsembleView,
     settings: &InjectSettings,
 ) -> Result<Patch, InjectError> {
-    let elections = elections(pod)?;
     let ca_config_map = ensemble
         .ca_config_map
         .clone()
-        .ok_or_else(|| InjectError::OtherNamespace(ensemble.ensemble.clone()))?;
+        .ok_or_else(|| InjectError::NotServed {
+            ensemble: ensemble.ensemble.clone(),
+            namespace: namespace.into(),
+            served: ensemble.served.clone(),
+        })?;
+    let elections = elections(pod)?;
     let native = match annotation(pod, NATIVE_SIDECAR_ANNOTATION) {
         None => settings.native_sidecar,
         Some("true") => true,
@@ -211,9 +237,22 @@ pub fn patch(
         "name": sidecar::CA_VOLUME,
         "configMap": {"name": ca_config_map, "items": [{"key": "ca.crt", "path": "ca.crt"}]},
     });
+    // The pod's own ServiceAccount token for audience `baton` only (useless against the API
+    // server), short-lived and rotated by the kubelet: the sidecar's identity at the ensemble.
+    let token = json!({
+        "name": sidecar::TOKEN_VOLUME,
+        "projected": {"sources": [{"serviceAccountToken": {
+            "audience": TOKEN_AUDIENCE,
+            "expirationSeconds": sidecar::TOKEN_EXPIRATION_SECONDS,
+            "path": "token",
+        }}]},
+    });
     match spec.volumes.as_ref().filter(|v| !v.is_empty()) {
-        Some(_) => ops.push(add("/spec/volumes/-", volume)),
-        None => ops.push(add("/spec/volumes", json!([volume]))),
+        Some(_) => {
+            ops.push(add("/spec/volumes/-", volume));
+            ops.push(add("/spec/volumes/-", token));
+        }
+        None => ops.push(add("/spec/volumes", json!([volume, token]))),
     }
     if spec
         .termination_grace_period_seconds

@@ -76,7 +76,7 @@ impl<L: EnsembleLookup> Injector<L> {
                 return answer(200, Response::denied(uid, 403, message));
             }
         };
-        match inject::patch(pod, &ensemble, &self.settings) {
+        match inject::patch(pod, &namespace, &ensemble, &self.settings) {
             Ok(patch) => {
                 tracing::info!(pod = %name, %namespace, ensemble = %ensemble.endpoint, "injecting the sidecar");
                 let bytes = serde_json::to_vec(&patch).unwrap_or_default();
@@ -84,7 +84,11 @@ impl<L: EnsembleLookup> Injector<L> {
             }
             Err(e) => {
                 tracing::info!(pod = %name, %namespace, error = %e, "injection denied");
-                answer(200, Response::denied(uid, 400, e.to_string()))
+                let code = match e {
+                    inject::InjectError::NotServed { .. } => 403,
+                    _ => 400,
+                };
+                answer(200, Response::denied(uid, code, e.to_string()))
             }
         }
     }

@@ -32,6 +32,16 @@ pub const CA_VOLUME: &str = "baton-ensemble-ca";
 pub const CA_DIR: &str = "/etc/baton/ensemble-ca";
 /// `--ensemble-ca`, in `CA_DIR`.
 pub const CA_FILE: &str = "/etc/baton/ensemble-ca/ca.crt";
+/// Volume holding the projected ServiceAccount token the sidecar presents to the ensemble
+/// (ZooKeeper auth scheme `k8s`; the ensemble checks it with the TokenReview API).
+pub const TOKEN_VOLUME: &str = "baton-token";
+/// Where that token is mounted.
+pub const TOKEN_DIR: &str = "/var/run/secrets/baton";
+/// `BATON_TOKEN_FILE`: the kubelet rewrites it before it expires; the sidecar re-reads it on
+/// every (re)connect.
+pub const TOKEN_FILE: &str = "/var/run/secrets/baton/token";
+/// Lifetime asked of the kubelet for that token (it renews at 80%).
+pub const TOKEN_EXPIRATION_SECONDS: i64 = 3600;
 /// Ready when the session is connected.
 pub const READYZ_PATH: &str = "/readyz";
 /// Ready only on the leader of the first election (the pod's Ready condition follows it).
@@ -40,7 +50,7 @@ pub const LEADER_READY_PATH: &str = "/leader/ready";
 /// Everything the container depends on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SidecarSpec {
-    /// Image holding `baton-sidecar`.
+    /// Image holding `baton-sidecar`: the operator's `--sidecar-image`, never an ensemble's.
     pub image: String,
     /// `HOST:PORT[,HOST:PORT]` of the ensemble's TLS client port.
     pub ensemble_endpoint: String,
@@ -68,6 +78,9 @@ pub fn container(spec: &SidecarSpec) -> Container {
         plain_env("BATON_LISTEN", LISTEN),
         plain_env("BATON_PROBE_LISTEN", PROBE_LISTEN),
         plain_env("BATON_ELECTION", &spec.elections),
+        plain_env("BATON_TOKEN_FILE", TOKEN_FILE),
+        // The znode namespace (/baton/<namespace>/...), not only a label: always set.
+        field_env("BATON_NAMESPACE", "metadata.namespace"),
         plain_env(
             "BATON_ADDRESS",
             &format!("$(BATON_POD_IP){}", spec.address_port_suffix),
@@ -78,24 +91,26 @@ pub fn container(spec: &SidecarSpec) -> Container {
     }
     if spec.label_pod {
         env.push(field_env("BATON_POD", "metadata.name"));
-        env.push(field_env("BATON_NAMESPACE", "metadata.namespace"));
     }
     Container {
         name: CONTAINER_NAME.into(),
-        image: Some(
-            spec.defaults
-                .image
-                .clone()
-                .unwrap_or_else(|| spec.image.clone()),
-        ),
+        image: Some(spec.image.clone()),
         command: Some(vec!["baton-sidecar".into()]),
         env: Some(env),
-        volume_mounts: Some(vec![VolumeMount {
-            name: CA_VOLUME.into(),
-            mount_path: CA_DIR.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: CA_VOLUME.into(),
+                mount_path: CA_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: TOKEN_VOLUME.into(),
+                mount_path: TOKEN_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+        ]),
         // Native sidecars start before, and stop after, the app containers; SIGTERM then
         // resigns every election and releases every lock at once.
         restart_policy: spec.native.then(|| "Always".into()),

@@ -23,13 +23,14 @@ fn view() -> EnsembleView {
         ensemble: "prod/zk".into(),
         endpoint: "zk-client.prod.svc:2281".into(),
         ca_config_map: Some("zk-ca".into()),
+        served: vec!["prod".into()],
         sidecar: SidecarDefaults::default(),
     }
 }
 
 /// `pod` after its patch.
 fn patched(pod: &Pod, view: &EnsembleView, settings: &InjectSettings) -> Pod {
-    let patch = inject::patch(pod, view, settings).expect("patch");
+    let patch = inject::patch(pod, "prod", view, settings).expect("patch");
     let mut doc = serde_json::to_value(pod).expect("pod serializes");
     json_patch::patch(&mut doc, &patch).expect("patch applies");
     serde_json::from_value(doc).expect("a valid Pod")
@@ -56,6 +57,39 @@ fn env(c: &Container, name: &str) -> Value {
         .find(|e| e.name == name)
         .unwrap_or_else(|| panic!("no {name}"));
     serde_json::to_value(var).expect("env serializes")
+}
+
+/// The projected token (audience `baton`, an hour, file `token`) is mounted read-only at
+/// /var/run/secrets/baton and named by BATON_TOKEN_FILE; the namespace is always set.
+fn assert_token(pod: &Pod) {
+    let c = sidecar(pod);
+    let volume = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == "baton-token")
+        .expect("a token volume");
+    assert_eq!(
+        serde_json::to_value(&volume.projected).expect("projected"),
+        serde_json::json!({"sources": [{"serviceAccountToken":
+            {"audience": "baton", "expirationSeconds": 3600, "path": "token"}}]})
+    );
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "baton-token")
+        .expect("a token mount");
+    assert_eq!(mount.mount_path, "/var/run/secrets/baton");
+    assert_eq!(mount.read_only, Some(true));
+    assert_eq!(
+        env(&c, "BATON_TOKEN_FILE")["value"],
+        "/var/run/secrets/baton/token"
+    );
+    assert_eq!(
+        env(&c, "BATON_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
 }
 
 const DEPLOYMENT_POD: &str = r#"
@@ -99,15 +133,16 @@ fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
         "/etc/baton/ensemble-ca/ca.crt"
     );
     let mounts = c.volume_mounts.clone().unwrap_or_default();
-    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts.len(), 2);
     assert_eq!(mounts[0].name, "baton-ensemble-ca");
     assert_eq!(mounts[0].mount_path, "/etc/baton/ensemble-ca");
     assert_eq!(mounts[0].read_only, Some(true));
     let volumes = spec.volumes.clone().unwrap_or_default();
-    assert_eq!(volumes.len(), 1);
+    assert_eq!(volumes.len(), 2);
     let ca = volumes[0].config_map.clone().expect("a ConfigMap volume");
     assert_eq!(volumes[0].name, "baton-ensemble-ca");
     assert_eq!(ca.name, "zk-ca");
+    assert_token(&after);
     assert_eq!(env(&c, "BATON_LISTEN")["value"], "127.0.0.1:4040");
     assert_eq!(env(&c, "BATON_ADDRESS")["value"], "$(BATON_POD_IP):8080");
     assert_eq!(
@@ -284,7 +319,7 @@ fn older_clusters_get_a_plain_container_last() {
         "{baton.dev/inject: \"true\", baton.dev/native-sidecar: \"no\"}",
     );
     assert!(matches!(
-        inject::patch(&pod(&bad), &view(), &settings),
+        inject::patch(&pod(&bad), "prod", &view(), &settings),
         Err(InjectError::BadAnnotation { .. })
     ));
 }
@@ -298,7 +333,6 @@ kind: CoordinationEnsemble
 metadata: {name: zk, namespace: prod}
 spec:
   sidecar:
-    image: baton:sidecar
     sessionTimeout: 20s
     resources: {requests: {cpu: 5m}}
 "#,
@@ -316,14 +350,16 @@ spec:
     );
     let after = patched(&pod(&yaml), &view, &settings());
     let c = sidecar(&after);
-    assert_eq!(c.image.as_deref(), Some("baton:sidecar"));
+    assert_eq!(c.image.as_deref(), Some("baton:dev"));
     assert_eq!(env(&c, "BATON_SESSION_TIMEOUT")["value"], "20s");
     let requests = c.resources.and_then(|r| r.requests).expect("requests");
     assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("5m"));
     assert!(
         !c.env.iter().flatten().any(|e| e.name == "BATON_POD"),
-        "no token, no pod labelling"
+        "no API token, no pod labelling"
     );
+    // The ensemble token is projected whatever automountServiceAccountToken says.
+    assert_token(&after);
     assert_eq!(
         after.spec.and_then(|s| s.termination_grace_period_seconds),
         Some(inject::MIN_GRACE_SECONDS)
@@ -344,21 +380,85 @@ fn a_pod_keeps_its_volumes_and_gets_the_ca_appended() {
         .into_iter()
         .map(|v| v.name)
         .collect();
-    assert_eq!(volumes, ["cache", "baton-ensemble-ca"]);
+    assert_eq!(volumes, ["cache", "baton-ensemble-ca", "baton-token"]);
 }
 
 #[test]
-fn an_ensemble_of_another_namespace_is_refused_for_want_of_its_ca() {
+fn an_ensemble_serves_its_allowed_namespaces_and_refuses_the_rest() {
+    let ce: CoordinationEnsemble = serde_saphyr::from_str(
+        "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\nmetadata: {name: zk, namespace: shared}\nspec: {allowedNamespaces: [prod, batch]}\n",
+    )
+    .expect("ensemble");
+    // An allowed namespace mounts the copy of the CA published there.
+    let view = EnsembleView::of(&ce, "prod");
+    assert_eq!(view.ca_config_map.as_deref(), Some("shared.zk-ca"));
+    assert_eq!(view.endpoint, "zk-client.shared.svc:2281");
+    let after = patched(&pod(DEPLOYMENT_POD), &view, &settings());
+    let volumes = after
+        .spec
+        .clone()
+        .and_then(|s| s.volumes)
+        .unwrap_or_default();
+    assert_eq!(
+        volumes[0].config_map.as_ref().map(|c| c.name.as_str()),
+        Some("shared.zk-ca")
+    );
+    assert_token(&after);
+    // Its own namespace keeps the owned ConfigMap.
+    let own = EnsembleView::of(&ce, "shared");
+    assert_eq!(own.ca_config_map.as_deref(), Some("zk-ca"));
+    // Any other namespace is refused, saying which ones it serves and who can change that.
+    let view = EnsembleView::of(&ce, "intruder");
+    assert_eq!(view.ca_config_map, None);
+    let refused =
+        inject::patch(&pod(DEPLOYMENT_POD), "intruder", &view, &settings()).expect_err("refused");
+    assert_eq!(
+        refused,
+        InjectError::NotServed {
+            ensemble: "shared/zk".into(),
+            namespace: "intruder".into(),
+            served: vec!["shared".into(), "prod".into(), "batch".into()],
+        }
+    );
+    assert_eq!(
+        refused.to_string(),
+        "CoordinationEnsemble shared/zk does not serve namespace intruder (it serves shared, \
+         prod, batch): its owner may add intruder to spec.allowedNamespaces, or use an ensemble \
+         that serves intruder"
+    );
+}
+
+#[test]
+fn an_ensemble_of_another_namespace_is_refused_by_default() {
     let ce: CoordinationEnsemble = serde_saphyr::from_str(
         "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\nmetadata: {name: zk, namespace: shared}\nspec: {}\n",
     )
     .expect("ensemble");
     let view = EnsembleView::of(&ce, "prod");
     assert_eq!(view.ca_config_map, None);
-    assert_eq!(view.endpoint, "zk-client.shared.svc:2281");
-    let refused = inject::patch(&pod(DEPLOYMENT_POD), &view, &settings());
-    assert_eq!(
-        refused,
-        Err(InjectError::OtherNamespace("shared/zk".into()))
+    let refused = inject::patch(&pod(DEPLOYMENT_POD), "prod", &view, &settings());
+    assert!(matches!(refused, Err(InjectError::NotServed { .. })));
+}
+
+#[test]
+fn an_ensemble_cannot_choose_the_sidecar_image() {
+    // The field is gone from the CRD (the API server prunes it); an old object that still
+    // carries it is read without it, and the operator's image is injected.
+    let ce: CoordinationEnsemble = serde_saphyr::from_str(
+        "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\nmetadata: {name: zk, namespace: prod}\nspec: {sidecar: {image: evil:latest, sessionTimeout: 9s}}\n",
+    )
+    .expect("an old object still reads");
+    let view = EnsembleView::of(&ce, "prod");
+    let c = sidecar(&patched(&pod(DEPLOYMENT_POD), &view, &settings()));
+    assert_eq!(c.image.as_deref(), Some("baton:dev"));
+    assert_eq!(env(&c, "BATON_SESSION_TIMEOUT")["value"], "9s");
+    let schema = serde_json::to_value(<CoordinationEnsemble as kube::CustomResourceExt>::crd())
+        .expect("crd");
+    let sidecar_props = &schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["sidecar"]["properties"];
+    assert!(sidecar_props.get("sessionTimeout").is_some());
+    assert!(
+        sidecar_props.get("image").is_none(),
+        "no image field in the CRD"
     );
 }

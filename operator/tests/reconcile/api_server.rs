@@ -51,6 +51,12 @@ pub struct World {
     pub events: Vec<String>,
     /// Answer the StatefulSet's apply with 422, as for a change to an immutable field.
     pub refuse_statefulset: bool,
+    /// ClusterRoleBindings by name, as last applied.
+    pub bindings: BTreeMap<String, Value>,
+    /// ConfigMaps in namespaces other than prod, by `namespace/name`.
+    pub foreign_config_maps: BTreeMap<String, Value>,
+    /// Namespaces that exist besides prod (a ConfigMap elsewhere is answered 404).
+    pub namespaces: Vec<String>,
 }
 
 /// The clock every scenario runs at.
@@ -66,6 +72,10 @@ pub const POLICY: &str = "/apis/policy/v1/namespaces/prod";
 pub const NETWORKING: &str = "/apis/networking.k8s.io/v1/namespaces/prod";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 pub const CE: &str = "/apis/baton.dev/v1alpha1/namespaces/prod/coordinationensembles/zk";
+pub const CRB: &str =
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/baton.dev:ensemble:prod:zk";
+/// Every ConfigMap of the cluster (the published CAs are found by label).
+pub const ALL_CONFIG_MAPS: &str = "/api/v1/configmaps";
 
 impl World {
     /// A world with the ensemble `spec` (YAML flow mapping) and nothing else yet.
@@ -89,6 +99,9 @@ spec: {spec}
             ensemble,
             events: Vec::new(),
             refuse_statefulset: false,
+            bindings: BTreeMap::new(),
+            foreign_config_maps: BTreeMap::new(),
+            namespaces: vec!["web".into(), "batch".into(), "team-c".into()],
         }
     }
 
@@ -225,6 +238,107 @@ spec: {spec}
                 self.ce["status"] = s.body["status"].clone();
                 ok(self.ce.clone())
             }
+            // The finalizer: a JSON patch of the ensemble, tests included.
+            (&Method::PATCH, CE) => {
+                // As the API server's JSON patch does: testing a missing path for null passes.
+                let ops: Vec<Value> = s
+                    .body
+                    .as_array()
+                    .expect("a JSON patch")
+                    .iter()
+                    .filter(|op| {
+                        !(op["op"] == "test"
+                            && op["value"].is_null()
+                            && op["path"]
+                                .as_str()
+                                .is_some_and(|p| self.ce.pointer(p).is_none()))
+                    })
+                    .cloned()
+                    .collect();
+                let patch: json_patch::Patch =
+                    serde_json::from_value(Value::Array(ops)).expect("a JSON patch");
+                match json_patch::patch(&mut self.ce, &patch) {
+                    Ok(()) => ok(self.ce.clone()),
+                    Err(e) => (
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                               "code": 422, "message": e.to_string()}),
+                    ),
+                }
+            }
+            (&Method::POST, p) if p == format!("{NS}/secrets") => {
+                let name = s.body["metadata"]["name"].as_str().unwrap_or_default();
+                if self.secrets.contains_key(name) {
+                    return (
+                        StatusCode::CONFLICT,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                               "reason": "AlreadyExists", "code": 409, "message": "exists"}),
+                    );
+                }
+                self.secrets.insert(name.to_string(), s.body.clone());
+                (StatusCode::CREATED, s.body.clone())
+            }
+            (&Method::PATCH, CRB) => {
+                self.bindings.insert(
+                    CRB.rsplit('/').next().unwrap_or_default().into(),
+                    s.body.clone(),
+                );
+                ok(s.body.clone())
+            }
+            (&Method::DELETE, CRB) => {
+                match self
+                    .bindings
+                    .remove(CRB.rsplit('/').next().unwrap_or_default())
+                {
+                    Some(_) => ok(
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+                    ),
+                    None => not_found(),
+                }
+            }
+            (&Method::GET, ALL_CONFIG_MAPS) => {
+                let items: Vec<Value> = self
+                    .foreign_config_maps
+                    .values()
+                    .filter(|cm| {
+                        s.query.contains("baton.dev%2Fensemble-namespace%3Dprod")
+                            && cm["metadata"]["labels"]["baton.dev/ensemble-name"] == "zk"
+                    })
+                    .map(|cm| {
+                        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                                     "metadata": cm["metadata"]})
+                    })
+                    .collect();
+                ok(
+                    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                          "metadata": {}, "items": items}),
+                )
+            }
+            (method, p)
+                if p.starts_with("/api/v1/namespaces/")
+                    && !p.starts_with(&format!("{NS}/"))
+                    && p.contains("/configmaps/") =>
+            {
+                let rest = p.trim_start_matches("/api/v1/namespaces/");
+                let (ns, name) = rest.split_once("/configmaps/").unwrap_or_default();
+                if !self.namespaces.iter().any(|n| n == ns) {
+                    return not_found();
+                }
+                let key = format!("{ns}/{name}");
+                match *method {
+                    Method::PATCH => {
+                        self.foreign_config_maps.insert(key, s.body.clone());
+                        ok(s.body.clone())
+                    }
+                    Method::DELETE => match self.foreign_config_maps.remove(&key) {
+                        Some(_) => ok(
+                            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+                        ),
+                        None => not_found(),
+                    },
+                    _ => not_found(),
+                }
+            }
             (&Method::PATCH, p)
                 if self.refuse_statefulset && p == format!("{APPS}/statefulsets/zk") =>
             {
@@ -292,6 +406,7 @@ pub fn read_lines(with_pods: bool) -> Vec<String> {
         format!("GET {NS}/secrets/zk-ca-key"),
         format!("GET {NS}/secrets/zk-tls"),
         format!("GET {NS}/secrets/zk-admin"),
+        format!("GET {NS}/secrets/zk-super"),
         format!("GET {NS}/configmaps/zk-config"),
         format!("GET {APPS}/statefulsets/zk"),
     ];
@@ -306,8 +421,10 @@ pub fn read_lines(with_pods: bool) -> Vec<String> {
 pub fn apply_lines(with_pods: bool, secrets: &[&str]) -> Vec<String> {
     let mut v = read_lines(with_pods);
     v.extend(secrets.iter().map(|s| format!("PATCH {NS}/secrets/{s}")));
+    v.extend(identity_lines());
     v.extend([
         format!("PATCH {NS}/configmaps/zk-ca"),
+        format!("GET {ALL_CONFIG_MAPS}"),
         format!("PATCH {NS}/configmaps/zk-config"),
         format!("PATCH {NS}/services/zk-peers"),
         format!("PATCH {NS}/services/zk-client"),
@@ -316,4 +433,12 @@ pub fn apply_lines(with_pods: bool, secrets: &[&str]) -> Vec<String> {
         format!("PATCH {APPS}/statefulsets/zk"),
     ]);
     v
+}
+
+/// The members' identity, applied every round: ServiceAccount, then the token-review binding.
+pub fn identity_lines() -> Vec<String> {
+    vec![
+        format!("PATCH {NS}/serviceaccounts/zk"),
+        format!("PATCH {CRB}"),
+    ]
 }

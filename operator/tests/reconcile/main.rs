@@ -5,7 +5,8 @@ mod api_server;
 mod fake_ensemble;
 
 use api_server::{
-    APPS, CE, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body, lines, now, operator_pods,
+    ALL_CONFIG_MAPS, APPS, CE, CRB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body,
+    identity_lines, lines, now, operator_pods,
 };
 use baton_operator::build::{StoredMembership, build};
 use baton_operator::crd::CoordinationEnsemble;
@@ -63,6 +64,7 @@ fn expected_objects(world: &World, replicas: i32, bootstrap: i32) -> Vec<Value> 
         },
         &stored_pki(world, &ids),
         &operator_pods(),
+        None,
     )
     .expect("built");
     let json = |v: &dyn erased::Ser| v.to_json();
@@ -114,30 +116,43 @@ async fn running(spec: &str, n: u64, leader: u64) -> World {
 async fn a_new_ensemble_gets_every_object_applied_in_order() {
     let mut world = World::new("{replicas: 3}", FakeEnsemble::default());
     let seen = world.reconcile().await;
+    let mut expected = vec![
+        // The finalizer first: nothing outside the namespace is written without it.
+        format!("PATCH {CE}"),
+        format!("GET {NS}/secrets/zk-ca-key"),
+        format!("GET {NS}/secrets/zk-tls"),
+        format!("GET {NS}/secrets/zk-admin"),
+        format!("GET {NS}/secrets/zk-super"),
+        format!("GET {NS}/configmaps/zk-config"),
+        format!("GET {APPS}/statefulsets/zk"),
+        format!("PATCH {NS}/secrets/zk-ca-key"),
+        format!("PATCH {NS}/secrets/zk-tls"),
+        format!("PATCH {NS}/secrets/zk-admin"),
+        format!("POST {NS}/secrets"),
+    ];
+    expected.extend(identity_lines());
+    expected.extend([
+        format!("PATCH {NS}/configmaps/zk-ca"),
+        format!("GET {ALL_CONFIG_MAPS}"),
+        format!("PATCH {NS}/configmaps/zk-config"),
+        format!("PATCH {NS}/services/zk-peers"),
+        format!("PATCH {NS}/services/zk-client"),
+        format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
+        format!("PATCH {NETWORKING}/networkpolicies/zk-members"),
+        format!("PATCH {APPS}/statefulsets/zk"),
+        format!("POST {EVENTS}"),
+        format!("PATCH {CE}/status"),
+    ]);
+    assert_eq!(lines(&seen), expected);
     assert_eq!(
-        lines(&seen),
-        vec![
-            format!("GET {NS}/secrets/zk-ca-key"),
-            format!("GET {NS}/secrets/zk-tls"),
-            format!("GET {NS}/secrets/zk-admin"),
-            format!("GET {NS}/configmaps/zk-config"),
-            format!("GET {APPS}/statefulsets/zk"),
-            format!("PATCH {NS}/secrets/zk-ca-key"),
-            format!("PATCH {NS}/secrets/zk-tls"),
-            format!("PATCH {NS}/secrets/zk-admin"),
-            format!("PATCH {NS}/configmaps/zk-ca"),
-            format!("PATCH {NS}/configmaps/zk-config"),
-            format!("PATCH {NS}/services/zk-peers"),
-            format!("PATCH {NS}/services/zk-client"),
-            format!("PATCH {POLICY}/poddisruptionbudgets/zk"),
-            format!("PATCH {NETWORKING}/networkpolicies/zk-members"),
-            format!("PATCH {APPS}/statefulsets/zk"),
-            format!("POST {EVENTS}"),
-            format!("PATCH {CE}/status"),
-        ]
+        world.ce["metadata"]["finalizers"],
+        json!(["baton.dev/cleanup"])
     );
     // Server-side apply with our field manager, forced.
-    for s in seen[5..15].iter().chain(seen.last()) {
+    for s in seen
+        .iter()
+        .filter(|s| s.method == Method::PATCH && s.path != CE)
+    {
         assert!(
             s.query.contains("fieldManager=baton-operator"),
             "{}",
@@ -157,7 +172,15 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
         Some(1)
     );
     // Exactly the built objects, the whole ensemble bootstrapping together.
-    let bodies: Vec<Value> = seen[8..15].iter().map(|s| s.body.clone()).collect();
+    let first_object = seen
+        .iter()
+        .position(|s| s.path == format!("{NS}/configmaps/zk-ca"))
+        .expect("the CA ConfigMap");
+    let bodies: Vec<Value> = seen[first_object..]
+        .iter()
+        .filter(|s| s.method == Method::PATCH && s.path != CE && !s.path.ends_with("/status"))
+        .map(|s| s.body.clone())
+        .collect();
     assert_eq!(bodies, expected_objects(&world, 3, 3));
     assert_eq!(
         bodies[0]["data"]["ca.crt"],
@@ -175,6 +198,35 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
     assert_eq!(status["secureClientEndpoint"], "zk-client.prod.svc:2281");
     assert!(status.get("clientEndpoint").is_none(), "no plain port");
     assert!(world.ensemble.take_calls().is_empty());
+
+    // The super identity: made once, with a random password and ZooKeeper's digest of it.
+    let super_secret = secret(&world, "zk-super");
+    let password = secrets::text(&super_secret, "password").expect("a password");
+    assert!(password.len() >= 40, "{password}");
+    let digest = secrets::text(&super_secret, "digest").expect("a digest");
+    assert!(
+        digest.starts_with("super:") && digest.ends_with('='),
+        "{digest}"
+    );
+    assert_eq!(
+        super_secret
+            .metadata
+            .owner_references
+            .as_ref()
+            .map(Vec::len),
+        Some(1)
+    );
+    // The members run as their own ServiceAccount, bound to TokenReview.
+    let sa = body(&seen, Method::PATCH, &format!("{NS}/serviceaccounts/zk"));
+    assert_eq!(sa["metadata"]["ownerReferences"][0]["uid"], "7d1b");
+    let crb = &world.bindings["baton.dev:ensemble:prod:zk"];
+    assert_eq!(crb["roleRef"]["name"], "system:auth-delegator");
+    assert_eq!(
+        crb["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "zk", "namespace": "prod"}])
+    );
+    let sts = body(&seen, Method::PATCH, &format!("{APPS}/statefulsets/zk"));
+    assert_eq!(sts["spec"]["template"]["spec"]["serviceAccountName"], "zk");
 
     // The next reconcile finds the PKI whole and writes no Secret.
     world.run_pods(3, "r1");

@@ -26,13 +26,14 @@ fn the_example_deployment_gets_the_sidecar() {
         ensemble: "prod/demo".into(),
         endpoint: "demo-client.prod.svc:2281".into(),
         ca_config_map: Some("demo-ca".into()),
+        served: vec!["prod".into()],
         sidecar: Default::default(),
     };
     let settings = InjectSettings {
         image: "baton:dev".into(),
         native_sidecar: true,
     };
-    let patch = inject::patch(&pod, &view, &settings).expect("patch");
+    let patch = inject::patch(&pod, "prod", &view, &settings).expect("patch");
     let mut doc = serde_json::to_value(&pod).expect("pod");
     json_patch::patch(&mut doc, &patch).expect("applies");
     let injected: Pod = serde_json::from_value(doc).expect("a valid Pod");

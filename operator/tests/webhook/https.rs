@@ -55,10 +55,14 @@ fn ensemble(namespace: &str, name: &str, endpoint: Option<&str>) -> Coordination
     let mut ce: CoordinationEnsemble = serde_json::from_value(json!({
         "apiVersion": "baton.dev/v1alpha1", "kind": "CoordinationEnsemble",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": 3, "sidecar": {"sessionTimeout": "15s",
+        // `image` is what an ensemble of an older CRD could carry: it must not pick the image.
+        "spec": {"replicas": 3, "sidecar": {"sessionTimeout": "15s", "image": "evil:latest",
                  "resources": {"requests": {"cpu": "20m", "memory": "40Mi"}}}}
     }))
     .expect("ensemble");
+    if namespace == "shared" {
+        ce.spec.allowed_namespaces = vec!["team-a".into()];
+    }
     if let Some(endpoint) = endpoint {
         ce.status = Some(
             serde_json::from_value(json!({"secureClientEndpoint": endpoint})).expect("status"),
@@ -373,20 +377,94 @@ async fn pods_without_the_annotation_pass_untouched() {
 }
 
 #[tokio::test]
-async fn an_ensemble_of_another_namespace_is_denied_for_want_of_its_ca() {
+async fn a_pod_of_an_allowed_namespace_gets_the_sidecar_with_its_token() {
+    let hook = start().await;
+    let mut pod = deployment_pod();
+    pod["metadata"]["annotations"]["baton.dev/ensemble"] = json!("shared/main");
+    let out = admit(&hook, "team-a", pod).await;
+    assert_eq!(out.response["allowed"], true, "{}", out.response);
+    let found = sidecars(&out.pod);
+    assert_eq!(found.len(), 1);
+    let sidecar = &found[0];
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("baton:test"),
+        "the operator's image"
+    );
+    assert_eq!(
+        env(sidecar, "BATON_ENSEMBLE").as_deref(),
+        Some("main-client.shared.svc:2281")
+    );
+    assert_eq!(
+        env(sidecar, "BATON_TOKEN_FILE").as_deref(),
+        Some("/var/run/secrets/baton/token")
+    );
+    let namespace = sidecar
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "BATON_NAMESPACE")
+        .and_then(|e| e.value_from.clone())
+        .and_then(|v| v.field_ref)
+        .map(|f| f.field_path);
+    assert_eq!(namespace.as_deref(), Some("metadata.namespace"));
+    let volumes = out.pod.spec.as_ref().and_then(|s| s.volumes.clone());
+    let volume = |name: &str| {
+        volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    // The copy of the CA the operator publishes in team-a.
+    let ca = volume("baton-ensemble-ca")
+        .config_map
+        .expect("a ConfigMap volume");
+    assert_eq!(ca.name, "shared.main-ca");
+    let token = volume("baton-token").projected.expect("a projected volume");
+    assert_eq!(
+        serde_json::to_value(&token).expect("token"),
+        json!({"sources": [{"serviceAccountToken":
+            {"audience": "baton", "expirationSeconds": 3600, "path": "token"}}]})
+    );
+    let mount = sidecar
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "baton-token")
+        .expect("token mount");
+    assert_eq!(mount.mount_path, "/var/run/secrets/baton");
+    assert_eq!(mount.read_only, Some(true));
+}
+
+#[tokio::test]
+async fn a_pod_of_a_namespace_the_ensemble_does_not_serve_is_denied() {
     let hook = start().await;
     let mut pod = deployment_pod();
     pod["metadata"]["annotations"]["baton.dev/ensemble"] = json!("shared/main");
     let out = admit(&hook, "prod", pod).await;
     assert_eq!(out.response["allowed"], false);
+    assert_eq!(out.response["status"]["code"], 403);
     let message = out.response["status"]["message"]
         .as_str()
         .unwrap_or_default();
-    assert!(
-        message.contains("shared/main is in another namespace"),
-        "{message}"
+    assert_eq!(
+        message,
+        "CoordinationEnsemble shared/main does not serve namespace prod (it serves shared, \
+         team-a): its owner may add prod to spec.allowedNamespaces, or use an ensemble that \
+         serves prod"
     );
     assert!(sidecars(&out.pod).is_empty());
+}
+
+#[tokio::test]
+async fn an_ensemble_cannot_pick_the_sidecar_image() {
+    let hook = start().await;
+    let out = admit(&hook, "prod", deployment_pod()).await;
+    let found = sidecars(&out.pod);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].image.as_deref(), Some("baton:test"));
 }
 
 #[tokio::test]
