@@ -3,8 +3,12 @@
 #   1. the Helm chart, rendered by real Helm (`helm template --kube-version 1.33.0`) for each
 #      interesting combination of values, CRDs included;
 #   2. the objects the operator itself applies for an ensemble (`baton-operator render`: the
-#      certificate Secrets, ConfigMaps, Services, PodDisruptionBudget, NetworkPolicy and
-#      StatefulSet), for the example ensemble with and without the plain client port.
+#      certificate and super Secrets, ServiceAccount, token-review ClusterRoleBinding,
+#      ConfigMaps (the CA also as published into allowed namespaces), Services,
+#      PodDisruptionBudget, NetworkPolicy and StatefulSet), for the example ensemble with and
+#      without the plain client port and with allowed namespaces;
+#   3. the pod-label ValidatingAdmissionPolicy's CEL, run with cel-python on sample admission
+#      requests (charts/tests/pod_label_policy_cel.py), with and without exemptions.
 # Every file goes through `kubernetes-validate --strict -k 1.33.0` (unknown fields are errors;
 # objects of CRDs, e.g. cert-manager's or our own CoordinationEnsemble, only warn).
 #
@@ -33,6 +37,10 @@ if [ ! -x "$tools/venv/bin/pip" ]; then
 fi
 if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
   "$tools/venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate
+fi
+# cel-python (celpy): a pure-Python CEL evaluator, for the admission policy's expressions.
+if ! "$tools/venv/bin/python" -c 'import celpy, yaml' >/dev/null 2>&1; then
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check cel-python pyyaml
 fi
 validate() { "$tools/venv/bin/kubernetes-validate" --strict --quiet -k "$KUBE_VERSION" "$@"; }
 
@@ -69,8 +77,10 @@ combos=(
   "cert-manager-issuer|--set webhook.certManager.enabled=true --set webhook.certManager.issuerRef.name=my-ca --set webhook.certManager.issuerRef.kind=ClusterIssuer"
   "no-webhook|--set webhook.enabled=false"
   "plain-sidecar|--set webhook.nativeSidecar=false --set webhook.failurePolicy=Ignore"
-  "sidecar-rbac-namespaces|--set sidecarRbac.scope=namespaces --set sidecarRbac.namespaces={prod,staging}"
-  "sidecar-rbac-cluster|--set sidecarRbac.scope=cluster --set sidecarRbac.subjects[0].kind=ServiceAccount --set sidecarRbac.subjects[0].name=web --set sidecarRbac.subjects[0].namespace=prod"
+  "sidecar-rbac|--set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web --set sidecarRbac.serviceAccounts[1].namespace=prod --set sidecarRbac.serviceAccounts[1].name=api --set sidecarRbac.serviceAccounts[2].namespace=staging --set sidecarRbac.serviceAccounts[2].name=web"
+  "pod-label-policy-exempt|--set podLabelPolicy.exemptServiceAccounts[0].namespace=prod --set podLabelPolicy.exemptServiceAccounts[0].name=mgr --set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web"
+  "no-pod-label-policy|--set podLabelPolicy.enabled=false"
+  "object-selector|--set webhook.objectSelector.matchLabels.team=a --set webhook.objectSelector.matchExpressions[0].key=tier --set webhook.objectSelector.matchExpressions[0].operator=Exists"
   "no-serviceaccount|--set serviceAccount.create=false --set serviceAccount.name=existing"
 )
 for combo in "${combos[@]}"; do
@@ -81,6 +91,17 @@ for combo in "${combos[@]}"; do
     --include-crds "${flags[@]}" --output-dir "$out/chart-$name" >/dev/null
 done
 
+# Settings the chart must refuse: too-broad sidecar RBAC.
+for refused in "--set sidecarRbac.scope=cluster" "--set sidecarRbac.namespaces={prod}" \
+               "--set sidecarRbac.serviceAccounts[0].namespace=prod"; do
+  read -r -a flags <<<"$refused"
+  if helm template baton "$chart" --namespace baton-system --kube-version "$KUBE_VERSION" \
+       "${flags[@]}" >/dev/null 2>&1; then
+    echo "the chart accepted $refused" >&2
+    exit 1
+  fi
+done
+
 # 2. What the operator applies for an ensemble.
 if [ ! -x "$operator" ]; then
   echo "no operator binary at $operator: build it first (cargo build -p baton-operator)" >&2
@@ -89,6 +110,17 @@ fi
 "$operator" render --file examples/coordinationensemble.yaml --namespace prod --out "$out/operator-default"
 sed 's/plainClientPort: false/plainClientPort: true/' examples/coordinationensemble.yaml >"$out/plain.yaml"
 "$operator" render --file "$out/plain.yaml" --namespace prod --out "$out/operator-plain"
+sed 's/# allowedNamespaces: \[web\]/allowedNamespaces: [web, batch]/' examples/coordinationensemble.yaml >"$out/allowed.yaml"
+grep -q 'allowedNamespaces: \[web, batch\]' "$out/allowed.yaml"
+"$operator" render --file "$out/allowed.yaml" --namespace prod --out "$out/operator-allowed"
+ls "$out/operator-allowed" | grep -q 'configmap-prod.demo-ca' || { echo "no published CA rendered" >&2; exit 1; }
+
+# 3. The pod-label policy's CEL on sample requests (the chart's own rendering of it).
+for combo in defaults pod-label-policy-exempt; do
+  "$tools/venv/bin/python" charts/tests/pod_label_policy_cel.py \
+    "$out/chart-$combo/baton/templates/pod-label-policy.yaml" >/dev/null
+done
+echo "pod-label policy: CEL cases as expected" >&2
 
 # The check must be able to fail: an unknown field is an error under --strict.
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nunknownField: 1\n' >"$out/bad.yaml"
@@ -98,7 +130,7 @@ if validate "$out/bad.yaml" >/dev/null 2>&1; then
 fi
 rm "$out/bad.yaml"
 
-mapfile -t files < <(find "$out" -path "$out/plain.yaml" -prune -o -name '*.yaml' -print | sort)
+mapfile -t files < <(find "$out" \( -path "$out/plain.yaml" -o -path "$out/allowed.yaml" \) -prune -o -name '*.yaml' -print | sort)
 echo "validating ${#files[@]} files against Kubernetes $KUBE_VERSION (strict)" >&2
 validate "${files[@]}" examples/coordinationensemble.yaml examples/injected-deployment.yaml
 echo "chart and operator objects: valid" >&2

@@ -596,3 +596,166 @@ async fn an_expiring_member_certificate_is_renewed_without_restarting_anything()
     assert_eq!(world.statefulset, sts_before);
     assert!(seen.iter().all(|s| s.method != Method::DELETE));
 }
+
+#[tokio::test]
+async fn allowed_namespaces_get_the_ca_and_the_client_port_and_lose_them_when_dropped() {
+    let mut world = World::new(
+        "{replicas: 3, allowedNamespaces: [web, batch, not-yet]}",
+        FakeEnsemble::default(),
+    );
+    // A ConfigMap of another ensemble in web: never listed as ours, never touched.
+    world.foreign_config_maps.insert(
+        "web/other.zk-ca".into(),
+        json!({"metadata": {"name": "other.zk-ca", "namespace": "web",
+               "labels": {"baton.dev/ensemble-namespace": "other", "baton.dev/ensemble-name": "zk"}}}),
+    );
+    let seen = world.reconcile().await;
+    let published = |ns: &str| format!("PATCH /api/v1/namespaces/{ns}/configmaps/prod.zk-ca");
+    let all = lines(&seen);
+    let at = |line: &str| {
+        all.iter()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("no {line} in {all:?}"))
+    };
+    // After the own CA, before the members start; sorted; a missing namespace is skipped.
+    let own = at(&format!("PATCH {NS}/configmaps/zk-ca"));
+    assert_eq!(
+        all[own + 1..own + 5],
+        [
+            published("batch"),
+            published("not-yet"),
+            published("web"),
+            format!("GET {ALL_CONFIG_MAPS}"),
+        ]
+    );
+    assert!(at(&format!("PATCH {APPS}/statefulsets/zk")) > own + 4);
+    let list = &seen[own + 4];
+    assert!(
+        list.query.contains(
+            "labelSelector=baton.dev%2Fensemble-namespace%3Dprod%2Cbaton.dev%2Fensemble-name%3Dzk"
+        ),
+        "{}",
+        list.query
+    );
+    // Published without force: a ConfigMap someone else manages is never taken over.
+    let publish = body(
+        &seen,
+        Method::PATCH,
+        "/api/v1/namespaces/web/configmaps/prod.zk-ca",
+    );
+    assert!(
+        !seen[own + 3].query.contains("force=true"),
+        "{}",
+        seen[own + 3].query
+    );
+    let own_ca = body(&seen, Method::PATCH, &format!("{NS}/configmaps/zk-ca"));
+    assert_eq!(publish["data"], own_ca["data"], "the same CA certificate");
+    assert!(publish["metadata"].get("ownerReferences").is_none());
+    assert_eq!(
+        publish["metadata"]["labels"]["baton.dev/ensemble-namespace"],
+        "prod"
+    );
+    let mut kept: Vec<&String> = world.foreign_config_maps.keys().collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["batch/prod.zk-ca", "web/other.zk-ca", "web/prod.zk-ca"]
+    );
+    // The client port is open to the ensemble's own namespace and every allowed one.
+    let policy = body(
+        &seen,
+        Method::PATCH,
+        &format!("{NETWORKING}/networkpolicies/zk-members"),
+    );
+    assert_eq!(
+        policy["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["batch", "not-yet", "prod", "web"])
+    );
+
+    // batch is dropped: its copy goes, the rest stays, the policy closes.
+    world.run_pods(3, "r1");
+    world.set_spec("allowedNamespaces", json!(["web"]));
+    let seen = world.reconcile().await;
+    let all = lines(&seen);
+    let list = all
+        .iter()
+        .position(|l| *l == format!("GET {ALL_CONFIG_MAPS}"))
+        .expect("the list");
+    assert_eq!(
+        all[list - 1..list + 2],
+        [
+            published("web"),
+            format!("GET {ALL_CONFIG_MAPS}"),
+            "DELETE /api/v1/namespaces/batch/configmaps/prod.zk-ca".to_string(),
+        ]
+    );
+    let mut kept: Vec<&String> = world.foreign_config_maps.keys().collect();
+    kept.sort();
+    assert_eq!(kept, ["web/other.zk-ca", "web/prod.zk-ca"]);
+    let policy = body(
+        &seen,
+        Method::PATCH,
+        &format!("{NETWORKING}/networkpolicies/zk-members"),
+    );
+    assert_eq!(
+        policy["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["prod", "web"])
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_ensemble_takes_its_binding_and_published_cas_then_lets_go() {
+    let mut world = running("{replicas: 3, allowedNamespaces: [web]}", 3, 1).await;
+    assert!(world.bindings.contains_key("baton.dev:ensemble:prod:zk"));
+    assert!(world.foreign_config_maps.contains_key("web/prod.zk-ca"));
+    world.ce["metadata"]["deletionTimestamp"] = json!("2026-11-23T12:00:00Z");
+    let seen = world.reconcile().await;
+    assert_eq!(
+        lines(&seen),
+        [
+            format!("DELETE {CRB}"),
+            format!("GET {ALL_CONFIG_MAPS}"),
+            "DELETE /api/v1/namespaces/web/configmaps/prod.zk-ca".to_string(),
+            format!("PATCH {CE}"),
+        ]
+    );
+    assert!(world.bindings.is_empty());
+    assert!(world.foreign_config_maps.is_empty());
+    assert_eq!(world.ce["metadata"]["finalizers"], json!([]));
+    // Gone already (or never made): nothing left to do, no finalizer to remove.
+    let seen = world.reconcile().await;
+    assert!(seen.is_empty(), "{:?}", lines(&seen));
+}
+
+#[tokio::test]
+async fn the_super_secret_is_made_once_and_never_rewritten() {
+    let mut world = running("{replicas: 3}", 3, 1).await;
+    let mut mine = world.secrets["zk-super"].clone();
+    mine["data"]["password"] = json!("bWluZQ==");
+    mine["data"]["digest"] = json!("c3VwZXI6eA==");
+    world.secrets.insert("zk-super".into(), mine.clone());
+    let seen = world.reconcile().await;
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.path.contains("zk-super") && s.method != Method::GET),
+        "{:?}",
+        lines(&seen)
+    );
+    assert!(!lines(&seen).contains(&format!("POST {NS}/secrets")));
+    assert_eq!(world.secrets["zk-super"], mine);
+    // The members read the digest from it, whatever it holds.
+    let sts = world.statefulset.clone().expect("sts");
+    let env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let digest = env
+        .iter()
+        .find(|e| e["name"] == "BATON_SUPER_DIGEST")
+        .expect("BATON_SUPER_DIGEST");
+    assert_eq!(
+        digest["valueFrom"]["secretKeyRef"],
+        json!({"name": "zk-super", "key": "digest", "optional": false})
+    );
+}
