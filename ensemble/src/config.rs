@@ -146,6 +146,28 @@ pub struct Config {
     /// refused with QuotaExceeded (-125). ZooKeeper sets no limit.
     #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCHES_PER_SESSION)]
     pub max_watches_per_session: usize,
+
+    // Client identities and tenancy (DESIGN.md §4).
+    /// Accept auth packets of scheme `k8s` carrying a projected ServiceAccount token (audience
+    /// `baton`), checked with the Kubernetes TokenReview API (Kubernetes access as kubectl
+    /// finds it: in-cluster, else KUBECONFIG; needs `create` on `tokenreviews`). The session's
+    /// identity becomes `k8s:NAMESPACE/SERVICEACCOUNT/POD`. Without it such packets fail.
+    #[arg(long, env = "BATON_K8S_AUTH")]
+    pub k8s_auth: bool,
+
+    /// Enforce the namespace policy: `/baton/<ns>` and below only for sessions with a `k8s`
+    /// identity of namespace `<ns>` (and the super identity); `/baton` itself changed or
+    /// deleted only by super. Every member must agree. Ephemeral nodes below `/baton/` are
+    /// deleted only by their own session (or super) with or without it.
+    #[arg(long, env = "BATON_CHECK_IDENTITIES")]
+    pub check_identities: bool,
+
+    /// The super identity, as ZooKeeper's `zookeeper.DigestAuthenticationProvider.superDigest`:
+    /// `USER:BASE64(SHA1(USER:PASSWORD))` (e.g. `echo -n super:PW | openssl dgst -binary -sha1 |
+    /// base64`). A session that sends `addauth digest USER:PASSWORD` passes every ACL and the
+    /// namespace policy and may delete any node (for repairs).
+    #[arg(long, env = "BATON_SUPER_DIGEST", hide_env_values = true)]
+    pub super_digest: Option<String>,
 }
 
 impl Config {
@@ -210,6 +232,9 @@ impl Config {
                  certificate naming it"
                     .into(),
             );
+        }
+        if let Some(digest) = &self.super_digest {
+            validate_super_digest(digest)?;
         }
         if self.min_session_timeout > self.max_session_timeout {
             return Err("--min-session-timeout is larger than --max-session-timeout".into());
@@ -346,5 +371,39 @@ mod tests {
         ])
         .unwrap();
         assert!(c.validate().unwrap_err().contains("--id 4"));
+    }
+}
+
+/// `USER:HASH` where HASH is base64 of a SHA-1 (28 characters), so that a typo (the password
+/// itself, a hex digest) fails at start instead of never matching.
+fn validate_super_digest(digest: &str) -> Result<(), String> {
+    let hint = "--super-digest must be USER:BASE64(SHA1(USER:PASSWORD)), e.g. the output of \
+                `echo -n super:PASSWORD | openssl dgst -binary -sha1 | base64` after `super:`";
+    let Some((user, hash)) = digest.split_once(':') else {
+        return Err(hint.into());
+    };
+    let base64_char = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=';
+    if user.is_empty() || hash.len() != 28 || !hash.ends_with('=') || !hash.chars().all(base64_char)
+    {
+        return Err(hint.into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod super_digest_tests {
+    use super::validate_super_digest;
+
+    #[test]
+    fn super_digests() {
+        assert!(validate_super_digest("super:D/InIHSb7yEEbrWz8b9l71RjZJU=").is_ok());
+        for bad in [
+            "super",
+            "super:test",
+            ":D/InIHSb7yEEbrWz8b9l71RjZJU=",
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU",
+        ] {
+            assert!(validate_super_digest(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -174,6 +174,44 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Arc::new(core::SystemClock),
     )?;
     core.set_max_watches_per_session(cfg.max_watches_per_session);
+    core.set_tenancy(core::TenancyConfig {
+        policy: baton_machine::TenancyPolicy {
+            check_identities: cfg.check_identities,
+        },
+        super_digest: cfg.super_digest.clone(),
+    });
+    let token_reviewer = if cfg.k8s_auth {
+        let client = kube::Client::try_default().await.map_err(|e| {
+            RunError::Config(format!(
+                "--k8s-auth needs Kubernetes access as kubectl finds it (in-cluster, else KUBECONFIG): {e}"
+            ))
+        })?;
+        Some(Arc::new(server::token_review::TokenReviewer::new(
+            client,
+            metrics.clone(),
+        )))
+    } else {
+        None
+    };
+    tracing::info!(
+        k8s_auth = cfg.k8s_auth,
+        check_identities = cfg.check_identities,
+        super_user = cfg
+            .super_digest
+            .as_deref()
+            .and_then(|d| d.split(':').next()),
+        "client identities: k8s tokens {}, namespace policy under /baton {}, owner-only deletion of ephemerals under /baton/ on",
+        if cfg.k8s_auth {
+            "checked with TokenReview"
+        } else {
+            "refused (no --k8s-auth)"
+        },
+        if cfg.check_identities {
+            "on"
+        } else {
+            "off (no --check-identities)"
+        },
+    );
 
     let (core_done_tx, mut core_done) = oneshot::channel();
     let core_thread = std::thread::Builder::new()
@@ -203,12 +241,15 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         })
     };
 
-    let ctx = server::ClientContext::new(
+    let mut ctx = server::ClientContext::new(
         client_tx,
         status_rx.clone(),
         metrics.clone(),
         server::ClientLimits::from_config(&cfg),
     );
+    if let Some(reviewer) = token_reviewer {
+        ctx = ctx.with_token_reviewer(reviewer);
+    }
     if let Some(listener) = client_listener {
         tokio::spawn(server::serve_clients(
             listener,

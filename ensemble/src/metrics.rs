@@ -38,6 +38,14 @@ pub struct Metrics {
     pub entries_skipped: Counter,
     /// Writes forwarded by a member that the leader refused to put in the log.
     pub forwards_refused: Counter,
+    /// `k8s` auth packets by `result`: accepted, rejected, unavailable (API trouble), disabled.
+    pub k8s_auth: Family<[(&'static str, &'static str); 1], Counter>,
+    /// TokenReview API calls by `result`: authenticated, refused, error.
+    pub k8s_token_reviews: Family<[(&'static str, &'static str); 1], Counter>,
+    pub k8s_token_review_cache_hits: Counter,
+    pub k8s_token_review_seconds: Histogram,
+    /// Requests of sessions on this member refused by the recipe-tree policy, by `reason`.
+    pub tenancy_refusals: Family<[(&'static str, &'static str); 1], Counter>,
 }
 
 impl Metrics {
@@ -69,6 +77,11 @@ impl Metrics {
             watch_limit_refusals: Counter::default(),
             entries_skipped: Counter::default(),
             forwards_refused: Counter::default(),
+            k8s_auth: Family::default(),
+            k8s_token_reviews: Family::default(),
+            k8s_token_review_cache_hits: Counter::default(),
+            k8s_token_review_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            tenancy_refusals: Family::default(),
             registry: Registry::default(),
         };
         registry.register("raft_term", "Current Raft term", m.term.clone());
@@ -149,6 +162,7 @@ impl Metrics {
             m.snapshots.clone(),
         );
         m.register_client_limits(&mut registry);
+        m.register_identities(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -193,6 +207,35 @@ impl Metrics {
             "watch_limit_refusals",
             "Requests refused with QuotaExceeded because the session would pass the watch limit",
             self.watch_limit_refusals.clone(),
+        );
+    }
+
+    /// Client identities (`k8s` auth) and the recipe-tree policy (DESIGN.md §4).
+    fn register_identities(&self, registry: &mut Registry) {
+        registry.register(
+            "k8s_auth",
+            "k8s auth packets by result (accepted, rejected, unavailable: TokenReview API trouble, disabled: no --k8s-auth)",
+            self.k8s_auth.clone(),
+        );
+        registry.register(
+            "k8s_token_reviews",
+            "TokenReview API calls by result (authenticated, refused, error)",
+            self.k8s_token_reviews.clone(),
+        );
+        registry.register(
+            "k8s_token_review_cache_hits",
+            "k8s tokens answered from the verdict cache without a TokenReview call",
+            self.k8s_token_review_cache_hits.clone(),
+        );
+        registry.register(
+            "k8s_token_review_latency_seconds",
+            "Time of one TokenReview API call",
+            self.k8s_token_review_seconds.clone(),
+        );
+        registry.register(
+            "tenancy_refusals",
+            "Requests of this member's sessions refused NoAuth by the namespace policy or owner-only deletion, by reason",
+            self.tenancy_refusals.clone(),
         );
     }
 

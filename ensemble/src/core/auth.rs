@@ -1,14 +1,31 @@
-//! The `auth` packet: which identity a connection gains from it.
+//! The `auth` packet: which identities a connection gains from it.
 
 use baton_machine::acl::digest_auth_id;
+use baton_machine::tenancy::{K8S_SCHEME, SUPER_SCHEME};
 use baton_proto::{AuthPacket, Id};
 
-/// The identity an auth packet proves, or why it proves none. Only `digest` is supported, and
-/// like ZooKeeper's digest provider it accepts any credentials (they are checked when an ACL
-/// is evaluated, not here); schemes without a provider are refused.
-pub fn authenticate(packet: &AuthPacket) -> Result<Id, &'static str> {
+/// The identities an auth packet proves, or why it proves none. Like ZooKeeper's digest
+/// provider, `digest` accepts any credentials (they are checked when an ACL is evaluated), and
+/// adds `super:` when they match `super_digest` (`USER:BASE64(SHA1(USER:PASSWORD))`). `k8s`
+/// reaches here only on a member without `--k8s-auth` (the connection task checks it
+/// otherwise): refused, like every scheme without a provider.
+pub fn authenticate(
+    packet: &AuthPacket,
+    super_digest: Option<&str>,
+) -> Result<Vec<Id>, &'static str> {
     match packet.scheme.as_str() {
-        "digest" => Ok(digest_auth_id(&packet.auth)),
+        "digest" => {
+            let id = digest_auth_id(&packet.auth);
+            let is_super = super_digest.is_some_and(|s| s == id.id);
+            let mut ids = vec![id];
+            if is_super {
+                ids.push(Id::new(SUPER_SCHEME, ""));
+            }
+            Ok(ids)
+        }
+        K8S_SCHEME => Err(
+            "this member does not check Kubernetes tokens: start it with --k8s-auth (BATON_K8S_AUTH)",
+        ),
         _ => Err("no authentication provider for this scheme"),
     }
 }
@@ -17,27 +34,47 @@ pub fn authenticate(packet: &AuthPacket) -> Result<Id, &'static str> {
 mod tests {
     use super::*;
 
+    fn packet(scheme: &str, auth: &[u8]) -> AuthPacket {
+        AuthPacket {
+            auth_type: 0,
+            scheme: scheme.into(),
+            auth: auth.to_vec(),
+        }
+    }
+
     #[test]
     fn digest_matches_zookeeper() {
         // DigestAuthenticationProvider.generateDigest("super:test"), as ZooKeeper's docs give it.
-        let p = AuthPacket {
-            auth_type: 0,
-            scheme: "digest".into(),
-            auth: b"super:test".to_vec(),
-        };
         assert_eq!(
-            authenticate(&p).unwrap(),
-            Id::new("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=")
+            authenticate(&packet("digest", b"super:test"), None).unwrap(),
+            vec![Id::new("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=")]
+        );
+    }
+
+    #[test]
+    fn the_super_digest_makes_a_super_session() {
+        let digest = Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        assert_eq!(
+            authenticate(&packet("digest", b"super:test"), digest).unwrap(),
+            vec![
+                Id::new("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU="),
+                Id::new("super", "")
+            ]
+        );
+        // A wrong password is a plain digest identity, as in ZooKeeper.
+        assert_eq!(
+            authenticate(&packet("digest", b"super:wrong"), digest)
+                .unwrap()
+                .len(),
+            1
         );
     }
 
     #[test]
     fn unknown_scheme_refused() {
-        let p = AuthPacket {
-            auth_type: 0,
-            scheme: "kerberos".into(),
-            auth: b"x".to_vec(),
-        };
-        assert!(authenticate(&p).is_err());
+        assert!(authenticate(&packet("kerberos", b"x"), None).is_err());
+        assert!(authenticate(&packet("super", b"x"), None).is_err());
+        // Never a k8s identity from the client's own say-so.
+        assert!(authenticate(&packet("k8s", b"tok"), None).is_err());
     }
 }

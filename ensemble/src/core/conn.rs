@@ -32,6 +32,12 @@ pub enum Pending {
         xid: i32,
         err: baton_proto::ErrorCode,
     },
+    /// An auth packet checked outside the core (`k8s`), taking effect in its turn: requests
+    /// sent after it see the identity, requests sent before it do not.
+    Identity {
+        xid: i32,
+        verdict: super::messages::IdentityVerdict,
+    },
 }
 
 /// One client connection attached to the core.
@@ -40,7 +46,8 @@ pub struct LocalConn {
     pub peer: SocketAddr,
     pub out: OutboundTx,
     pub session_id: Option<i64>,
-    /// Identities for ACL checks: `ip:<addr>` always, plus what `auth` packets added.
+    /// Identities for ACL checks: `ip:<addr>` always, plus what `auth` packets added (at most
+    /// one `k8s` identity: the newest), `super:` with the super digest.
     pub auth: Vec<Id>,
     pub pipeline: VecDeque<Pending>,
     pub received: u64,
@@ -96,7 +103,7 @@ impl LocalConn {
     pub fn has_waiting_local(&self) -> bool {
         matches!(
             self.pipeline.back(),
-            Some(Pending::Deferred { .. } | Pending::Refused { .. })
+            Some(Pending::Deferred { .. } | Pending::Refused { .. } | Pending::Identity { .. })
         )
     }
 }

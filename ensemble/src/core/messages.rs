@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use baton_proto::{ConnectRequest, Request};
+use baton_proto::{ConnectRequest, Id, Request};
 use bytes::Bytes;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{mpsc, oneshot};
@@ -139,6 +139,19 @@ pub enum ConnectOutcome {
     Refused,
 }
 
+/// What the connection task found out about an auth packet the core cannot check itself
+/// (scheme `k8s`: a TokenReview call, network I/O the core thread never does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityVerdict {
+    /// The session's identity from now on (replacing any earlier `k8s` one).
+    Accepted(Id),
+    /// Refused (not authenticated, wrong audience, not a pod's token): AuthFailed, then close.
+    Rejected(String),
+    /// No verdict (the API server failed or is unreachable): the connection is closed without
+    /// an answer, so the client reconnects and sends its auth again; never an accept.
+    Unavailable(String),
+}
+
 /// A message to the core thread. Connection tasks decode; the core decides and encodes.
 #[derive(Debug)]
 pub enum CoreMsg {
@@ -159,6 +172,12 @@ pub enum CoreMsg {
         conn: ConnId,
         xid: i32,
         err: baton_proto::ErrorCode,
+    },
+    /// The verdict on an auth packet, answered in order in place of the packet (xid `xid`).
+    Identity {
+        conn: ConnId,
+        xid: i32,
+        verdict: IdentityVerdict,
     },
     Disconnected {
         conn: ConnId,

@@ -39,7 +39,9 @@ pub(crate) use control::Control;
 pub(crate) use forward::check_forwarded;
 use gate::ProposalGate;
 pub use links::PeerLinks;
-pub use messages::{ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundTx, ReplyBudget};
+pub use messages::{
+    ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, Outbound, OutboundTx, ReplyBudget,
+};
 use sessions::{AwaitingClaim, AwaitingSession};
 pub use throttled_log::ThrottledLog;
 
@@ -171,6 +173,18 @@ pub struct Core {
     status: watch::Sender<Status>,
     /// Distinct paths one session may watch on this member.
     max_watches_per_session: usize,
+    /// Identities and the recipe-tree policy (`--check-identities`, `--super-digest`).
+    tenancy: TenancyConfig,
+}
+
+/// Client identities and the recipe-tree policy; every member must be given the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenancyConfig {
+    /// The namespace policy (`--check-identities`), applied by the state machine.
+    pub policy: baton_machine::TenancyPolicy,
+    /// `USER:BASE64(SHA1(USER:PASSWORD))` (`--super-digest`): a digest auth proving it makes
+    /// the session super.
+    pub super_digest: Option<String>,
 }
 
 /// Min/avg/max request latency, as `srvr` reports it.
@@ -243,6 +257,7 @@ impl Core {
             metrics,
             status,
             max_watches_per_session: DEFAULT_MAX_WATCHES_PER_SESSION,
+            tenancy: TenancyConfig::default(),
         };
         if let Some(t) = &core.transport {
             // The flags first (a joining member knows its peers from them alone), then the
@@ -263,6 +278,12 @@ impl Core {
     /// would watch more is answered with QuotaExceeded.
     pub fn set_max_watches_per_session(&mut self, limit: usize) {
         self.max_watches_per_session = limit;
+    }
+
+    /// Sets the identity settings and the recipe-tree policy (kept across snapshot installs).
+    pub fn set_tenancy(&mut self, tenancy: TenancyConfig) {
+        self.sm.set_tenancy(tenancy.policy);
+        self.tenancy = tenancy;
     }
 
     /// Monotonic milliseconds since the core started: the session tracker's clock.
@@ -350,6 +371,7 @@ impl Core {
             } => self.on_connect(conn, peer, out, req, done),
             CoreMsg::Request { conn, xid, request } => self.on_request(conn, xid, request),
             CoreMsg::BadRequest { conn, xid, err } => self.on_bad_request(conn, xid, err),
+            CoreMsg::Identity { conn, xid, verdict } => self.on_identity(conn, xid, verdict),
             CoreMsg::Disconnected { conn } => self.on_disconnected(conn),
             CoreMsg::Drained { conn } => self.on_drained(conn),
             CoreMsg::Peer(PeerInbound::Raft(m)) => {

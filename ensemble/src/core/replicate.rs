@@ -217,6 +217,8 @@ impl Core {
         self.sm = StateMachine::restore(snap.get_data()).map_err(|e| {
             CoreError::Snapshot(format!("snapshot at index {index} from the leader: {e}"))
         })?;
+        // The policy is configuration, not snapshot state.
+        self.sm.set_tenancy(self.tenancy.policy);
         self.log.apply_snapshot(&snap)?;
         self.conf_state = snap.get_metadata().get_conf_state().clone();
         self.last_snapshot_index = index;
@@ -320,9 +322,18 @@ impl Core {
                     .get(&session_id)
                     .and_then(|c| self.conns.get_mut(c))
                 {
+                    // A watch set before the session lost access (a persistent recursive watch
+                    // above /baton, an identity replaced) must not tell it about another
+                    // namespace's nodes.
+                    if self.sm.may_read(&event.path, &conn.auth).is_err() {
+                        continue;
+                    }
                     conn.send(wire::notification(event));
                 }
             }
+        }
+        if let Some((path, refusal)) = &applied.refusal {
+            self.count_refusal(cmd.session_id, path, *refusal);
         }
         match &cmd.kind {
             CommandKind::CreateSession { timeout_ms, .. } => {

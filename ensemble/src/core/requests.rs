@@ -1,13 +1,15 @@
 //! Client requests after the handshake: writes go to Raft, everything else is answered here in
 //! per-session order.
 
+use baton_machine::tenancy::{K8S_SCHEME, Refusal};
 use baton_machine::{Command, CommandKind, WatchKind};
 use baton_proto::{
-    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, Request, Response, WatcherType,
+    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, MultiReadResult, Request, Response,
+    WatcherType,
 };
 
 use super::conn::Pending;
-use super::messages::ConnId;
+use super::messages::{ConnId, IdentityVerdict};
 use super::throttled_log::ThrottledLog;
 use super::{Core, clock, wire};
 
@@ -15,6 +17,10 @@ use super::{Core, clock, wire};
 static HELD_LOG: ThrottledLog = ThrottledLog::every_10s();
 /// One line per interval about sessions that reach the watch limit.
 static WATCH_LIMIT_LOG: ThrottledLog = ThrottledLog::every_10s();
+/// One line per interval about failed authentications (anyone can send auth packets).
+static AUTH_LOG: ThrottledLog = ThrottledLog::every_10s();
+/// One line per interval about requests the recipe-tree policy refused.
+static TENANCY_LOG: ThrottledLog = ThrottledLog::every_10s();
 
 impl Core {
     pub(super) fn on_request(&mut self, conn_id: ConnId, xid: i32, request: Request) {
@@ -235,6 +241,82 @@ impl Core {
         }
     }
 
+    /// The connection task's verdict on a `k8s` auth packet, taking effect in its turn.
+    pub(super) fn on_identity(&mut self, conn_id: ConnId, xid: i32, verdict: IdentityVerdict) {
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        conn.received += 1;
+        if conn.pipeline.is_empty() {
+            self.take_identity(conn_id, xid, verdict);
+        } else {
+            conn.pipeline.push_back(Pending::Identity { xid, verdict });
+        }
+    }
+
+    /// Applies a verdict: the identity replaces any earlier `k8s` one (a session is one pod; a
+    /// rotated token names the same pod, and a session never holds two namespaces at once).
+    fn take_identity(&mut self, conn_id: ConnId, xid: i32, verdict: IdentityVerdict) {
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
+        let session = format!("0x{:x}", conn.session_id.unwrap_or(0));
+        match verdict {
+            IdentityVerdict::Accepted(id) => {
+                let before: Vec<_> = conn
+                    .auth
+                    .iter()
+                    .filter(|a| a.scheme == K8S_SCHEME)
+                    .cloned()
+                    .collect();
+                if before != [id.clone()] {
+                    conn.auth.retain(|a| a.scheme != K8S_SCHEME);
+                    tracing::info!(
+                        peer = %conn.peer, %session, identity = %format_args!("k8s:{}", id.id),
+                        replaced = ?before.iter().map(|a| &a.id).collect::<Vec<_>>(),
+                        "session authenticated with a Kubernetes service account token"
+                    );
+                    conn.auth.push(id);
+                }
+                conn.send(wire::reply(xid, 0, 0, None));
+            }
+            IdentityVerdict::Rejected(_) => {
+                // Logged (rate-limited) by the connection task, which knows why.
+                conn.send(wire::reply(xid, 0, ErrorCode::AuthFailed.code(), None));
+                conn.close();
+            }
+            IdentityVerdict::Unavailable(_) => conn.close(),
+        }
+    }
+
+    /// Counts and logs a request of a session connected here that the recipe-tree policy refused.
+    pub(super) fn count_refusal(&self, session_id: i64, path: &str, refusal: Refusal) {
+        let Some(conn) = self
+            .session_conns
+            .get(&session_id)
+            .and_then(|c| self.conns.get(c))
+        else {
+            return;
+        };
+        self.metrics
+            .tenancy_refusals
+            .get_or_create(&[("reason", refusal.label())])
+            .inc();
+        if let Some(suppressed) = TENANCY_LOG.admit() {
+            let identities: Vec<String> = conn
+                .auth
+                .iter()
+                .filter(|a| a.scheme != "ip")
+                .map(|a| format!("{}:{}", a.scheme, a.id))
+                .collect();
+            tracing::info!(
+                peer = %conn.peer, session = %format_args!("0x{session_id:x}"), path,
+                ?identities, reason = %refusal, similar_lines_suppressed = suppressed,
+                "request refused with NoAuth by the recipe-tree policy"
+            );
+        }
+    }
+
     /// Routes the reply of an applied write to its connection, then runs the reads that were
     /// waiting behind it.
     pub(super) fn deliver_write_reply(
@@ -291,6 +373,15 @@ impl Core {
                         conn.send(wire::reply(xid, -1, err.code(), None));
                         if err == ErrorCode::Unimplemented {
                             conn.close();
+                            return;
+                        }
+                    }
+                }
+                Some(Pending::Identity { .. }) => {
+                    if let Some(Pending::Identity { xid, verdict }) = conn.pipeline.pop_front() {
+                        let closes = !matches!(verdict, IdentityVerdict::Accepted(_));
+                        self.take_identity(conn_id, xid, verdict);
+                        if closes {
                             return;
                         }
                     }
@@ -364,16 +455,39 @@ impl Core {
             // Only reached for a sync queued as a plain read, which `on_request` never does.
             Request::Sync { path } => Ok(Some(Response::Sync { path: path.clone() })),
             Request::Auth(packet) => {
-                match super::auth::authenticate(packet) {
-                    Ok(id) => {
-                        if !conn.auth.contains(&id) {
-                            conn.auth.push(id);
+                let super_digest = self.tenancy.super_digest.as_deref();
+                match super::auth::authenticate(packet, super_digest) {
+                    Ok(ids) => {
+                        for id in ids {
+                            if id.scheme == baton_machine::tenancy::SUPER_SCHEME
+                                && !conn.auth.contains(&id)
+                            {
+                                tracing::warn!(
+                                    peer = %conn.peer, session = %format_args!("0x{session_id:x}"),
+                                    "session authenticated as the super identity (--super-digest): every ACL and the namespace policy are off for it"
+                                );
+                            }
+                            if !conn.auth.contains(&id) {
+                                conn.auth.push(id);
+                            }
                         }
                         conn.send(wire::reply(xid, 0, 0, None));
                     }
                     Err(reason) => {
+                        if packet.scheme == K8S_SCHEME {
+                            self.metrics
+                                .k8s_auth
+                                .get_or_create(&[("result", "disabled")])
+                                .inc();
+                        }
                         // ZooKeeper answers AuthFailed and closes the connection.
-                        tracing::info!(peer = %conn.peer, scheme = %packet.scheme, reason, "authentication failed");
+                        if let Some(suppressed) = AUTH_LOG.admit() {
+                            tracing::info!(
+                                peer = %conn.peer, scheme = %packet.scheme, reason,
+                                similar_lines_suppressed = suppressed,
+                                "authentication failed; answering AuthFailed and closing the connection"
+                            );
+                        }
                         conn.send(wire::reply(xid, 0, ErrorCode::AuthFailed.code(), None));
                         conn.close();
                     }
@@ -396,14 +510,39 @@ impl Core {
             })),
             Request::SetWatches { req, .. } => {
                 let sm = &self.sm;
-                let events = self.watches.set_watches(session_id, req, |p| sm.stat(p));
+                // Watches on paths the session may not read are dropped silently (the client
+                // re-sends what it held; a refusal would fail its whole reconnect).
+                let mut req = req.clone();
+                let mut dropped = None;
+                for list in [
+                    &mut req.data_watches,
+                    &mut req.exist_watches,
+                    &mut req.child_watches,
+                    &mut req.persistent_watches,
+                    &mut req.persistent_recursive_watches,
+                ] {
+                    list.retain(|p| match sm.may_read(p, &conn.auth) {
+                        Ok(()) => true,
+                        Err(refusal) => {
+                            dropped.get_or_insert((p.clone(), refusal));
+                            false
+                        }
+                    });
+                }
+                let events = self.watches.set_watches(session_id, &req, |p| sm.stat(p));
                 for event in events {
                     conn.send(wire::notification(event));
                 }
                 conn.send(wire::reply(xid, zxid, 0, None));
+                if let Some((path, refusal)) = dropped {
+                    self.count_refusal(session_id, &path, refusal);
+                }
                 return;
             }
             Request::AddWatch(req) => match AddWatchMode::from_mode(req.mode) {
+                Some(_) if self.sm.may_read(&req.path, &conn.auth).is_err() => {
+                    Err(ErrorCode::NoAuth)
+                }
                 Some(mode) => {
                     self.watches
                         .add(session_id, &req.path, WatchKind::from(mode));
@@ -432,11 +571,38 @@ impl Core {
                 result.map(Some)
             }
         };
+        if refused_somewhere(&result) {
+            let Some(conn) = self.conns.get(&conn_id) else {
+                return;
+            };
+            if let Some((path, refusal)) = self.sm.read_refusal(&conn.auth, &request) {
+                self.count_refusal(session_id, &path, refusal);
+            }
+        }
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return;
+        };
         match result {
             Ok(Some(Response::Empty)) | Ok(None) => conn.send(wire::reply(xid, zxid, 0, None)),
             Ok(Some(body)) => conn.send(wire::reply(xid, zxid, 0, Some(&body))),
             Err(err) => conn.send(wire::reply(xid, zxid, err.code(), None)),
         }
+    }
+}
+
+/// Whether a local answer carries NoAuth (whole, or for one op of a multiRead).
+fn refused_somewhere(result: &Result<Option<Response>, ErrorCode>) -> bool {
+    match result {
+        Err(ErrorCode::NoAuth) => true,
+        Ok(Some(Response::MultiRead(results))) => results.iter().any(|r| {
+            matches!(
+                r,
+                MultiReadResult::Error {
+                    err: ErrorCode::NoAuth
+                }
+            )
+        }),
+        _ => false,
     }
 }
 

@@ -10,9 +10,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use baton_machine::tenancy::K8S_SCHEME;
 use baton_proto::codec::{decode_connect_request, decode_request, decode_request_header};
 use baton_proto::frame::{FrameDecoder, four_letter_word};
-use baton_proto::{DecodeError, ErrorCode};
+use baton_proto::{DecodeError, ErrorCode, Request};
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -23,7 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use super::window::RequestWindow;
 use super::writer::{WriterParts, write_loop};
 use super::{ClientContext, four_letter};
-use crate::core::{ConnId, ConnectOutcome, CoreMsg, OutboundTx, ReplyBudget};
+use crate::core::{ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, OutboundTx, ReplyBudget};
 
 /// A stream that splits into halves the reader and the writer own.
 pub(super) trait SplitStream: Send + 'static {
@@ -215,9 +216,14 @@ async fn serve_requests<R: AsyncRead + Unpin>(
             match c.frames.decode(&mut c.buf) {
                 Ok(Some(frame)) => {
                     c.window.sent(frame.len());
-                    if let Err(reason) = forward(ctx, conn, peer, &frame).await {
-                        tracing::warn!(%peer, reason, "closing the connection");
-                        return finish(ctx, conn).await;
+                    match forward(ctx, conn, peer, &frame).await {
+                        Ok(Flow::Continue) => {}
+                        // The core answers and closes; nothing after the refused auth is read.
+                        Ok(Flow::Stop) => return finish(ctx, conn).await,
+                        Err(reason) => {
+                            tracing::warn!(%peer, reason, "closing the connection");
+                            return finish(ctx, conn).await;
+                        }
                     }
                 }
                 Ok(None) => break,
@@ -282,18 +288,52 @@ async fn finish(ctx: &ClientContext, conn: ConnId) {
     let _ = ctx.core.send(CoreMsg::Disconnected { conn }).await;
 }
 
+/// Whether the connection reads on after a request.
+enum Flow {
+    Continue,
+    /// An auth packet was refused: the core answers (or not) and closes the connection.
+    Stop,
+}
+
 /// Decodes one request frame and queues it for the core. As in ZooKeeper, an unknown opcode is
 /// answered with Unimplemented (and the core then closes the connection), a body that does not
 /// parse with MarshallingError; only a header too short to name its xid ends the connection here.
+///
+/// A `k8s` auth packet (with `--k8s-auth`) is checked here, with TokenReview, and the core gets
+/// the verdict instead of the packet. Nothing else is read from the socket meanwhile, so the
+/// verdict reaches the core before any request the client sent after it (per-session FIFO).
 async fn forward(
     ctx: &ClientContext,
     conn: ConnId,
     peer: SocketAddr,
     frame: &[u8],
-) -> Result<(), String> {
+) -> Result<Flow, String> {
     let (hdr, body) =
         decode_request_header(frame).map_err(|e| format!("malformed request header: {e}"))?;
+    let mut flow = Flow::Continue;
     let msg = match decode_request(hdr.opcode, body) {
+        Ok(Request::Auth(packet))
+            if packet.scheme == K8S_SCHEME && ctx.token_reviewer.is_some() =>
+        {
+            let verdict = match &ctx.token_reviewer {
+                Some(reviewer) => reviewer.review(&packet.auth).await,
+                None => IdentityVerdict::Unavailable("no token reviewer".into()),
+            };
+            match &verdict {
+                IdentityVerdict::Accepted(_) => {}
+                IdentityVerdict::Rejected(reason) => {
+                    super::token_review::log_rejected(peer, reason);
+                    flow = Flow::Stop;
+                }
+                // Logged by the reviewer, which knows the API's error.
+                IdentityVerdict::Unavailable(_) => flow = Flow::Stop,
+            }
+            CoreMsg::Identity {
+                conn,
+                xid: hdr.xid,
+                verdict,
+            }
+        }
         Ok(request) => CoreMsg::Request {
             conn,
             xid: hdr.xid,
@@ -319,7 +359,8 @@ async fn forward(
     ctx.core
         .send(msg)
         .await
-        .map_err(|_| "the server is shutting down".to_string())
+        .map_err(|_| "the server is shutting down".to_string())?;
+    Ok(flow)
 }
 
 async fn next_frame<R: AsyncRead + Unpin>(

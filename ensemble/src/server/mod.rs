@@ -5,6 +5,7 @@
 mod admission;
 mod connection;
 pub mod four_letter;
+pub mod token_review;
 mod window;
 mod writer;
 
@@ -119,6 +120,8 @@ pub struct ClientContext {
     pub limits: Arc<ClientLimits>,
     /// Shared by both listeners, so the caps count every client port together.
     pub admission: Arc<Admission>,
+    /// Checks `k8s` auth packets (`--k8s-auth`); without it the core refuses them.
+    pub token_reviewer: Option<Arc<token_review::TokenReviewer>>,
 }
 
 impl ClientContext {
@@ -135,7 +138,14 @@ impl ClientContext {
             metrics,
             limits: Arc::new(limits),
             admission,
+            token_reviewer: None,
         }
+    }
+
+    /// Checks `k8s` auth packets with `reviewer` (`--k8s-auth`).
+    pub fn with_token_reviewer(mut self, reviewer: Arc<token_review::TokenReviewer>) -> Self {
+        self.token_reviewer = Some(reviewer);
+        self
     }
 }
 

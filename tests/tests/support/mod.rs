@@ -48,6 +48,15 @@ impl Member {
     /// Starts a one-member ensemble with TLS material, the listeners asked for, and `extra`
     /// flags; waits until it serves.
     pub async fn start(listeners: Listeners, extra: &[&str]) -> Result<Member> {
+        Member::start_with_env(listeners, extra, &[]).await
+    }
+
+    /// As `start`, with environment variables for the member (KUBECONFIG for `--k8s-auth`).
+    pub async fn start_with_env(
+        listeners: Listeners,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Member> {
         // rustls needs one process-wide provider once aws-lc sits beside ring (see Cargo.toml).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::Builder::new()
@@ -91,6 +100,7 @@ impl Member {
             .arg("--tls-key")
             .arg(certs.join("member-1.key"))
             .args(extra)
+            .envs(env.iter().copied())
             .env("BATON_LOG", "info,raft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
