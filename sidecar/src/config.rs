@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::duration::parse_duration;
-use crate::recipe::ResourceName;
+use crate::recipe::{DigestCredentials, Namespace, ResourceName};
 
 /// Election names that would collide with the sub-resources of `/leader`.
 const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
@@ -20,10 +20,13 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 ///   GET  /leader[/NAME]/ready      200 on the leader, 503 elsewhere (a readinessProbe)
 ///   POST /leader[/NAME]/resign     step down and queue again at the back
 ///   POST /lock/NAME                ?wait=10s&ttl=30s&mode=exclusive|read|write
-///   POST /lock/NAME/renew          ?ttl=30s
-///   DELETE /lock/NAME              release
+///   POST /lock/NAME/renew          ?token=T&ttl=30s (T: the grant's fencing token)
+///   DELETE /lock/NAME              ?token=T  release (409 StaleToken if T is not the grant's)
 ///   GET  /lock/NAME                holders, waiters, whether this pod holds it
 ///   GET  /healthz, /readyz, /metrics
+///
+/// Elections and locks live in /baton/<namespace>/elections/NAME and
+/// /baton/<namespace>/locks/NAME; only live (ephemeral) nodes there lead or hold.
 ///
 /// SIGTERM resigns every election and releases every lock at once, closes the session and
 /// exits 0.
@@ -78,12 +81,33 @@ pub struct Config {
     #[arg(long, env = "BATON_POD", requires = "namespace")]
     pub pod: Option<String>,
 
-    /// This pod's namespace (downward API). Needs --pod.
-    #[arg(long, env = "BATON_NAMESPACE", requires = "pod")]
-    pub namespace: Option<String>,
+    /// This pod's namespace (downward API): elections and locks live in
+    /// /baton/<namespace>/..., and with --pod the sidecar labels its pod there. Absent:
+    /// `default` (outside Kubernetes), and no pod labels.
+    #[arg(long, env = "BATON_NAMESPACE", value_parser = parse_namespace)]
+    pub namespace: Option<Namespace>,
+
+    /// A projected ServiceAccount token (audience `baton`; the webhook mounts it at
+    /// /var/run/secrets/baton/token): sent as ZooKeeper auth scheme `k8s` on every connection,
+    /// read afresh each time and re-sent when the kubelet rotates it. The ensemble checks it
+    /// with TokenReview, and the session becomes this pod. The sidecar refuses to start if the
+    /// file cannot be read.
+    #[arg(long, env = "BATON_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    /// For Apache ZooKeeper (or Baton without identities): send digest auth as USER:PASSWORD
+    /// and create this namespace's nodes with an ACL that grants everything to that user and
+    /// nothing to anyone else.
+    #[arg(long, env = "BATON_ZK_DIGEST", value_parser = DigestCredentials::parse, hide_env_values = true)]
+    pub zk_digest: Option<DigestCredentials>,
 }
 
 impl Config {
+    /// The namespace the recipes work in: --namespace, else `default`.
+    pub fn recipe_namespace(&self) -> Namespace {
+        self.namespace.clone().unwrap_or_default()
+    }
+
     /// Checks what single flags cannot: no election named twice.
     pub fn validate(&self) -> Result<(), String> {
         for (i, name) in self.elections.iter().enumerate() {
@@ -136,6 +160,10 @@ fn parse_election(value: &str) -> Result<ResourceName, String> {
     ResourceName::new(value).map_err(|e| e.to_string())
 }
 
+fn parse_namespace(value: &str) -> Result<Namespace, String> {
+    Namespace::new(value).map_err(|e| e.to_string())
+}
+
 fn parse_session_timeout(value: &str) -> Result<Duration, String> {
     let d = parse_duration(value).map_err(|e| e.to_string())?;
     if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
@@ -179,7 +207,27 @@ mod tests {
             ["orders", "billing"]
         );
         assert_eq!(cfg.session_timeout, Duration::from_secs(15));
+        assert_eq!(cfg.recipe_namespace().as_str(), "shop");
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn tenancy_flags_parse() {
+        let base = ["--ensemble", "a:2181", "--identity", "x"];
+        let with = |extra: &[&str]| parse(&[&base[..], extra].concat());
+        let plain = with(&[]).expect("parses");
+        assert_eq!(plain.recipe_namespace().as_str(), "default");
+        assert!(plain.token_file.is_none() && plain.zk_digest.is_none());
+        // A namespace alone names where the recipes live; it labels no pod.
+        let ns = with(&["--namespace", "shop"]).expect("parses");
+        assert_eq!(ns.recipe_namespace().as_str(), "shop");
+        assert!(ns.pod.is_none());
+        assert!(with(&["--namespace", "Shop"]).is_err());
+        assert!(with(&["--namespace", "a/b"]).is_err());
+        let auth = with(&["--token-file", "/t", "--zk-digest", "u:p"]).expect("parses");
+        assert_eq!(auth.token_file.as_deref(), Some(std::path::Path::new("/t")));
+        assert_eq!(auth.zk_digest.as_ref().map(|d| d.user()), Some("u"));
+        assert!(with(&["--zk-digest", "nopassword"]).is_err());
     }
 
     #[test]

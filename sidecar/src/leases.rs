@@ -2,7 +2,9 @@
 //! lease (`ttl`) and the sidecar releases it when the lease runs out (DESIGN.md §2).
 //!
 //! One entry per lock name per pod: a second acquisition of a name this pod holds or is
-//! acquiring is refused (locks are not reentrant), so renew and release need only the name.
+//! acquiring is refused (locks are not reentrant). Renew and release name the grant's fencing
+//! token: the workers of one pod share its sidecar, and a worker whose lease ran out must not
+//! renew or release the grant another worker has taken since (DESIGN.md §4).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,6 +42,10 @@ pub enum LeaseError {
     },
     #[error("this pod does not hold lock {lock} (never taken, released, or its lease ran out)")]
     NotHeld { lock: ResourceName },
+    #[error(
+        "token {given} is not the current grant of lock {lock}: that grant ended (released, or its lease ran out) and the lock was granted again since; acquire it again"
+    )]
+    StaleToken { lock: ResourceName, given: i64 },
     #[error("lock {lock} was lost with the session (or its node was deleted); acquire it again")]
     Lost { lock: ResourceName },
     #[error(transparent)]
@@ -200,16 +206,18 @@ impl LockTable {
         Ok(lease)
     }
 
-    /// Extends the lease of `lock` by `ttl` from now (default: the ttl it was taken with).
+    /// Extends the lease of grant `token` of `lock` by `ttl` from now (default: the ttl it was
+    /// taken with).
     pub async fn renew(
         &self,
         lock: &ResourceName,
+        token: i64,
         ttl: Option<Duration>,
     ) -> Result<Lease, LeaseError> {
         let inner = &self.inner;
         let lease = {
             let mut slots = inner.slots();
-            let held = self.usable(&mut slots, lock)?;
+            let held = self.usable(&mut slots, lock, token)?;
             if !held.grant.is_held() {
                 return Err(LeaseError::Recipe(RecipeError::Suspended));
             }
@@ -223,12 +231,13 @@ impl LockTable {
         Ok(lease)
     }
 
-    /// Releases `lock`; the node is deleted before this returns unless the session is down, in
-    /// which case deletion finishes in the background (or the node dies with the session).
-    pub async fn release(&self, lock: &ResourceName) -> Result<(), LeaseError> {
+    /// Releases grant `token` of `lock`; the node is deleted before this returns unless the
+    /// session is down, in which case deletion finishes in the background (or the node dies
+    /// with the session).
+    pub async fn release(&self, lock: &ResourceName, token: i64) -> Result<(), LeaseError> {
         let held = {
             let mut slots = self.inner.slots();
-            self.usable(&mut slots, lock)?;
+            self.usable(&mut slots, lock, token)?;
             match slots.remove(lock) {
                 Some(Slot::Held(held)) => held,
                 _ => return Err(LeaseError::NotHeld { lock: lock.clone() }),
@@ -282,11 +291,13 @@ impl LockTable {
         }
     }
 
-    /// The held slot for `lock`, or why there is none (dropping a grant of a lost session).
+    /// The held slot for grant `token` of `lock`, or why there is none (dropping a grant of a
+    /// lost session).
     fn usable<'s>(
         &self,
         slots: &'s mut HashMap<ResourceName, Slot>,
         lock: &ResourceName,
+        token: i64,
     ) -> Result<&'s mut Held, LeaseError> {
         let current = self.inner.session.generation();
         let lost =
@@ -297,7 +308,11 @@ impl LockTable {
             return Err(LeaseError::Lost { lock: lock.clone() });
         }
         match slots.get_mut(lock) {
-            Some(Slot::Held(held)) => Ok(held),
+            Some(Slot::Held(held)) if held.token == token => Ok(held),
+            Some(Slot::Held(_)) => Err(LeaseError::StaleToken {
+                lock: lock.clone(),
+                given: token,
+            }),
             _ => Err(LeaseError::NotHeld { lock: lock.clone() }),
         }
     }

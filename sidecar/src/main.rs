@@ -49,7 +49,7 @@ fn main() -> ExitCode {
                 // Asked to label the pod and unable to reach the API at all: a deployment
                 // error that retrying cannot mend, so say so and stop.
                 Arc::new(
-                    KubePodLabeler::from_environment(namespace, pod)
+                    KubePodLabeler::from_environment(namespace.as_str(), pod)
                         .await
                         .map_err(|e| e.to_string())?,
                 )

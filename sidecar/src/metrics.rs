@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::recipe::ConnectionState;
+use crate::recipe::trust::IgnoredLabels;
 
 /// Labels naming an election (bounded: elections come from flags).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -46,6 +47,8 @@ pub struct Metrics {
     pub locks_held: Gauge,
     pub lease_expirations: Counter,
     pub http_requests: Family<HttpLabels, Counter>,
+    /// Shared with the session's recipes, which count the planted nodes they skip.
+    pub ignored_queue_nodes: Family<IgnoredLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -57,6 +60,13 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric under the `baton_sidecar` prefix.
     pub fn new() -> Self {
+        Self::with_ignored_nodes(Family::default())
+    }
+
+    /// [`Metrics::new`], exporting `ignored` (a session's
+    /// [`IgnoredNodes::family`](crate::recipe::trust::IgnoredNodes::family)) as
+    /// `baton_sidecar_ignored_queue_nodes_total`.
+    pub fn with_ignored_nodes(ignored: Family<IgnoredLabels, Counter>) -> Self {
         let mut registry = Registry::with_prefix("baton_sidecar");
         let m = Self {
             registry: Registry::default(),
@@ -68,6 +78,7 @@ impl Metrics {
             locks_held: Gauge::default(),
             lease_expirations: Counter::default(),
             http_requests: Family::default(),
+            ignored_queue_nodes: ignored,
         };
         registry.register(
             "session_state",
@@ -108,6 +119,11 @@ impl Metrics {
             "http_requests",
             "HTTP requests by route and status",
             m.http_requests.clone(),
+        );
+        registry.register(
+            "ignored_queue_nodes",
+            "Persistent (planted) nodes in election and lock queues that were ignored, by kind",
+            m.ignored_queue_nodes.clone(),
         );
         Self { registry, ..m }
     }

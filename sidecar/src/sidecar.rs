@@ -14,7 +14,9 @@ use crate::http::{ApiState, Exposure, serve};
 use crate::leases::LockTable;
 use crate::metrics::{ElectionLabels, Metrics};
 use crate::pod::{PodLabeler, run_pod_view};
-use crate::recipe::{Candidate, ElectionRecipe, SessionHandle, SessionOptions, start_session};
+use crate::recipe::{
+    Access, Candidate, ElectionRecipe, SessionHandle, SessionOptions, start_session_as,
+};
 
 /// Why the sidecar could not run.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,8 @@ pub enum RunError {
     },
     #[error(transparent)]
     EnsembleCa(#[from] crate::recipe::EnsembleCaError),
+    #[error(transparent)]
+    TokenFile(#[from] crate::recipe::TokenFileError),
 }
 
 /// How long the pod view may take to write the final labels at shutdown.
@@ -39,6 +43,11 @@ pub async fn run(
     labeler: Arc<dyn PodLabeler>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
+    // A token that cannot be read now is a deployment error (no projected volume): say so at
+    // once rather than retry a session that could never authenticate.
+    if let Some(path) = &config.token_file {
+        crate::recipe::access::read_token(path)?;
+    }
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| RunError::Bind {
@@ -71,11 +80,21 @@ pub async fn run(
         Some(ca) => Some(crate::recipe::ensemble_tls(ca)?),
         None => None,
     };
-    let (session, session_control) = start_session(SessionOptions {
-        ensemble: config.ensemble.clone(),
-        session_timeout: config.session_timeout,
-        tls,
-    });
+    let access = Access {
+        namespace: config.recipe_namespace(),
+        token_file: config.token_file.clone(),
+        digest: config.zk_digest.clone(),
+    };
+    tracing::info!(namespace = %access.namespace, k8s_token = access.token_file.is_some(),
+        digest_user = access.digest.as_ref().map(|d| d.user()), "recipes live in /baton/<namespace>");
+    let (session, session_control) = start_session_as(
+        SessionOptions {
+            ensemble: config.ensemble.clone(),
+            session_timeout: config.session_timeout,
+            tls,
+        },
+        access,
+    );
     let candidate = Candidate {
         identity: config.identity.clone(),
         address: config.address.clone(),
@@ -86,7 +105,9 @@ pub async fn run(
         .iter()
         .map(|name| ElectionRecipe::start(session.clone(), name.clone(), candidate.clone()))
         .collect();
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_ignored_nodes(
+        session.ignored_nodes().family(),
+    ));
     let locks = LockTable::new(session.clone(), config.identity.clone(), metrics.clone());
     let (draining_tx, draining) = watch::channel(false);
     let (stop_tx, stop) = watch::channel(false);

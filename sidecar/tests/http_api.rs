@@ -79,14 +79,27 @@ async fn bad_input_gets_clear_json_errors() {
             400,
             "InvalidQuery",
         ),
-        ("POST", format!("/lock/{lock}/renew"), 409, "NotHeld"),
         (
             "POST",
-            format!("/lock/{lock}/renew?ttl=x"),
+            format!("/lock/{lock}/renew?token=1"),
+            409,
+            "NotHeld",
+        ),
+        ("POST", format!("/lock/{lock}/renew"), 400, "MissingToken"),
+        (
+            "POST",
+            format!("/lock/{lock}/renew?token=x"),
+            400,
+            "InvalidToken",
+        ),
+        (
+            "POST",
+            format!("/lock/{lock}/renew?token=1&ttl=x"),
             400,
             "InvalidDuration",
         ),
-        ("DELETE", format!("/lock/{lock}"), 409, "NotHeld"),
+        ("DELETE", format!("/lock/{lock}?token=1"), 409, "NotHeld"),
+        ("DELETE", format!("/lock/{lock}"), 400, "MissingToken"),
     ];
     for (method, path, status, code) in &cases {
         let answer = s.call(method, path).await;
@@ -108,7 +121,13 @@ async fn bad_input_gets_clear_json_errors() {
     )
     .await;
     assert_eq!(small.status, 200, "{small:?}");
-    assert_eq!(s.call("DELETE", &format!("/lock/{lock}")).await.status, 200);
+    let token = small.body["token"].as_i64().expect("token");
+    assert_eq!(
+        s.call("DELETE", &format!("/lock/{lock}?token={token}"))
+            .await
+            .status,
+        200
+    );
     let big = vec![b'x'; 10_000];
     let declared = [
         format!("Content-Length: {}\r\n\r\n", big.len()).into_bytes(),

@@ -90,7 +90,9 @@ async fn five_sidecars_fifty_acquisitions_each_never_overlap_and_tokens_rise() {
                     "{seen:?}"
                 );
                 resource.leave(&sidecar.identity);
-                let released = sidecar.call("DELETE", &format!("/lock/{lock}")).await;
+                let released = sidecar
+                    .call("DELETE", &format!("/lock/{lock}?token={token}"))
+                    .await;
                 assert_eq!(released.status, 200, "{released:?}");
                 tokens.push(token);
             }
@@ -150,8 +152,12 @@ async fn a_lease_that_runs_out_frees_the_lock() {
     assert!(second.body["token"].as_i64().expect("token") > first_token);
 
     for answer in [
-        holder.call("POST", &format!("/lock/{lock}/renew")).await,
-        holder.call("DELETE", &format!("/lock/{lock}")).await,
+        holder
+            .call("POST", &format!("/lock/{lock}/renew?token={first_token}"))
+            .await,
+        holder
+            .call("DELETE", &format!("/lock/{lock}?token={first_token}"))
+            .await,
     ] {
         assert_eq!(
             (answer.status, answer.error_code()),
@@ -178,8 +184,9 @@ async fn renew_extends_the_lease_and_a_held_lock_is_not_reentrant() {
     let other = Sidecar::start("renew-other", &[]);
     let first = holder.call("POST", &format!("/lock/{lock}?ttl=20s")).await;
     assert_eq!(first.status, 200, "{first:?}");
+    let token = first.body["token"].as_i64().expect("token");
     let renewed = holder
-        .call("POST", &format!("/lock/{lock}/renew?ttl=10m"))
+        .call("POST", &format!("/lock/{lock}/renew?token={token}&ttl=10m"))
         .await;
     assert_eq!(renewed.status, 200, "{renewed:?}");
     assert_eq!(
@@ -221,7 +228,10 @@ async fn renew_extends_the_lease_and_a_held_lock_is_not_reentrant() {
     );
 
     assert_eq!(
-        holder.call("DELETE", &format!("/lock/{lock}")).await.status,
+        holder
+            .call("DELETE", &format!("/lock/{lock}?token={token}"))
+            .await
+            .status,
         200
     );
     let next = other.call("POST", &format!("/lock/{lock}?wait=0")).await;
@@ -268,8 +278,13 @@ async fn read_locks_share_and_write_locks_exclude() {
                 .await
         })
     };
-    assert_eq!(a.call("DELETE", &format!("/lock/{lock}")).await.status, 200);
-    assert_eq!(b.call("DELETE", &format!("/lock/{lock}")).await.status, 200);
+    for (s, grant) in [(&a, &read_a), (&b, &read_b)] {
+        let token = grant.body["token"].as_i64().expect("token");
+        let released = s
+            .call("DELETE", &format!("/lock/{lock}?token={token}"))
+            .await;
+        assert_eq!(released.status, 200, "{released:?}");
+    }
     let write_c = writer.await.expect("writer task");
     assert_eq!(write_c.status, 200, "{write_c:?}");
     let write_token = write_c.body["token"].as_i64().expect("token");
@@ -286,7 +301,10 @@ async fn read_locks_share_and_write_locks_exclude() {
             );
         }
     }
-    assert_eq!(c.call("DELETE", &format!("/lock/{lock}")).await.status, 200);
+    let released = c
+        .call("DELETE", &format!("/lock/{lock}?token={write_token}"))
+        .await;
+    assert_eq!(released.status, 200, "{released:?}");
     let read_again = a
         .call("POST", &format!("/lock/{lock}?mode=read&wait=0"))
         .await;

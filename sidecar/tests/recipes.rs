@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use baton_sidecar::recipe::{
     Candidate, ConnectionState, ElectionRecipe, ElectionView, LockError, LockMode, LockRecipe,
-    ResourceName, SessionControl, SessionHandle, SessionOptions, start_session,
+    Namespace, ResourceName, SessionControl, SessionHandle, SessionOptions, start_session,
 };
 use common::proxy::CutProxy;
 use common::{BOUND, unique, zk_address};
@@ -87,7 +87,7 @@ fn candidate(identity: &str) -> Candidate {
 
 async fn a_lock_create_whose_reply_is_lost_is_recovered_not_repeated() {
     let name = ResourceName::new(&unique("recover-lock")).expect("valid");
-    let dir = name.lock_dir();
+    let dir = name.lock_dir(&Namespace::default());
     let observer = observer().await;
     make_folder(&observer, &dir).await;
     let proxy = CutProxy::start(zk_address()).await;
@@ -132,7 +132,7 @@ async fn a_lock_create_whose_reply_is_lost_is_recovered_not_repeated() {
 
 async fn a_candidate_create_whose_reply_is_lost_is_recovered_not_repeated() {
     let name = ResourceName::new(&unique("recover-election")).expect("valid");
-    let dir = name.election_dir();
+    let dir = name.election_dir(&Namespace::default());
     let observer = observer().await;
     make_folder(&observer, &dir).await;
     let proxy = CutProxy::start(zk_address()).await;
@@ -162,7 +162,7 @@ async fn a_candidate_create_whose_reply_is_lost_is_recovered_not_repeated() {
 
 async fn a_reader_queued_behind_a_writer_waits_for_it() {
     let name = ResourceName::new(&unique("rw")).expect("valid");
-    let dir = name.lock_dir();
+    let dir = name.lock_dir(&Namespace::default());
     let observer = observer().await;
     let (session, control) = session(&zk_address(), Duration::from_secs(10));
     let lock = LockRecipe::new(session.clone(), name.clone(), "tester");

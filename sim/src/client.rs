@@ -1,7 +1,9 @@
 //! Simulated ZooKeeper clients. They speak to a member's core exactly as a connection task
 //! does (decoded requests in, encoded frames out) and record what they saw. A register client
 //! reads and writes a few znodes; a lock client runs the sidecar's recipe (ephemeral
-//! sequential node, watch only the predecessor, the node's czxid as fencing token).
+//! sequential node, watch only the predecessor, the node's czxid as fencing token, and only
+//! live ephemeral nodes count); a squatter plants persistent nodes in the queues that must
+//! never lead or hold.
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -40,7 +42,13 @@ pub enum Role {
     },
     /// Creates these persistent znodes in order, then does nothing.
     Setup { paths: Vec<String> },
+    /// Plants persistent nodes in these queues (folder, kinds of node it holds) with names
+    /// below every live node's and data naming other clients, as a hostile client would.
+    Squatter { queues: Vec<(String, NodeKind)> },
 }
+
+/// How many nodes a squatter plants per queue over a run.
+pub const PLANTS_PER_QUEUE: usize = 4;
 
 /// What a client asks the world to do.
 #[derive(Debug)]
@@ -78,6 +86,9 @@ enum Purpose {
     LockWatch,
     LockRelease,
     Setup,
+    /// A squatter's listing of queue `usize` before it plants there.
+    SquatList(usize),
+    SquatPlant,
 }
 
 struct InFlight {
@@ -123,6 +134,11 @@ pub struct Client {
     pub last_answer: Micros,
     /// Setup paths created so far.
     created: usize,
+    /// The queue as last listed, minus the planted nodes found in it: whom to wait for next
+    /// once a would-be predecessor turns out to be persistent.
+    queue: Option<Queue>,
+    /// Nodes a squatter has planted (full paths).
+    pub planted: Vec<String>,
 }
 
 /// Conn ids are unique across the whole run.
@@ -150,6 +166,8 @@ impl Client {
             sync_ok: None,
             last_answer: 0,
             created: 0,
+            queue: None,
+            planted: Vec::new(),
         }
     }
 
@@ -166,6 +184,20 @@ impl Client {
     /// Whether a setup client has created all its paths.
     pub fn is_set_up(&self) -> bool {
         matches!(&self.role, Role::Setup { paths } if self.created == paths.len())
+    }
+
+    /// Whether the client owes no answers after the heal (setup done, or a squatter, which
+    /// stops once it has planted).
+    pub fn is_passive(&self) -> bool {
+        self.is_set_up() || matches!(self.role, Role::Squatter { .. })
+    }
+
+    /// The node this client believes it holds (full path), if it does.
+    pub fn holding(&self) -> Option<&str> {
+        match (&self.lock, &self.my_node) {
+            (LockState::Holding { .. }, Some((node, _))) => Some(node),
+            _ => None,
+        }
     }
 
     /// The actor id in the history: one sequential actor per connection.
@@ -304,6 +336,7 @@ impl Client {
         }
         self.lock = LockState::Idle;
         self.my_node = None;
+        self.queue = None;
         self.sync_ok = None;
         self.next_conn_at = now + rng.random_range(50 * MS..500 * MS);
         actions.push(Action::WakeAt(self.next_conn_at));
@@ -435,6 +468,21 @@ impl Client {
                         actions,
                     );
                 }
+            }
+            Role::Squatter { queues } => {
+                if !self.inflight.is_empty()
+                    || now < self.next_op_at
+                    || now >= self.stop_at
+                    || self.planted.len() >= PLANTS_PER_QUEUE * queues.len()
+                {
+                    return;
+                }
+                let which = rng.random_range(0..queues.len());
+                let req = Request::GetChildren(PathWatchRequest {
+                    path: queues[which].0.clone(),
+                    watch: false,
+                });
+                self.send(now, req, Purpose::SquatList(which), actions);
             }
             Role::Lock { dir, kind, .. } => match self.lock {
                 LockState::Idle if now >= self.next_op_at && now < self.stop_at => {
@@ -575,10 +623,32 @@ impl Client {
                 _ => return self.lose_connection(now, rng, rec, true),
             },
             Purpose::LockWatch => match (reply, err) {
+                // The recipe's rule: a persistent node is planted, never waited for. Its watch
+                // stays registered but is ignored (the state no longer names it); the next
+                // would-be predecessor is checked in the same listing.
+                (Some(Response::Stat(stat)), _) if stat.ephemeral_owner == 0 => {
+                    if let LockState::Watching { predecessor } = self.lock.clone()
+                        && let Some(queue) = self.queue.as_mut()
+                    {
+                        let name = predecessor.rsplit('/').next().unwrap_or_default();
+                        queue.remove(name);
+                        let queue = self.queue.clone().unwrap_or_default();
+                        self.decide(now, queue, rng, rec, &mut actions);
+                    }
+                }
                 (Some(Response::Stat(_)), _) => {}
                 (None, Some(ErrorCode::NoNode)) => self.check_children(now, &mut actions),
                 _ => return self.lose_connection(now, rng, rec, true),
             },
+            Purpose::SquatList(which) => match reply {
+                Some(Response::GetChildren { children }) => {
+                    self.plant(now, which, children, rng, &mut actions)
+                }
+                _ => return self.lose_connection(now, rng, rec, true),
+            },
+            Purpose::SquatPlant => {
+                self.next_op_at = now + rng.random_range(200 * MS..2 * SECOND);
+            }
             Purpose::LockRelease => {
                 if hdr.err != 0 {
                     return self.lose_connection(now, rng, rec, true);
@@ -611,14 +681,35 @@ impl Client {
         rec: &mut Recorder,
         actions: &mut Vec<Action>,
     ) {
-        let Role::Lock { dir, kind, hold } = self.role.clone() else {
+        let Role::Lock { kind, .. } = self.role.clone() else {
+            return;
+        };
+        // The sidecar's own ordering: who holds, and whom a waiter watches.
+        let kinds = if kind == NodeKind::Candidate {
+            NodeKind::ELECTION_KINDS
+        } else {
+            NodeKind::LOCK_KINDS
+        };
+        let queue = Queue::new(&children, kinds);
+        self.decide(now, queue, rng, rec, actions);
+    }
+
+    /// Holds, or watches the node to wait for, in `queue` (which planted nodes found so far
+    /// have been removed from).
+    fn decide(
+        &mut self,
+        now: Micros,
+        queue: Queue,
+        rng: &mut StdRng,
+        rec: &mut Recorder,
+        actions: &mut Vec<Action>,
+    ) {
+        let Role::Lock { dir, hold, .. } = self.role.clone() else {
             return;
         };
         let Some((node, token)) = self.my_node.clone() else {
             return;
         };
-        // The sidecar's own ordering: who holds, and whom a waiter watches.
-        let queue = Queue::new(&children, &[kind]);
         let mine = node.rsplit('/').next().unwrap_or_default();
         let Some(pos) = queue.position(mine) else {
             // Our node is gone: the session expired under us.
@@ -642,11 +733,69 @@ impl Client {
         self.lock = LockState::Watching {
             predecessor: predecessor.clone(),
         };
+        self.queue = Some(queue.clone());
         let req = Request::Exists(PathWatchRequest {
             path: predecessor,
             watch: true,
         });
         self.send(now, req, Purpose::LockWatch, actions);
+    }
+
+    /// Plants one persistent node in queue `which`, below every node listed there, with data
+    /// that names another client as a candidate or holder would.
+    fn plant(
+        &mut self,
+        now: Micros,
+        which: usize,
+        children: Vec<String>,
+        rng: &mut StdRng,
+        actions: &mut Vec<Action>,
+    ) {
+        let Role::Squatter { queues } = self.role.clone() else {
+            return;
+        };
+        let (dir, kind) = &queues[which];
+        let kinds = if *kind == NodeKind::Candidate {
+            NodeKind::ELECTION_KINDS
+        } else {
+            NodeKind::LOCK_KINDS
+        };
+        let queue = Queue::new(&children, kinds);
+        // Below the lowest node there: the folder's sequence counter is past it, so no real
+        // create can ever collide with the planted name.
+        let Some(lowest) = queue.head().map(|n| n.sequence) else {
+            self.next_op_at = now + rng.random_range(50 * MS..300 * MS);
+            return;
+        };
+        let taken = |seq: i64| queue.nodes().iter().any(|n| n.sequence == seq);
+        let Some(seq) = (0..lowest).rev().find(|s| !taken(*s)) else {
+            self.next_op_at = now + rng.random_range(50 * MS..300 * MS);
+            return;
+        };
+        let prefix = kinds[rng.random_range(0..kinds.len())].prefix();
+        let victim = rng.random_range(0..64);
+        let data = format!(
+            r#"{{"identity":"client-{victim}","address":"10.0.0.{victim}:8080","owner":"client-{victim}/1/1","since":"2026-01-01T00:00:00Z"}}"#
+        )
+        .into_bytes();
+        let path = format!("{dir}/{prefix}{seq:010}");
+        self.planted.push(path.clone());
+        let req = CreateRequest {
+            path,
+            data,
+            acl: open_acl_unsafe(),
+            flags: CreateMode::Persistent.flags(),
+            ttl: None,
+        };
+        self.send(
+            now,
+            Request::Create {
+                op: OpCode::Create,
+                req,
+            },
+            Purpose::SquatPlant,
+            actions,
+        );
     }
 
     fn on_notification(&mut self, now: Micros, path: &str) -> Vec<Action> {

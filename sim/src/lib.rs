@@ -52,6 +52,8 @@ pub struct SimConfig {
     pub register_clients: usize,
     pub lock_clients: usize,
     pub election_clients: usize,
+    /// Clients that plant persistent nodes in the lock and election queues.
+    pub squatters: usize,
     /// A deliberate bug, to prove the checks catch it; `None` in every real run.
     pub bug: Option<Bug>,
 }
@@ -89,6 +91,7 @@ impl SimConfig {
             register_clients: 6,
             lock_clients: 4,
             election_clients: 3,
+            squatters: 1,
             bug: None,
         }
     }
@@ -102,6 +105,8 @@ pub struct Report {
     pub operations: usize,
     pub grants: usize,
     pub holder_changes: u64,
+    /// Persistent nodes the squatters planted in the queues (none of which may ever hold).
+    pub planted: usize,
     pub faults: Vec<String>,
     pub events: u64,
     /// A hash of every event's time and target: equal for equal seeds.
@@ -223,8 +228,8 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         let role = Role::Register { keys: keys.clone() };
         clients.push(Client::new(clients.len(), role));
     }
-    let lock_dir = "/baton/locks/sim".to_string();
-    let election_dir = "/baton/elections/sim".to_string();
+    let lock_dir = "/baton/default/locks/sim".to_string();
+    let election_dir = "/baton/default/elections/sim".to_string();
     for (count, dir, kind, hold) in [
         (cfg.lock_clients, &lock_dir, NodeKind::Exclusive, LOCK_HOLD),
         (
@@ -242,6 +247,15 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             };
             clients.push(Client::new(clients.len(), role));
         }
+    }
+    for _ in 0..cfg.squatters {
+        let role = Role::Squatter {
+            queues: vec![
+                (lock_dir.clone(), NodeKind::Exclusive),
+                (election_dir.clone(), NodeKind::Candidate),
+            ],
+        };
+        clients.push(Client::new(clients.len(), role));
     }
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let mut world = World::new(
@@ -282,6 +296,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         operations: world.rec.operations(),
         grants: world.rec.grants.len(),
         holder_changes: world.lock_view.changes,
+        planted: world.clients.iter().map(|c| c.planted.len()).sum(),
         faults,
         events: world.events,
         trace: world.trace.finish(),
@@ -295,8 +310,9 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
 fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
     let mut paths = vec![
         "/baton".to_string(),
-        "/baton/locks".into(),
-        "/baton/elections".into(),
+        "/baton/default".into(),
+        "/baton/default/locks".into(),
+        "/baton/default/elections".into(),
     ];
     paths.extend(dirs.iter().map(|d| d.to_string()));
     // Wait for a leader, then have it apply the creates.
@@ -378,7 +394,7 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, Stri
     if let Some(stuck) = world
         .clients
         .iter()
-        .find(|c| c.last_answer < healed_at && !c.is_set_up())
+        .find(|c| c.last_answer < healed_at && !c.is_passive())
     {
         return Err(format!(
             "client {} got no answer after the faults healed at {} ms (last at {} ms)",

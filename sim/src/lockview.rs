@@ -1,6 +1,6 @@
 //! Lock and election safety in the ensemble's view: after every step of every member, the
-//! holder of each lock directory is its lowest sequential child (the leader of an election,
-//! likewise). Across a member's applied history a new node must never sort before the holder
+//! holder of each lock directory is its lowest live (ephemeral) sequential child (the leader
+//! of an election, likewise): a planted persistent node never holds. Across a member's applied history a new node must never sort before the holder
 //! (two holders), the holder's fencing token (its `czxid`) must only rise, and all members
 //! must agree on the holder at each applied index. Also: no ephemeral outlives its session.
 
@@ -57,7 +57,12 @@ impl LockView {
                 && *prev != name
             {
                 let prev_path = format!("{dir}/{prev}");
-                if sm.tree().get(&prev_path).is_some() {
+                // The same node (a planted one may have taken its name since it went).
+                if sm
+                    .tree()
+                    .get(&prev_path)
+                    .is_some_and(|n| n.stat().czxid == *prev_token)
+                {
                     return Err(format!(
                         "{dir}: two holders on member {member} at index {applied}: {name} \
                          sorts before {prev}, which still holds"
@@ -82,13 +87,35 @@ impl LockView {
     }
 }
 
-/// The lowest sequential child of `dir` (in the sidecar's own order) and its czxid.
-fn holder(sm: &StateMachine, dir: &str) -> Option<(String, i64)> {
+/// The lowest live (ephemeral) sequential child of `dir` (in the sidecar's own order) and its
+/// czxid: the one node that may hold, whatever was planted below it.
+pub fn holder(sm: &StateMachine, dir: &str) -> Option<(String, i64)> {
     let children: Vec<&str> = sm.tree().get(dir)?.children().collect();
     let kinds = [QueueKind::LOCK_KINDS, QueueKind::ELECTION_KINDS].concat();
-    let lowest = Queue::new(&children, &kinds).head()?.name.clone();
-    let czxid = sm.tree().get(&format!("{dir}/{lowest}"))?.stat().czxid;
-    Some((lowest, czxid))
+    Queue::new(&children, &kinds).nodes().iter().find_map(|n| {
+        let node = sm.tree().get(&format!("{dir}/{}", n.name))?;
+        match node.kind() {
+            NodeKind::Ephemeral { .. } => Some((n.name.clone(), node.stat().czxid)),
+            _ => None,
+        }
+    })
+}
+
+/// A client that believes it holds `node` in `dir` must, in the state of the member that
+/// answered it, hold it there (be the lowest live node) or have lost it (its session ended):
+/// a planted node below it, or a live one it skipped, would show here.
+pub fn check_belief(member: u64, sm: &StateMachine, dir: &str, node: &str) -> Result<(), Breach> {
+    if sm.tree().get(node).is_none() {
+        return Ok(());
+    }
+    let name = node.rsplit('/').next().unwrap_or_default();
+    match holder(sm, dir) {
+        Some((holder, _)) if holder == name => Ok(()),
+        other => Err(format!(
+            "{dir}: a client believes it holds {name}, but on member {member} the holder is {:?}",
+            other.map(|h| h.0)
+        )),
+    }
 }
 
 /// Every ephemeral node's owner must be a live session in the same state.

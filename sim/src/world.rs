@@ -343,7 +343,18 @@ impl World {
         let result = self
             .lock_view
             .observe(id, applied, sm, &self.lock_dirs)
-            .and_then(|()| lockview::check_ephemerals(id, sm));
+            .and_then(|()| lockview::check_ephemerals(id, sm))
+            .and_then(|()| {
+                // What the clients of this member believe they hold must be what it says.
+                self.clients
+                    .iter()
+                    .filter(|c| c.member().is_some_and(|(m, _)| m == id))
+                    .filter_map(|c| c.holding())
+                    .try_for_each(|node| {
+                        let dir = &node[..node.rfind('/').unwrap_or(0)];
+                        lockview::check_belief(id, sm, dir, node)
+                    })
+            });
         if let Err(breach) = result {
             self.breach = Some(format!("at {} ms: {breach}", self.now / MS));
         }

@@ -108,17 +108,19 @@ pub async fn handle(
         }
         Route::LockAcquire(name) => acquire(state, &name, query).await,
         Route::LockRenew(name) => {
-            let q = Query::parse(query, &["ttl"])?;
+            let q = Query::parse(query, &["token", "ttl"])?;
             let ttl = match q.get("ttl") {
                 Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
                 None => None,
             };
-            let lease = state.locks.renew(&name, ttl).await?;
+            let token = grant_token(&q, &name, "renew")?;
+            let lease = state.locks.renew(&name, token, ttl).await?;
             Ok(json(StatusCode::OK, &lease_body(&lease)))
         }
         Route::LockRelease(name) => {
-            Query::parse(query, &[])?;
-            state.locks.release(&name).await?;
+            let q = Query::parse(query, &["token"])?;
+            let token = grant_token(&q, &name, "release")?;
+            state.locks.release(&name, token).await?;
             Ok(json(
                 StatusCode::OK,
                 &json!({ "lock": name, "released": true }),
@@ -153,6 +155,25 @@ pub async fn handle(
             ))
         }
     }
+}
+
+/// The `token` a renew or release names: the fencing token its grant was answered with.
+fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<i64, ApiError> {
+    let Some(raw) = q.get("token") else {
+        return Err(ApiError::bad_request(
+            "MissingToken",
+            format!(
+                "to {what} lock {lock}, pass the fencing token of your grant as ?token=T \
+                 (the \"token\" in the answer to POST /lock/{lock})"
+            ),
+        ));
+    };
+    raw.parse::<i64>().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidToken",
+            format!("token: {raw:?} is not an integer fencing token"),
+        )
+    })
 }
 
 async fn leader(

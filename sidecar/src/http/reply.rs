@@ -101,6 +101,7 @@ impl From<LeaseError> for ApiError {
             LeaseError::AcquireInProgress { .. } => "AcquireInProgress",
             LeaseError::NotGranted { .. } => "NotGranted",
             LeaseError::NotHeld { .. } => "NotHeld",
+            LeaseError::StaleToken { .. } => "StaleToken",
             LeaseError::Lost { .. } => "LockLost",
             LeaseError::Recipe(e) => return e.into(),
         };

@@ -1,4 +1,4 @@
-//! Leader election: candidates queue as `/baton/elections/<name>/candidate-<seq>`, the lowest
+//! Leader election: candidates queue as `/baton/<namespace>/elections/<name>/candidate-<seq>`, the lowest
 //! sequence leads, and each candidate watches only its predecessor.
 //!
 //! [`ElectionRecipe::start`] spawns one candidate task that owns the candidacy; the handle

@@ -15,7 +15,8 @@ use super::election::{Candidate, CandidateData, Command, ElectionView, Interest,
 use super::owned_node::{OwnedCreate, OwnedNode, delete_node};
 use super::queue::{NodeKind, Queue};
 use super::timestamp::rfc3339;
-use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle, names};
+use super::trust::{IgnoredNodes, is_trusted};
+use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle};
 
 /// How long to wait before retrying after an unexpected ensemble error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
@@ -92,7 +93,7 @@ impl CandidateTask {
         interest: Arc<Interest>,
     ) -> Self {
         Self {
-            dir: name.election_dir(),
+            dir: name.election_dir(session.namespace()),
             session,
             name,
             candidate,
@@ -162,7 +163,13 @@ impl CandidateTask {
         let evaluation = guarded(
             &session,
             generation,
-            evaluate(client, &self.dir, &node, watch_leader),
+            evaluate(
+                client,
+                &self.dir,
+                &node,
+                watch_leader,
+                self.session.ignored_nodes(),
+            ),
         )
         .await?;
         let (own, predecessor, leader_watch, behind_leader) = match evaluation {
@@ -351,12 +358,15 @@ impl CandidateTask {
     fn new_candidacy(&self, conn: &Connection) -> OwnedCreate {
         let owner = self.session.next_owner_id(&self.candidate.identity, conn);
         let data = self.data(SystemTime::now(), Some(&owner));
+        let namespace = self.session.namespace();
         OwnedCreate::new(
-            names::ELECTIONS,
+            namespace,
+            namespace.elections(),
             self.dir.clone(),
             NodeKind::Candidate.prefix(),
             owner,
             data,
+            self.session.acls(),
         )
     }
 
@@ -425,22 +435,51 @@ impl CandidateTask {
 }
 
 /// Reads the folder once and decides where `node` stands.
+///
+/// Only live ephemeral candidates count ([`super::trust`]). `getChildren` carries no per-child
+/// stat, so trust is learnt from the reads the election makes anyway: the predecessor is read
+/// with a watch (its stat comes back with it) and the leader is read for its data. Walking
+/// back from our node, a persistent predecessor is dropped from the order and the next one
+/// earlier is read, until a live one (we follow it) or none (we lead); walking forward from
+/// the head likewise finds the leader. With no planted nodes this is the two reads it always
+/// was; each planted node in the way costs one more read per look. Nothing is cached: a
+/// name can be deleted and made again as another kind of node, and the stat of the node there
+/// now is what counts. So a planted node never leads and is never waited for, and a live one
+/// is never skipped.
 async fn evaluate(
     client: &zk::Client,
     dir: &str,
     node: &OwnedNode,
     watch_leader: bool,
+    ignored: &IgnoredNodes,
 ) -> Result<Evaluation, RecipeError> {
     let children = match client.list_children(dir).await {
         Ok(children) => children,
         Err(zk::Error::NoNode) => return Ok(Evaluation::Missing),
         Err(e) => return Err(RecipeError::from_zk("list", dir, e)),
     };
-    let queue = Queue::new(&children, NodeKind::ELECTION_KINDS);
-    let Some(index) = queue.position(&node.name) else {
-        return Ok(Evaluation::Missing);
+    let mut queue = Queue::new(&children, NodeKind::ELECTION_KINDS);
+    // Our predecessor: the closest earlier live candidate, read and watched.
+    let predecessor = loop {
+        let Some(index) = queue.position(&node.name) else {
+            return Ok(Evaluation::Missing);
+        };
+        let Some(predecessor) = queue.blocker(index).cloned() else {
+            break None;
+        };
+        let path = format!("{dir}/{}", predecessor.name);
+        match client.get_and_watch_data(&path).await {
+            Ok((_, stat, _)) if !is_trusted(&stat) => {
+                ignored.report(predecessor.kind, &path, stat.czxid);
+                queue.remove(&predecessor.name);
+            }
+            Ok((data, stat, watcher)) => break Some((predecessor, data, stat, watcher)),
+            Err(zk::Error::NoNode) => return Ok(Evaluation::Again),
+            Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
+        }
     };
-    let (Some(head), Some(predecessor)) = (queue.head(), queue.blocker(index)) else {
+    let Some((predecessor, predecessor_data, predecessor_stat, predecessor_watch)) = predecessor
+    else {
         let (stat, own) = client
             .check_and_watch_stat(&node.path)
             .await
@@ -451,21 +490,35 @@ async fn evaluate(
             Evaluation::Missing
         });
     };
-    let head_path = format!("{dir}/{}", head.name);
-    let predecessor_is_head = predecessor.name == head.name;
-    // The leader's data is needed for the view; its watch only when it doubles as our
-    // predecessor or a long-poller wants to hear about any leader change.
-    let (data, stat, leader_watch) = if predecessor_is_head || watch_leader {
-        match client.get_and_watch_data(&head_path).await {
-            Ok((data, stat, watcher)) => (data, stat, Some(watcher)),
-            Err(zk::Error::NoNode) => return Ok(Evaluation::Again),
-            Err(e) => return Err(RecipeError::from_zk("get", &head_path, e)),
+    // The leader: the first live candidate (at the latest, our predecessor). Its data is
+    // needed for the view; its watch only when a long-poller wants any leader change.
+    let (head, data, stat, leader_watch) = loop {
+        let Some(head) = queue.head().cloned() else {
+            return Ok(Evaluation::Again);
+        };
+        if head.name == predecessor.name {
+            break (head, predecessor_data, predecessor_stat, None);
         }
-    } else {
-        match client.get_data(&head_path).await {
-            Ok((data, stat)) => (data, stat, None),
+        let path = format!("{dir}/{}", head.name);
+        let read = if watch_leader {
+            client
+                .get_and_watch_data(&path)
+                .await
+                .map(|(data, stat, watcher)| (data, stat, Some(watcher)))
+        } else {
+            client
+                .get_data(&path)
+                .await
+                .map(|(data, stat)| (data, stat, None))
+        };
+        match read {
+            Ok((_, stat, _)) if !is_trusted(&stat) => {
+                ignored.report(head.kind, &path, stat.czxid);
+                queue.remove(&head.name);
+            }
+            Ok((data, stat, watcher)) => break (head, data, stat, watcher),
             Err(zk::Error::NoNode) => return Ok(Evaluation::Again),
-            Err(e) => return Err(RecipeError::from_zk("get", &head_path, e)),
+            Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
         }
     };
     let parsed: CandidateData = serde_json::from_slice(&data).unwrap_or_else(|_| CandidateData {
@@ -475,32 +528,19 @@ async fn evaluate(
         since: String::new(),
         owner: None,
     });
+    let behind_leader = head.name == predecessor.name;
     let leader = LeaderInfo {
         identity: parsed.identity,
         address: parsed.address,
         pod: parsed.pod,
         since: parsed.since,
         token: stat.czxid,
-        node: head.name.clone(),
-    };
-    let (predecessor, leader_watch) = match (predecessor_is_head, leader_watch) {
-        (true, Some(watcher)) => (watcher, None),
-        (_, leader_watch) => {
-            let path = format!("{dir}/{}", predecessor.name);
-            let (stat, watcher) = client
-                .check_and_watch_stat(&path)
-                .await
-                .map_err(|e| RecipeError::from_zk("exists", &path, e))?;
-            if stat.is_none() {
-                return Ok(Evaluation::Again);
-            }
-            (watcher, leader_watch)
-        }
+        node: head.name,
     };
     Ok(Evaluation::Following {
         leader,
-        predecessor,
+        predecessor: predecessor_watch,
         leader_watch,
-        behind_leader: predecessor_is_head,
+        behind_leader,
     })
 }

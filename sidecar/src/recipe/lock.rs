@@ -1,5 +1,6 @@
 //! Fair locks: exclusive (`lock-<seq>`) and read/write (`read-<seq>` / `write-<seq>`) in
-//! `/baton/locks/<name>`, granted in sequence order without herd effect.
+//! `/baton/<namespace>/locks/<name>`, granted in sequence order without herd effect, among
+//! live ephemeral nodes only ([`super::trust`]).
 //!
 //! A grant's fencing token is the czxid of its node: unique and increasing across the
 //! ensemble, so a protected resource can refuse a holder whose token is lower than one it saw.
@@ -13,7 +14,8 @@ use zookeeper_client as zk;
 use super::owned_node::{OwnedCreate, OwnedNode, wait_reconnected};
 use super::queue::{NodeKind, Queue};
 use super::timestamp::rfc3339;
-use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle, names};
+use super::trust::is_trusted;
+use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle};
 
 /// How a lock is requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -181,7 +183,7 @@ impl LockRecipe {
     /// A lock named `name`, requested as `identity`.
     pub fn new(session: SessionHandle, name: ResourceName, identity: impl Into<String>) -> Self {
         Self {
-            dir: name.lock_dir(),
+            dir: name.lock_dir(session.namespace()),
             session,
             name,
             identity: identity.into(),
@@ -217,12 +219,15 @@ impl LockRecipe {
         };
         let owner = self.session.next_owner_id(&self.identity, &conn);
         let data = self.data(&owner, lease_expires_at);
+        let namespace = self.session.namespace();
         let create = OwnedCreate::new(
-            names::LOCKS,
+            namespace,
+            namespace.locks(),
             self.dir.clone(),
             mode.kind().prefix(),
             owner,
             data,
+            self.session.acls(),
         );
         let mut pending = PendingNode {
             conn,
@@ -306,29 +311,44 @@ impl LockRecipe {
     }
 
     /// One look at the queue: granted, or the watch on the one node we wait for.
+    ///
+    /// The node we would wait for is watched with `exists`, whose stat says whether it is a
+    /// live session's: a persistent (planted) one is dropped from the order, its watch removed,
+    /// and the node we would wait for without it is checked next. So with no planted nodes a
+    /// look costs what it always did (one list, one exists), a planted node never blocks or
+    /// holds, and a live one is never skipped (see `election_task::evaluate` for why nothing
+    /// is cached).
     async fn look(&self, client: &zk::Client, node: &OwnedNode) -> Result<Look, RecipeError> {
         let children = match client.list_children(&self.dir).await {
             Ok(children) => children,
             Err(zk::Error::NoNode) => return Err(RecipeError::NodeVanished(node.path.clone())),
             Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
         };
-        let queue = Queue::new(&children, NodeKind::LOCK_KINDS);
-        let Some(index) = queue.position(&node.name) else {
-            return Err(RecipeError::NodeVanished(node.path.clone()));
-        };
-        let Some(blocker) = queue.blocker(index) else {
-            return Ok(Look::Granted);
-        };
-        let path = format!("{}/{}", self.dir, blocker.name);
-        let (stat, watcher) = client
-            .check_and_watch_stat(&path)
-            .await
-            .map_err(|e| RecipeError::from_zk("exists", &path, e))?;
-        Ok(if stat.is_some() {
-            Look::Blocked(watcher)
-        } else {
-            Look::Again
-        })
+        let mut queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        loop {
+            let Some(index) = queue.position(&node.name) else {
+                return Err(RecipeError::NodeVanished(node.path.clone()));
+            };
+            let Some(blocker) = queue.blocker(index).cloned() else {
+                return Ok(Look::Granted);
+            };
+            let path = format!("{}/{}", self.dir, blocker.name);
+            let (stat, watcher) = client
+                .check_and_watch_stat(&path)
+                .await
+                .map_err(|e| RecipeError::from_zk("exists", &path, e))?;
+            match stat {
+                None => return Ok(Look::Again),
+                Some(stat) if !is_trusted(&stat) => {
+                    self.session
+                        .ignored_nodes()
+                        .report(blocker.kind, &path, stat.czxid);
+                    drop(watcher);
+                    queue.remove(&blocker.name);
+                }
+                Some(_) => return Ok(Look::Blocked(watcher)),
+            }
+        }
     }
 
     /// Reads the queue: who holds the lock, who waits (in order), with their data.
@@ -346,17 +366,34 @@ impl LockRecipe {
             Err(zk::Error::NoNode) => return Ok(LockState::default()),
             Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
         };
-        let queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        let mut queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        let mut read = Vec::new();
+        for node in queue.nodes() {
+            let path = format!("{}/{}", self.dir, node.name);
+            match client.get_data(&path).await {
+                Ok(found) => read.push((node.clone(), path, found)),
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
+            }
+        }
+        // Planted (persistent) nodes neither hold nor wait: drop them before ordering.
+        read.retain(|(node, path, (_, stat))| {
+            let trusted = is_trusted(stat);
+            if !trusted {
+                self.session
+                    .ignored_nodes()
+                    .report(node.kind, path, stat.czxid);
+                queue.remove(&node.name);
+            }
+            trusted
+        });
         let mut state = LockState::default();
-        for (index, node) in queue.nodes().iter().enumerate() {
+        for (node, _, (data, stat)) in read {
             let Some(mode) = LockMode::from_kind(node.kind) else {
                 continue;
             };
-            let path = format!("{}/{}", self.dir, node.name);
-            let (data, stat) = match client.get_data(&path).await {
-                Ok(found) => found,
-                Err(zk::Error::NoNode) => continue,
-                Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
+            let Some(index) = queue.position(&node.name) else {
+                continue;
             };
             let data: LockData = serde_json::from_slice(&data).unwrap_or(LockData {
                 identity: String::new(),

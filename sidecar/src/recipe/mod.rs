@@ -1,9 +1,11 @@
 //! The coordination recipes, usable as a library: one supervised session
 //! ([`start_session`]), leader election ([`ElectionRecipe`]) and fair locks ([`LockRecipe`]).
 //!
-//! Every node lives under `/baton` (see DESIGN.md §2): elections in
-//! `/baton/elections/<name>/candidate-<seq>`, locks in `/baton/locks/<name>/{lock,read,write}-<seq>`.
-//! Fencing tokens are the czxid of the leading or granted node.
+//! Every node lives under `/baton/<namespace>` (see DESIGN.md §2 and §4): elections in
+//! `/baton/<namespace>/elections/<name>/candidate-<seq>`, locks in
+//! `/baton/<namespace>/locks/<name>/{lock,read,write}-<seq>`; the namespace is the session's
+//! ([`start_session_as`]; `default` for [`start_session`]). Only live ephemeral nodes count in
+//! a queue ([`trust`]). Fencing tokens are the czxid of the leading or granted node.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -30,6 +32,7 @@
 //! # }
 //! ```
 
+pub mod access;
 mod election;
 mod election_task;
 mod error;
@@ -39,12 +42,16 @@ pub mod owned_node;
 pub mod queue;
 mod session;
 pub mod timestamp;
+pub mod trust;
 
+pub use access::{Access, DigestCredentials, TokenFileError};
 pub use election::{Candidate, CandidateData, ElectionRecipe, ElectionView, LeaderInfo};
 pub use error::RecipeError;
 pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
-pub use names::{ELECTIONS, LOCKS, MAX_NAME_LEN, NameError, ROOT, ResourceName};
+pub use names::{
+    DEFAULT_NAMESPACE, MAX_NAME_LEN, NameError, Namespace, NamespaceError, ROOT, ResourceName,
+};
 pub use session::{
     Connection, ConnectionState, EnsembleCaError, SessionControl, SessionHandle, SessionOptions,
-    SessionSnapshot, ensemble_tls, start_session,
+    SessionSnapshot, ensemble_tls, start_session, start_session_as,
 };

@@ -6,10 +6,14 @@
 //! for as long as the session lives. So every node's data carries an owner id, and any retry
 //! first lists the folder and reads its children's data to find a node it already made.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use zookeeper_client as zk;
 
-use super::RecipeError;
+use super::access::NodeAcls;
+use super::names::{Namespace, ROOT};
+use super::{RecipeError, trust};
 
 /// A queue node this process created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,27 +75,24 @@ pub struct OwnedCreate {
     data: Vec<u8>,
     /// A create may have been applied: search before creating again.
     maybe_created: bool,
-    /// Persistent parents to make when the folder is missing (the folder itself is a container
-    /// the server removes once it is empty again).
-    parent: &'static str,
+    /// Persistent parents to make, in order, when the folder is missing (the folder itself is
+    /// a container the server removes once it is empty again).
+    parents: Vec<String>,
+    acls: Arc<NodeAcls>,
 }
 
-const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
-    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-const PERSISTENT: zk::CreateOptions<'static> =
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-const CONTAINER: zk::CreateOptions<'static> =
-    zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
-
 impl OwnedCreate {
-    /// Prepares to create `dir/prefix<seq>` with `data` (JSON that must carry `owner`) under
-    /// the persistent folder `parent`.
+    /// Prepares to create `dir/prefix<seq>` with `data` (JSON that must carry `owner`), where
+    /// `dir` is a folder in `parent` (`/baton/<namespace>/elections` or `…/locks`) and every
+    /// node below `/baton` gets `acls`.
     pub fn new(
-        parent: &'static str,
+        namespace: &Namespace,
+        parent: String,
         dir: String,
         prefix: &'static str,
         owner: String,
         data: Vec<u8>,
+        acls: Arc<NodeAcls>,
     ) -> Self {
         debug_assert!(is_owned_by(&data, &owner), "node data must name its owner");
         Self {
@@ -100,7 +101,8 @@ impl OwnedCreate {
             owner,
             data,
             maybe_created: false,
-            parent,
+            parents: vec![ROOT.to_owned(), namespace.root(), parent],
+            acls,
         }
     }
 
@@ -126,10 +128,8 @@ impl OwnedCreate {
             }
             // Set before sending: if this future is dropped mid-flight, the create may still land.
             self.maybe_created = true;
-            match client
-                .create(&base, &self.data, &EPHEMERAL_SEQUENTIAL)
-                .await
-            {
+            let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls.tenant());
+            match client.create(&base, &self.data, &options).await {
                 Ok((stat, sequence)) => {
                     let name = format!("{}{sequence}", self.prefix);
                     return Ok(OwnedNode {
@@ -174,9 +174,15 @@ impl OwnedCreate {
             Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
         };
         let dir = &self.dir;
+        let session = client.session_id().0;
         let found = find_owned(&children, self.prefix, &self.owner, |child| async move {
             let path = format!("{dir}/{child}");
             match client.get_data(&path).await {
+                // Only a node of this very session is ours: a planted copy of our data (a
+                // persistent node, or another session's) is not adopted.
+                Ok((_, stat)) if !trust::is_trusted(&stat) || stat.ephemeral_owner != session => {
+                    Ok(None)
+                }
                 Ok((data, stat)) => Ok(Some((data, stat.czxid))),
                 Err(zk::Error::NoNode) => Ok(None),
                 Err(e) => Err(RecipeError::from_zk("get", &path, e)),
@@ -193,12 +199,25 @@ impl OwnedCreate {
         }))
     }
 
+    /// Makes `/baton` (shared: its own ACL), `/baton/<namespace>`, its `elections` or `locks`
+    /// and the folder, each unless it exists. An existing node keeps the ACL it has.
     async fn make_dir(&self, client: &zk::Client) -> Result<(), RecipeError> {
-        match client.mkdir(self.parent, &PERSISTENT).await {
-            Ok(()) => {}
-            Err(e) => return Err(RecipeError::from_zk("mkdir", self.parent, e)),
+        for (i, path) in self.parents.iter().enumerate() {
+            let acls = if i == 0 {
+                self.acls.root()
+            } else {
+                self.acls.tenant()
+            };
+            match client
+                .create(path, &[], &zk::CreateMode::Persistent.with_acls(acls))
+                .await
+            {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(RecipeError::from_zk("create", path, e)),
+            }
         }
-        match client.create(&self.dir, &[], &CONTAINER).await {
+        let container = zk::CreateMode::Container.with_acls(self.acls.tenant());
+        match client.create(&self.dir, &[], &container).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(RecipeError::from_zk("create", &self.dir, e)),
         }

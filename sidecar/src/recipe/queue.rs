@@ -105,6 +105,13 @@ impl Queue {
         self.nodes.first()
     }
 
+    /// Drops `name` from the order: a node found not to be trusted (see [`super::trust`]).
+    /// Whoever stood behind it then waits as if it had never been there.
+    pub fn remove(&mut self, name: &str) -> Option<QueueNode> {
+        let index = self.position(name)?;
+        Some(self.nodes.remove(index))
+    }
+
     /// Where `name` stands in the queue.
     pub fn position(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
@@ -241,6 +248,21 @@ mod tests {
                 assert_eq!(granted, expected, "mix {mix:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_removed_node_is_skipped_by_whoever_stood_behind_it() {
+        let children = [name(Write, 1), name(Read, 2), name(Write, 3), name(Read, 4)];
+        let mut queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        assert_eq!(queue.blocker(3).map(|n| n.sequence), Some(3));
+        assert!(queue.remove(&name(Write, 3)).is_some());
+        assert!(queue.remove(&name(Write, 3)).is_none());
+        // The reader now waits for the first writer; with it gone too, both readers hold.
+        let reader = queue.position(&name(Read, 4)).expect("still queued");
+        assert_eq!(queue.blocker(reader).map(|n| n.sequence), Some(1));
+        queue.remove(&name(Write, 1));
+        assert_eq!(queue.head().map(|n| n.sequence), Some(2));
+        assert!(queue.is_granted(0) && queue.is_granted(1));
     }
 
     #[test]

@@ -14,6 +14,15 @@ use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
 use super::RecipeError;
+use super::access::{Access, K8S_SCHEME, NodeAcls, read_token};
+use super::names::Namespace;
+use super::trust::IgnoredNodes;
+
+/// How often the token file is checked for a rotated token while a session runs (the kubelet
+/// rotates a projected token at 80% of its lifetime, at least ten minutes).
+const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// Longest wait between session attempts after the ensemble refused our credentials.
+const MAX_AUTH_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The session's state as recipes and the HTTP API report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -106,12 +115,22 @@ pub fn ensemble_tls(ca: &std::path::Path) -> Result<zk::TlsOptions, EnsembleCaEr
     Ok(unsafe { options.with_no_hostname_verification() })
 }
 
+/// What every recipe on one session shares: where its nodes live, their ACLs, and the
+/// report of planted nodes it skipped.
+#[derive(Debug)]
+struct Tenancy {
+    namespace: Namespace,
+    acls: Arc<NodeAcls>,
+    ignored: IgnoredNodes,
+}
+
 /// A cheap, cloneable view of the supervised session, handed to every recipe.
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
     rx: watch::Receiver<SessionSnapshot>,
     owners: Arc<AtomicU64>,
     session_timeout: Duration,
+    tenancy: Arc<Tenancy>,
 }
 
 impl SessionHandle {
@@ -133,6 +152,21 @@ impl SessionHandle {
     /// The requested session timeout.
     pub fn session_timeout(&self) -> Duration {
         self.session_timeout
+    }
+
+    /// The namespace every recipe on this session works in (`/baton/<namespace>`).
+    pub fn namespace(&self) -> &Namespace {
+        &self.tenancy.namespace
+    }
+
+    /// The ACLs the recipes create nodes with.
+    pub fn acls(&self) -> Arc<NodeAcls> {
+        self.tenancy.acls.clone()
+    }
+
+    /// The planted (persistent) queue nodes this session's recipes skipped.
+    pub fn ignored_nodes(&self) -> &IgnoredNodes {
+        &self.tenancy.ignored
     }
 
     /// A receiver that sees every published snapshot.
@@ -224,8 +258,17 @@ impl SessionControl {
 }
 
 /// Starts the supervisor: connects (retrying forever), reports state changes, and replaces a
-/// lost session with a new one.
+/// lost session with a new one. Unauthenticated, in namespace `default`.
 pub fn start_session(options: SessionOptions) -> (SessionHandle, SessionControl) {
+    start_session_as(options, Access::default())
+}
+
+/// [`start_session`] with credentials and a namespace: every connection sends `access`'s
+/// auth (the token file read afresh each time), and the recipes live in its namespace.
+pub fn start_session_as(
+    options: SessionOptions,
+    access: Access,
+) -> (SessionHandle, SessionControl) {
     let (tx, rx) = watch::channel(SessionSnapshot {
         state: ConnectionState::Lost,
         client: None,
@@ -237,8 +280,13 @@ pub fn start_session(options: SessionOptions) -> (SessionHandle, SessionControl)
         rx,
         owners: Arc::new(AtomicU64::new(1)),
         session_timeout: options.session_timeout,
+        tenancy: Arc::new(Tenancy {
+            namespace: access.namespace.clone(),
+            acls: Arc::new(NodeAcls::for_access(&access)),
+            ignored: IgnoredNodes::default(),
+        }),
     };
-    let task = tokio::spawn(supervise(options, tx, stop_rx));
+    let task = tokio::spawn(supervise(options, access, tx, stop_rx));
     (
         handle,
         SessionControl {
@@ -260,13 +308,23 @@ fn map_state(state: zk::SessionState) -> ConnectionState {
 
 async fn supervise(
     options: SessionOptions,
+    access: Access,
     tx: watch::Sender<SessionSnapshot>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut generation = 0u64;
+    // Sessions in a row that ended because the ensemble refused our credentials.
+    let mut auth_failures = 0u32;
     'sessions: loop {
-        let client = tokio::select! {
-            client = connect_with_retry(&options) => client,
+        if auth_failures > 0 {
+            let pause = auth_backoff(auth_failures);
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stopped(&mut stop) => break 'sessions,
+            }
+        }
+        let (client, mut sent_token) = tokio::select! {
+            connected = connect_with_retry(&options, &access) => connected,
             _ = stopped(&mut stop) => break 'sessions,
         };
         generation += 1;
@@ -288,7 +346,20 @@ async fn supervise(
                     close(&tx, generation, client, watcher).await;
                     return;
                 }
+                _ = tokio::time::sleep(TOKEN_CHECK_EVERY), if access.token_file.is_some() => {
+                    resend_rotated_token(&client, &access, &mut sent_token);
+                    continue;
+                }
             };
+            if next == zk::SessionState::SyncConnected {
+                auth_failures = 0;
+            }
+            if next == zk::SessionState::AuthFailed {
+                auth_failures += 1;
+                tracing::error!(session = %client.session_id(), hint = %auth_hint(&access),
+                    retry_in_ms = auth_backoff(auth_failures).as_millis() as u64,
+                    "the ensemble refused this session's credentials (AuthFailed); the session is closed");
+            }
             let mapped = map_state(next);
             if mapped != state {
                 state = mapped;
@@ -340,10 +411,102 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await.is_ok();
 }
 
-async fn connect_with_retry(options: &SessionOptions) -> zk::Client {
+/// How long to wait before the next session after `failures` refusals of our credentials.
+fn auth_backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(8);
+    (Duration::from_millis(500) * 2u32.pow(doublings)).min(MAX_AUTH_BACKOFF)
+}
+
+/// What to check when the ensemble refuses our credentials.
+fn auth_hint(access: &Access) -> String {
+    let mut hints = Vec::new();
+    if let Some(path) = &access.token_file {
+        hints.push(format!(
+            "the ServiceAccount token in {} was rejected: check that the projected token's \
+             audience is 'baton', that this pod still exists (a deleted pod's token is \
+             refused), and that the ensemble may create TokenReviews (its RBAC); on Apache \
+             ZooKeeper, which knows no 'k8s' scheme, use --zk-digest instead",
+            path.display()
+        ));
+    }
+    if access.digest.is_some() {
+        hints.push("check the --zk-digest user and password".to_owned());
+    }
+    if hints.is_empty() {
+        hints.push("this session sent no credentials".to_owned());
+    }
+    hints.join("; ")
+}
+
+/// The credentials of one connection attempt: the token as the file holds it now.
+fn connector_for(
+    options: &SessionOptions,
+    access: &Access,
+) -> Result<(zk::Connector, Option<Vec<u8>>), super::access::TokenFileError> {
+    let mut connector = zk::Client::connector().with_session_timeout(options.session_timeout);
+    let mut token = None;
+    if let Some(path) = &access.token_file {
+        let current = read_token(path)?;
+        connector = connector.with_auth(K8S_SCHEME, &current);
+        token = Some(current);
+    }
+    if let Some(digest) = &access.digest {
+        connector = connector.with_auth("digest", &digest.auth_bytes());
+    }
+    Ok((connector, token))
+}
+
+/// Sends the token again if the kubelet rotated the file since `sent`, on a live session.
+///
+/// zookeeper-client re-sends every auth packet a session ever had accepted, oldest first, on
+/// each reconnection; the ensemble must accept a rotated-out token there for the session to
+/// survive a reconnection after the old token expires (see the README).
+fn resend_rotated_token(client: &zk::Client, access: &Access, sent: &mut Option<Vec<u8>>) {
+    let Some(path) = &access.token_file else {
+        return;
+    };
+    let current = match read_token(path) {
+        Ok(current) => current,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot re-read the ServiceAccount token; the session keeps the one it sent");
+            return;
+        }
+    };
+    if sent.as_deref() == Some(current.as_slice()) {
+        return;
+    }
+    tracing::info!(session = %client.session_id(), file = %path.display(),
+        "the ServiceAccount token was rotated; sending it on the session");
+    *sent = Some(current.clone());
+    let client = client.clone();
+    let hint = auth_hint(access);
+    tokio::spawn(async move {
+        match client.auth(K8S_SCHEME, &current).await {
+            Ok(()) => {
+                tracing::info!(session = %client.session_id(), "the rotated token was accepted")
+            }
+            Err(e) => tracing::error!(error = %e, %hint, "the rotated token was not accepted"),
+        }
+    });
+}
+
+async fn connect_with_retry(
+    options: &SessionOptions,
+    access: &Access,
+) -> (zk::Client, Option<Vec<u8>>) {
     let mut backoff = Duration::from_millis(200);
+    let mut auth_failures = 0u32;
     loop {
-        let connector = zk::Client::connector().with_session_timeout(options.session_timeout);
+        let (connector, token) = match connector_for(options, access) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                tracing::error!(error = %e, retry_in_ms = backoff.as_millis() as u64,
+                    "cannot read this pod's credentials; no session until it can");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
         let attempt = match &options.tls {
             Some(tls) => {
                 connector
@@ -354,7 +517,15 @@ async fn connect_with_retry(options: &SessionOptions) -> zk::Client {
             None => connector.connect(&options.ensemble).await,
         };
         match attempt {
-            Ok(client) => return client,
+            Ok(client) => return (client, token),
+            Err(zk::Error::AuthFailed) => {
+                auth_failures += 1;
+                let pause = auth_backoff(auth_failures);
+                tracing::error!(ensemble = %options.ensemble, hint = %auth_hint(access),
+                    retry_in_ms = pause.as_millis() as u64,
+                    "the ensemble refused this pod's credentials (AuthFailed)");
+                tokio::time::sleep(pause).await;
+            }
             Err(e) => {
                 tracing::warn!(ensemble = %options.ensemble, error = %e,
                     retry_in_ms = backoff.as_millis() as u64, "cannot establish a session");

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
+pub mod fake_zk;
 pub mod proxy;
 
 use std::io::{BufRead, BufReader, Write};
@@ -216,11 +217,24 @@ impl Sidecar {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        let sidecar = Self::spawn(&zk_address(), identity, elections, extra, env);
+        sidecar.wait_log("recipe::session: session established");
+        sidecar
+    }
+
+    /// Starts a sidecar on `ensemble` and waits only until it serves HTTP (not for a session).
+    pub fn spawn(
+        ensemble: &str,
+        identity: &str,
+        elections: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_baton-sidecar"));
         command
             .args([
                 "--ensemble",
-                &zk_address(),
+                ensemble,
                 "--listen",
                 "127.0.0.1:0",
                 "--identity",
@@ -229,6 +243,9 @@ impl Sidecar {
             .args(extra)
             .env("BATON_LOG", "info,baton_sidecar=debug")
             .env_remove("BATON_ELECTION")
+            .env_remove("BATON_NAMESPACE")
+            .env_remove("BATON_TOKEN_FILE")
+            .env_remove("BATON_ZK_DIGEST")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -264,7 +281,6 @@ impl Sidecar {
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
         sidecar.addr = addr;
-        sidecar.wait_log("recipe::session: session established");
         sidecar
     }
 
