@@ -112,7 +112,8 @@ struct RunArgs {
     /// The Secret in the operator's namespace keeping the operator-made CA and certificate.
     #[arg(long, default_value = "baton-webhook-tls")]
     webhook_secret: String,
-    /// Sidecar image when an ensemble's spec.sidecar.image names none (default: --default-image).
+    /// The injected sidecar's image (default: --default-image); the only place it comes from:
+    /// no CoordinationEnsemble can choose what runs inside other workloads' pods.
     #[arg(long, env = "BATON_SIDECAR_IMAGE")]
     sidecar_image: Option<String>,
     /// Inject native sidecars (Kubernetes 1.29+); `false` injects plain containers, for older
