@@ -645,3 +645,76 @@ async fn without_flags(member: &Member) -> Result<()> {
     owner.delete(&candidate, None).await?;
     Ok(())
 }
+
+/// kazoo's view of the same guarantees: it sends `k8s` auth like any scheme (`auth_data`).
+const KAZOO_SCRIPT: &str = r#"
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, AuthFailedError
+hosts, tok_a, tok_a2, tok_b, tok_deleted = sys.argv[1:6]
+
+def client(auth):
+    c = KazooClient(hosts=hosts, auth_data=auth, timeout=20)
+    c.start(timeout=20)
+    return c
+
+def refused(what, f):
+    try:
+        f()
+    except NoAuthError:
+        return
+    raise SystemExit(what + ": expected NoAuthError")
+
+a = client([("k8s", tok_a)])
+a.ensure_path("/baton/a/locks/db")
+mine = a.create("/baton/a/locks/db/lock-", b"", ephemeral=True, sequence=True)
+b = client([("k8s", tok_b)])
+refused("get by b", lambda: b.get(mine))
+refused("children by b", lambda: b.get_children("/baton/a/locks/db"))
+refused("delete by b", lambda: b.delete(mine))
+a2 = client([("k8s", tok_a2)])
+a2.get(mine)
+refused("delete by a2", lambda: a2.delete(mine))
+assert a.exists(mine), "the lock stays"
+root = client([("digest", "super:secret")])
+root.delete(mine)
+assert not a.exists(mine)
+try:
+    client([("k8s", tok_deleted)]).get("/baton")
+    raise SystemExit("a deleted pod's token was accepted")
+except AuthFailedError:
+    pass
+for c in (a, b, a2, root):
+    c.stop()
+print("ok")
+"#;
+
+#[tokio::test]
+async fn kazoo_sees_namespaces_and_owners() -> Result<()> {
+    let tokens = Tokens::new();
+    let api = FakeApiServer::start(tokens.answers()).await?;
+    let member = api
+        .member(&[
+            "--k8s-auth",
+            "--check-identities",
+            "--super-digest",
+            SUPER_DIGEST,
+        ])
+        .await?;
+    let addr = member.client.context("plain listener")?;
+    let mut command = std::process::Command::new("/usr/bin/python3");
+    command
+        .arg("-c")
+        .arg(KAZOO_SCRIPT)
+        .arg(addr.to_string())
+        .args([&tokens.a1, &tokens.a2, &tokens.b, &tokens.deleted]);
+    let finished = baton_tests::command::run(command, Duration::from_secs(90)).await?;
+    with_log(
+        &member,
+        if finished.success() {
+            Ok(())
+        } else {
+            Err(anyhow!("kazoo script failed\n{finished}"))
+        },
+    )
+}
