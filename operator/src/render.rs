@@ -67,7 +67,8 @@ pub fn render(
             "{:02}-{}-{}.yaml",
             out.len() + 1,
             kind.to_lowercase(),
-            name.map_or("unnamed", String::as_str)
+            // Binding names hold colons, which not every file system takes.
+            name.map_or("unnamed", String::as_str).replace(':', "_")
         );
         let text = serde_saphyr::to_string(&value).map_err(|e| RenderError::Yaml {
             what: file.clone(),
@@ -162,7 +163,7 @@ mod tests {
                 "03-secret-demo-admin.yaml",
                 "04-secret-demo-super.yaml",
                 "05-serviceaccount-demo.yaml",
-                "06-clusterrolebinding-baton.dev:ensemble:prod:demo.yaml",
+                "06-clusterrolebinding-baton.dev_ensemble_prod_demo.yaml",
                 "07-configmap-demo-ca.yaml",
                 "08-configmap-prod.demo-ca.yaml",
                 "09-configmap-demo-config.yaml",
