@@ -21,7 +21,7 @@ pub struct AuthSeen {
 /// The server; it runs until the test process ends.
 pub struct FakeZk {
     pub addr: SocketAddr,
-    auths: Mutex<mpsc::UnboundedReceiver<AuthSeen>>,
+    auths: tokio::sync::Mutex<mpsc::UnboundedReceiver<AuthSeen>>,
     refused: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
@@ -42,7 +42,7 @@ impl FakeZk {
         });
         Self {
             addr,
-            auths: Mutex::new(rx),
+            auths: tokio::sync::Mutex::new(rx),
             refused,
         }
     }
@@ -58,7 +58,7 @@ impl FakeZk {
 
     /// The next auth packet received (waits up to `bound`).
     pub async fn next_auth(&self, bound: std::time::Duration) -> AuthSeen {
-        let mut rx = self.auths.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rx = self.auths.lock().await;
         tokio::time::timeout(bound, rx.recv())
             .await
             .expect("an auth packet in time")
