@@ -220,10 +220,15 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// A JWT-shaped token (what a projected token looks like) expiring in an hour.
 fn token(name: &str) -> String {
-    let exp = SystemTime::now()
+    token_expiring(name, 3600)
+}
+
+/// A JWT-shaped token whose `exp` is `secs` from now (negative: already expired).
+fn token_expiring(name: &str, secs: i64) -> String {
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        + 3600;
+        .map_or(0, |d| d.as_secs());
+    let exp = now.saturating_add_signed(secs);
     let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     format!(
         "{}.{}.signature",
@@ -542,6 +547,42 @@ async fn refusals(api: &FakeApiServer, tokens: &Tokens, member: &Member) -> Resu
         api.calls(&tokens.deleted) == 1,
         "{}",
         api.calls(&tokens.deleted)
+    );
+
+    // A rotated-out, expired token that a client re-sends first on reconnect (as the
+    // zookeeper-client crate and kazoo do) is acknowledged and ignored: it grants nothing, the
+    // connection stays, and the fresh token behind it gives the identity. The API is not asked.
+    let expired = token_expiring("tok-a", -60);
+    let (mut conn, _) = RawConnection::open_session(addr).await?;
+    let reply = header(&raw_auth(&mut conn, "k8s", expired.as_bytes()).await?)?;
+    ensure!(reply.err == 0, "an expired token: {reply:?}");
+    let (_, payload) = conn
+        .call(
+            5,
+            raw::opcode::GET_DATA,
+            &raw::path_and_watch("/baton/a", false),
+        )
+        .await?;
+    ensure!(
+        ReplyHeader::parse(&payload)?.err == NO_AUTH,
+        "an expired token granted an identity"
+    );
+    let reply = header(&raw_auth(&mut conn, "k8s", tokens.a1.as_bytes()).await?)?;
+    ensure!(reply.err == 0, "the fresh token after it: {reply:?}");
+    let (_, payload) = conn
+        .call(
+            6,
+            raw::opcode::GET_DATA,
+            &raw::path_and_watch("/baton/a", false),
+        )
+        .await?;
+    ensure!(
+        ReplyHeader::parse(&payload)?.err == 0,
+        "the fresh token's identity"
+    );
+    ensure!(
+        api.calls(&expired) == 0,
+        "an expired token was sent to TokenReview"
     );
 
     // API trouble: the connection closes without an answer (the client reconnects and

@@ -147,6 +147,11 @@ pub enum IdentityVerdict {
     Accepted(Id),
     /// Refused (not authenticated, wrong audience, not a pod's token): AuthFailed, then close.
     Rejected(String),
+    /// Expired by its own `exp`: acknowledged and ignored, granting nothing. ZooKeeper clients
+    /// (zookeeper-client, kazoo) re-send every auth packet a session ever sent, oldest first,
+    /// on each reconnect; failing the kubelet's rotated-out token would end the session even
+    /// though the fresh token follows it on the same connection.
+    Expired,
     /// No verdict (the API server failed or is unreachable): the connection is closed without
     /// an answer, so the client reconnects and sends its auth again; never an accept.
     Unavailable(String),

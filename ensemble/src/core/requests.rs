@@ -285,6 +285,10 @@ impl Core {
                 conn.send(wire::reply(xid, 0, ErrorCode::AuthFailed.code(), None));
                 conn.close();
             }
+            IdentityVerdict::Expired => {
+                tracing::debug!(peer = %conn.peer, %session, "an expired k8s token (a client re-sending a rotated-out one); ignored");
+                conn.send(wire::reply(xid, 0, 0, None));
+            }
             IdentityVerdict::Unavailable(_) => conn.close(),
         }
     }
@@ -379,7 +383,10 @@ impl Core {
                 }
                 Some(Pending::Identity { .. }) => {
                     if let Some(Pending::Identity { xid, verdict }) = conn.pipeline.pop_front() {
-                        let closes = !matches!(verdict, IdentityVerdict::Accepted(_));
+                        let closes = matches!(
+                            verdict,
+                            IdentityVerdict::Rejected(_) | IdentityVerdict::Unavailable(_)
+                        );
                         self.take_identity(conn_id, xid, verdict);
                         if closes {
                             return;

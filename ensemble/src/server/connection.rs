@@ -320,7 +320,7 @@ async fn forward(
                 None => IdentityVerdict::Unavailable("no token reviewer".into()),
             };
             match &verdict {
-                IdentityVerdict::Accepted(_) => {}
+                IdentityVerdict::Accepted(_) | IdentityVerdict::Expired => {}
                 IdentityVerdict::Rejected(reason) => {
                     super::token_review::log_rejected(peer, reason);
                     flow = Flow::Stop;

@@ -81,6 +81,7 @@ impl TokenReviewer {
         let result = match &verdict {
             IdentityVerdict::Accepted(_) => "accepted",
             IdentityVerdict::Rejected(_) => "rejected",
+            IdentityVerdict::Expired => "expired",
             IdentityVerdict::Unavailable(_) => "unavailable",
         };
         self.metrics
@@ -97,6 +98,10 @@ impl TokenReviewer {
         let Ok(token) = std::str::from_utf8(token) else {
             return IdentityVerdict::Rejected("token is not UTF-8".into());
         };
+        // Proves nothing now whatever TokenReview would say; no call needed to ignore it.
+        if token_exp(token).is_some_and(|exp| exp <= now_unix()) {
+            return IdentityVerdict::Expired;
+        }
         let key = sha256(token.as_bytes());
         if let Some(verdict) = self.cached(&key) {
             self.metrics.k8s_token_review_cache_hits.inc();
