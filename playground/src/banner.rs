@@ -146,8 +146,14 @@ fn try_lines(facts: &BannerFacts<'_>) -> Vec<String> {
         "who holds it, who waits",
     ));
     out.push(curl(
-        format!("curl -s -X DELETE {}/lock/{ELECTION}", taker.pod.listen),
-        &format!("{} releases it", taker.pod.identity),
+        format!(
+            "curl -s -X DELETE '{}/lock/{ELECTION}?token=T'",
+            taker.pod.listen
+        ),
+        &format!(
+            "{} releases it (T: the token its grant answered)",
+            taker.pod.identity
+        ),
     ));
     if let Some(leading) = pods.iter().find(|p| p.pod.identity == leader.identity) {
         out.push(curl(
