@@ -134,8 +134,8 @@ async fn sidecar_workloads_stop_at_their_bound_and_clean_up() {
     let observer = Client::connect(&servers()).await.expect("connect observer");
     let folders = async || {
         (
-            children(&observer, "/baton/locks").await,
-            children(&observer, "/baton/elections").await,
+            children(&observer, "/baton/default/locks").await,
+            children(&observer, "/baton/default/elections").await,
         )
     };
     let before = folders().await;

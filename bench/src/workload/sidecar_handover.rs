@@ -25,7 +25,8 @@ use crate::http_client::HttpClient;
 use crate::latency::LatencyRecorder;
 
 /// Where the sidecar keeps its elections (DESIGN.md §2).
-const ELECTIONS_ROOT: &str = "/baton/elections";
+/// (The sidecars run without --namespace, so in the namespace `default`.)
+const ELECTIONS_ROOT: &str = "/baton/default/elections";
 /// The candidates' node names: `candidate-<sequence>`.
 const CANDIDATE_PREFIX: &str = "candidate-";
 /// Longest acceptable hand-over before the run is declared stuck.

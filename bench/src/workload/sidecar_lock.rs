@@ -1,5 +1,5 @@
 //! Locks through the sidecar's HTTP API: each worker is one `baton-sidecar` process with one
-//! application loop on it, `POST /lock/NAME?wait=10s&ttl=30s` then `DELETE /lock/NAME`.
+//! application loop on it, `POST /lock/NAME?wait=10s&ttl=30s` then `DELETE /lock/NAME?token=T` with the grant's token.
 //!
 //! One operation is the whole cycle, ask → granted → released, as an application pays for it
 //! (HTTP on loopback, the sidecar's recipe, the ensemble's writes). Contended: every sidecar
@@ -27,7 +27,8 @@ use crate::latency::LatencyRecorder;
 const ACQUIRE_QUERY: &str = "wait=10s&ttl=30s";
 
 /// Where the sidecar keeps its lock nodes (DESIGN.md §2).
-const LOCKS_ROOT: &str = "/baton/locks";
+/// (The sidecars run without --namespace, so in the namespace `default`.)
+const LOCKS_ROOT: &str = "/baton/default/locks";
 
 /// Runs the lock loop on `config.workers` sidecars: one lock for all when `contended`, else
 /// one lock each.
@@ -91,7 +92,16 @@ async fn lock_loops(
                     check_exclusive(&grant, &held, &last_token, &acquire)?;
                     held.store(false, Ordering::SeqCst);
                 }
-                app.call_ok(Method::DELETE, &release).await?;
+                let token = grant["token"]
+                    .as_i64()
+                    .ok_or_else(|| BenchError::BadReply {
+                        addr: "sidecar".into(),
+                        request: format!("POST {acquire}"),
+                        detail: "no integer token".into(),
+                        body: grant.to_string(),
+                    })?;
+                app.call_ok(Method::DELETE, &format!("{release}?token={token}"))
+                    .await?;
                 latencies.record(asked.elapsed());
             }
             Ok::<_, BenchError>(latencies)
