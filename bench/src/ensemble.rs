@@ -1,9 +1,10 @@
 //! The servers under test, and sessions spread round-robin across them.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use zookeeper_client::{Client, StateWatcher};
+use zookeeper_client::{Client, StateWatcher, TlsOptions};
 
 use crate::error::BenchError;
 
@@ -21,6 +22,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Ensemble {
     servers: Vec<String>,
     opened: Arc<Mutex<Vec<StateWatcher>>>,
+    tls: Option<Tls>,
+}
+
+/// Sessions over TLS (`--tls-ca`): the servers' certificates must chain to this CA and name
+/// the host they are reached at (as with ZooKeeper's secureClientPort and a Java client).
+#[derive(Clone, Debug)]
+struct Tls {
+    ca_file: PathBuf,
+    options: TlsOptions,
 }
 
 impl Ensemble {
@@ -42,7 +52,30 @@ impl Ensemble {
         Ok(Ensemble {
             servers,
             opened: Arc::default(),
+            tls: None,
         })
+    }
+
+    /// Every session from now on connects over TLS and trusts the CA certificates (PEM) in
+    /// `ca_file`.
+    pub fn with_tls_ca(mut self, ca_file: &Path) -> Result<Self, BenchError> {
+        let pem = std::fs::read_to_string(ca_file).map_err(|source| BenchError::Io {
+            context: format!("reading --tls-ca {}", ca_file.display()),
+            source,
+        })?;
+        let options = TlsOptions::new().with_pem_ca(&pem).map_err(|e| {
+            BenchError::InvalidOption(format!("--tls-ca {}: {e}", ca_file.display()))
+        })?;
+        self.tls = Some(Tls {
+            ca_file: ca_file.to_owned(),
+            options,
+        });
+        Ok(self)
+    }
+
+    /// The CA file sessions trust when they connect over TLS; `None` for plain TCP.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.ca_file.as_path())
     }
 
     /// Every server, in `--servers` order.
@@ -58,16 +91,23 @@ impl Ensemble {
     /// Opens a new session for `worker` on its server only, so the spread stays as assigned.
     pub async fn connect(&self, worker: usize) -> Result<Client, BenchError> {
         let server = self.server_for(worker);
-        let client = Client::connector()
+        let connector = Client::connector()
             .with_session_timeout(SESSION_TIMEOUT)
-            .with_connection_timeout(CONNECT_TIMEOUT)
-            .connect(server)
-            .await
-            .map_err(|source| BenchError::Connect {
-                worker,
-                server: server.to_owned(),
-                source,
-            })?;
+            .with_connection_timeout(CONNECT_TIMEOUT);
+        let connected = match &self.tls {
+            Some(tls) => {
+                connector
+                    .with_tls(tls.options.clone())
+                    .secure_connect(server)
+                    .await
+            }
+            None => connector.connect(server).await,
+        };
+        let client = connected.map_err(|source| BenchError::Connect {
+            worker,
+            server: server.to_owned(),
+            source,
+        })?;
         self.opened
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -120,6 +160,24 @@ mod tests {
         let ensemble = Ensemble::parse("a:1, b:2,c:3").expect("valid list");
         let assigned: Vec<&str> = (0..5).map(|w| ensemble.server_for(w)).collect();
         assert_eq!(assigned, ["a:1", "b:2", "c:3", "a:1", "b:2"]);
+    }
+
+    #[test]
+    fn tls_needs_a_readable_ca_with_a_certificate() {
+        let plain = Ensemble::parse("a:1").expect("valid list");
+        assert!(plain.tls_ca().is_none());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = dir.path().join("missing.crt");
+        assert!(matches!(
+            plain.clone().with_tls_ca(&missing),
+            Err(BenchError::Io { .. })
+        ));
+        let empty = dir.path().join("empty.crt");
+        std::fs::write(&empty, "not a certificate\n").expect("write");
+        assert!(matches!(
+            plain.with_tls_ca(&empty),
+            Err(BenchError::InvalidOption(_))
+        ));
     }
 
     #[test]

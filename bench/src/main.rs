@@ -21,6 +21,12 @@ struct Cli {
     #[arg(long, value_name = "HOST:PORT[,HOST:PORT..]")]
     servers: Option<String>,
 
+    /// Connect every session over TLS (ZooKeeper's secureClientPort, Baton's
+    /// --secure-client-addr), trusting the CA certificates in this PEM file; --servers then
+    /// lists the TLS ports. The sidecar-* workloads pass it to each sidecar as --ensemble-ca.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
     /// What to run.
     #[arg(long, value_enum)]
     workload: Workload,
@@ -76,8 +82,18 @@ struct Cli {
 impl Cli {
     fn into_config(self) -> anyhow::Result<(Workload, RunConfig, bool)> {
         let workload = self.workload;
+        anyhow::ensure!(
+            !(self.tls_ca.is_some() && workload == Workload::EnsembleFailover),
+            "--tls-ca: ensemble-failover asks members `srvr` over plain TCP; run it without TLS"
+        );
         let ensemble = match &self.servers {
-            Some(list) => Some(Ensemble::parse(list)?),
+            Some(list) => {
+                let ensemble = Ensemble::parse(list)?;
+                Some(match &self.tls_ca {
+                    Some(ca) => ensemble.with_tls_ca(ca)?,
+                    None => ensemble,
+                })
+            }
             None if workload.needs_servers() => {
                 anyhow::bail!("--servers is required for --workload {}", workload.name())
             }
@@ -112,6 +128,10 @@ impl Cli {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // zookeeper-client's tls feature brings rustls's aws-lc provider beside the ring one the
+    // rest of the workspace uses; with both built in, a rustls config that names no provider
+    // (zookeeper-client's) panics unless one is the process default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(

@@ -34,6 +34,8 @@ pub struct SidecarLauncher {
     pub binary: PathBuf,
     /// Requested session timeout (`--session-timeout`).
     pub session_timeout: Duration,
+    /// The CA the sidecar trusts when it connects over TLS (`--ensemble-ca`); `None`: plain.
+    pub ensemble_ca: Option<PathBuf>,
 }
 
 /// One running sidecar; killed if dropped while still running.
@@ -79,6 +81,9 @@ impl SidecarLauncher {
             .kill_on_drop(true);
         if let Some(election) = election {
             command.args(["--election", election]);
+        }
+        if let Some(ca) = &self.ensemble_ca {
+            command.arg("--ensemble-ca").arg(ca);
         }
         let mut child = command
             .spawn()

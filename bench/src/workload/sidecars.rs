@@ -44,6 +44,7 @@ impl Sidecars {
             launcher: SidecarLauncher {
                 binary: config.sidecar_bin.clone(),
                 session_timeout: SESSION_TIMEOUT,
+                ensemble_ca: ensemble.tls_ca().map(ToOwned::to_owned),
             },
             ensemble: ensemble.clone(),
             election: election.map(str::to_owned),
