@@ -238,6 +238,15 @@ async fn admin_without_the_admin_certificate_changes_nothing(cluster: &mut Clust
         .admin(leader, Method::Get, "/v1/status", None)
         .await?;
     ensure!(reply.status == 200, "the admin certificate works: {reply}");
+    // The test-only raw proposal endpoint does not exist unless its hidden flag is given,
+    // not even for the administrator.
+    let reply = cluster
+        .admin(leader, Method::Post, "/v1/testing/raw-proposal", None)
+        .await?;
+    ensure!(
+        reply.status == 404,
+        "raw proposals without the flag: {reply}"
+    );
     Ok(())
 }
 
