@@ -131,20 +131,7 @@ async fn apply_cluster(
     client: &kube::Client,
     object: &ClusterRoleBinding,
 ) -> Result<(), WriteError> {
-    let name = object.metadata.name.clone().unwrap_or_default();
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|source| WriteError {
-            verb: "apply",
-            what: format!("ClusterRoleBinding {name}"),
-            source,
-        })
+    server_side_apply(Api::all(client.clone()), object).await
 }
 
 /// Deletes member `id`'s pod; the StatefulSet re-creates it from the current template.
@@ -164,20 +151,28 @@ where
         + Serialize
         + DeserializeOwned,
 {
+    server_side_apply(Api::namespaced(client.clone(), ns), object).await
+}
+
+/// Server-side apply of `object` through `api` (namespaced or cluster-wide), forced, as the
+/// operator's field manager.
+async fn server_side_apply<K>(api: Api<K>, object: &K) -> Result<(), WriteError>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+{
     let name = object.meta().name.clone().unwrap_or_default();
-    Api::<K>::namespaced(client.clone(), ns)
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|source| WriteError {
-            verb: "apply",
-            what: format!("{} {name}", K::kind(&())),
-            source,
-        })
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| WriteError {
+        verb: "apply",
+        what: format!("{} {name}", K::kind(&())),
+        source,
+    })
 }
 
 async fn delete_if_present<K>(client: &kube::Client, ns: &str, name: &str) -> Result<(), WriteError>
