@@ -5,7 +5,7 @@ matchConditions first (all true, or the policy does not apply), then the variabl
 then every validation (any false, or any error under failurePolicy Fail, denies).
 
 Usage: pod_label_policy_cel.py RENDERED_POLICY.yaml
-Needs: pip install cel-python pyyaml (scripts/validate-chart.sh installs both in its venv).
+Needs: pip install cel-python pyyaml (tests/scripts/validate-chart.sh installs both in its venv).
 
 celpy does no Kubernetes type checking: that the expressions compile against the Pod schema
 is checked only by an API server (not available here); what this proves is their logic.

@@ -49,7 +49,7 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct RenderArgs {
-    /// The CoordinationEnsemble's YAML (e.g. examples/coordinationensemble.yaml).
+    /// The CoordinationEnsemble's YAML (e.g. operator/examples/coordinationensemble.yaml).
     #[arg(long)]
     file: PathBuf,
     /// Namespace when the file names none.

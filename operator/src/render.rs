@@ -1,6 +1,6 @@
 //! Every object the reconciler would apply for one `CoordinationEnsemble`, as YAML documents,
 //! without a cluster (`baton-operator render`): so the generated objects can be checked
-//! against the Kubernetes schemas (scripts/validate-chart.sh) and read by people.
+//! against the Kubernetes schemas (tests/scripts/validate-chart.sh) and read by people.
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_example_renders_every_object_with_kind_and_version() {
-        let example = include_str!("../../examples/coordinationensemble.yaml")
+        let example = include_str!("../examples/coordinationensemble.yaml")
             .replace("# allowedNamespaces: [web]", "allowedNamespaces: [web]");
         let files =
             render(&example, "prod", "baton:test", &OperatorPods::default()).expect("rendered");

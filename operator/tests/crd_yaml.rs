@@ -33,7 +33,7 @@ fn chart_crd_matches_the_types() {
 fn the_sample_ensemble_is_valid() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/coordinationensemble.yaml"
+        "/examples/coordinationensemble.yaml"
     );
     let yaml = std::fs::read_to_string(path).expect("read the sample");
     let mut ce: baton_operator::crd::CoordinationEnsemble =

@@ -28,7 +28,7 @@ impl Playground {
         for sibling in ["baton-ensemble", "baton-sidecar"] {
             assert!(
                 dir.join(sibling).is_file(),
-                "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
+                "{} is missing: run `cargo build --workspace --bins` first (tests/scripts/test.sh does)",
                 dir.join(sibling).display()
             );
         }

@@ -1,6 +1,6 @@
 //! Hostile method/path/query strings and raw request bytes never panic the HTTP API's router and
 //! parsers, and every refusal is the JSON error envelope with a 4xx status (issue 7; the
-//! cargo-fuzz targets `http_route` and `http_request` in `fuzz/` check the same, deeper).
+//! cargo-fuzz targets `http_route` and `http_request` in `tests/fuzz/` check the same, deeper).
 //!
 //! The first three properties drive `route`, `Query` and `parse_duration` directly. The last
 //! sends raw bytes through the real hyper service (`http::serve` on a loopback port) with a

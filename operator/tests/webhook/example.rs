@@ -1,4 +1,4 @@
-//! `examples/injected-deployment.yaml` is a valid Deployment whose pods the webhook injects.
+//! `operator/examples/injected-deployment.yaml` is a valid Deployment whose pods the webhook injects.
 
 use baton_operator::webhook::inject::{self, EnsembleView, InjectSettings, Wanted};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 fn the_example_deployment_gets_the_sidecar() {
     let text = include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/injected-deployment.yaml"
+        "/examples/injected-deployment.yaml"
     ));
     let first = text.split("\n---\n").next().unwrap_or_default();
     let deployment: Deployment = serde_saphyr::from_str(first).expect("a Deployment");

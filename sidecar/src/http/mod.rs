@@ -22,7 +22,7 @@ pub use handlers::{
     ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, leader_body,
 };
 // `Query` is public (like `route`) only so the proptests in `sidecar/tests/http_parsing.rs`
-// and the cargo-fuzz targets in `fuzz/` can drive the parsers directly; nothing else uses it.
+// and the cargo-fuzz targets in `tests/fuzz/` can drive the parsers directly; nothing else uses it.
 pub use query::Query;
 pub use reply::{ApiError, Body};
 pub use route::{Route, route};

@@ -2,7 +2,7 @@
 //!
 //! Every case runs twice ([`against_both!`]): against a one-member Baton ensemble
 //! (`target/<profile>/baton-ensemble`) and against Apache ZooKeeper 3.8
-//! (`scripts/reference-zookeeper.sh`), each started on first use in the test process and
+//! (`tests/scripts/reference-zookeeper.sh`), each started on first use in the test process and
 //! dying with it. `BATON_TEST_ZK=HOST:PORT` points every case at a running ensemble instead.
 
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
@@ -101,7 +101,7 @@ impl TestServer {
         let server = match target {
             Target::ZooKeeper => {
                 let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("../scripts/reference-zookeeper.sh");
+                    .join("../tests/scripts/reference-zookeeper.sh");
                 format!("{} {port} \"$dir\"", script.display())
             }
             Target::Baton => {

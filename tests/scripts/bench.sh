@@ -1,0 +1,586 @@
+#!/usr/bin/env bash
+# Benchmarks Baton against Apache ZooKeeper 3.8 on this machine, the same ensemble size for both,
+# with the same client (baton-bench) and the same workloads, and prints one table side by side.
+#
+#   tests/scripts/bench.sh [--quick] [--targets zk,baton] [--members 1|3|5] [--tls peer|off|on|both]
+#                    [--rows LIST] [--repeat N]
+#
+#   --quick          ~2 s per cell instead of ~6 s, fewer failover rounds (about 2 minutes instead
+#                    of 5 on an idle build; --members 3 adds a minute or more for ensemble-failover,
+#                    whose rounds wait for the killed member to restart and rejoin)
+#   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
+#   --members N      ensemble size (default 1: ZooKeeper standalone, Baton one member). With 3 or 5,
+#                    every member runs on loopback on this one machine, and the bench's workers are
+#                    spread round-robin across the members (worker i talks to member i mod N), so
+#                    most writes are forwarded by a follower to the leader, as in production.
+#                    With 3 or 5 members the table also has ensemble-failover: kill -9 the leader,
+#                    time until a write through a surviving member is accepted (baton-bench
+#                    restarts the killed member with the start script below and waits for it to
+#                    rejoin before the next round). Worker 0, the whole of the one-worker rows,
+#                    talks to a follower of every server (each list is rotated to start at one,
+#                    checked every round), so no server is timed through its leader alone.
+#   --tls MODE       TLS on Baton's (and ZooKeeper's) links. peer (default): Baton members
+#                    authenticate each other with certificates, clients use the plain port,
+#                    ZooKeeper runs plain. off: Baton with --insecure-no-tls (all plain, like
+#                    plain ZooKeeper). on: TLS everywhere: Baton with peer TLS and
+#                    --secure-client-addr, ZooKeeper with sslQuorum and secureClientPort (Netty),
+#                    and every bench session over TLS (baton-bench --tls-ca); labels zk-tls and
+#                    baton-tls. both: the off and on servers side by side (zk, zk-tls, baton,
+#                    baton-tls), each cell run against all of them in turn, with TLS/plain
+#                    ratios. TLS servers keep their plain client port for the readiness probes
+#                    and ensemble-failover's `srvr` (that row alone uses it).
+#   --rows LIST      only these rows: workload names (create-delete,get-data,..) or
+#                    WORKLOAD:WORKERS (create-delete:50); default all
+#   --repeat N       run the selected rows N times (default 1), the servers' order reversed
+#                    every other round; the table shows each round and their mean. populate
+#                    runs in the last round only, ensemble-failover once after it.
+#   --no-build       use the binaries as they are (in $BENCH_BIN_DIR, default target/release)
+#                    instead of running cargo build first; e.g. a copy made once, so that other
+#                    builds in this work tree cannot change them between runs
+#
+# The sidecar rows run real baton-sidecar processes (built here) against each server: HTTP lock
+# acquire+release, uncontended and contended, and /leader hand-over on SIGTERM.
+#
+# Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
+# fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
+# Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper clients, $ZK_SECURE_PORT (42281)
+# for its TLS clients (and $ZK_QUORUM_PORT (42888) for its quorum and election ports), and from
+# $BATON_PORT (43181), $BATON_SECURE_PORT (43281), $BATON_PEER_PORT (43888) and $BATON_ADMIN_PORT
+# (43080) for Baton.
+# Every member is started by a script of its own, $BENCH_DIR/run/start-<name>-<i>.sh (name: zk,
+# zk-tls, baton, baton-tls), which writes the member's pid (the server process itself: the
+# script ends in exec) to $BENCH_DIR/run/<name>-<i>.pid; that pid, and only that one, is what
+# ensemble-failover kills.
+# Memory is the sum of every member's RSS.
+# Ratios read ">1 means the second wins": Baton/ZK (or TLS/plain) for ops/s, ZK/Baton (plain/TLS)
+# for latencies and memory.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cell=6s
+election_rounds=30
+handover_rounds=30
+failover_rounds=10
+targets=zk,baton
+members=1
+tls=peer
+rows=all
+repeat=1
+build=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3 ;;
+    --targets) targets=${2:?--targets needs a list}; shift ;;
+    --members) members=${2:?--members needs a number}; shift ;;
+    --tls) tls=${2:?--tls needs peer, off, on or both}; shift ;;
+    --rows) rows=${2:?--rows needs a list}; shift ;;
+    --repeat) repeat=${2:?--repeat needs a number}; shift ;;
+    --no-build) build=0 ;;
+    -h|--help) sed -n "2,$(($(grep -n '^set -euo' "$0" | cut -d: -f1) - 1))p" "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$members" in
+  1|3|5) ;;
+  *) echo "bench.sh: --members must be 1, 3 or 5 (got $members)" >&2; exit 2 ;;
+esac
+case "$tls" in
+  peer|off|on|both) ;;
+  *) echo "bench.sh: --tls must be peer, off, on or both (got $tls)" >&2; exit 2 ;;
+esac
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --repeat must be a positive number" >&2; exit 2; }
+command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; exit 2; }
+
+want() { [[ ",$targets," == *",$1,"* ]]; }
+want zk || want baton || { echo "bench.sh: --targets must name zk and/or baton" >&2; exit 2; }
+
+# The servers under test, in table order. A name ending in -tls serves (and is benchmarked
+# on) a TLS client port and runs its quorum over TLS; plain "baton" has peer TLS unless
+# --tls off/both.
+names=()
+for server_kind in zk baton; do
+  want "$server_kind" || continue
+  if [ "$tls" != on ]; then names+=("$server_kind"); fi
+  if [ "$tls" = on ] || [ "$tls" = both ]; then names+=("$server_kind-tls"); fi
+done
+is_tls() { [[ "$1" == *-tls ]]; }
+is_zk() { [[ "$1" == zk* ]]; }
+# Does plain "baton" run with --insecure-no-tls?
+baton_plain_insecure() { [ "$tls" = off ] || [ "$tls" = both ]; }
+# Pairs whose ratio the table shows: ZooKeeper vs Baton, or plain vs TLS of each server.
+pairs=()
+if [ "$tls" = both ]; then
+  want zk && pairs+=(zk:zk-tls)
+  want baton && pairs+=(baton:baton-tls)
+elif [ "${#names[@]}" = 2 ]; then
+  pairs+=("${names[0]}:${names[1]}")
+fi
+
+# --rows: is row $1 (workload) with $2 workers selected?
+row_wanted() {
+  [ "$rows" = all ] && return 0
+  [[ ",$rows," == *",$1,"* || ",$rows," == *",$1:$2,"* ]]
+}
+
+# True when something accepts connections on 127.0.0.1:$1.
+port_busy() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
+
+# Sets variable $1 to the first port from $2 up that nobody listens on: other engineers run
+# servers on this machine too, and a four-letter word answered by someone else's server would
+# otherwise be benchmarked silently.
+taken=" "
+pick_port() {
+  local port=$2
+  while port_busy "$port" || [[ "$taken" == *" $port "* ]]; do port=$((port + 1)); done
+  taken+="$port "
+  printf -v "$1" '%s' "$port"
+}
+
+work=${BENCH_DIR:-$root/target/bench}
+# Per server name and member i, keyed "name/i": the plain client port (every server has one),
+# the TLS client port (-tls servers), ZooKeeper's quorum and election ports, Baton's peer and
+# admin ports.
+declare -A client_port secure_port quorum_port election_port peer_port admin_port
+for name in "${names[@]}"; do
+  for i in $(seq 1 "$members"); do
+    k=$name/$i
+    if is_zk "$name"; then
+      pick_port "client_port[$k]" "${ZK_PORT:-42181}"
+      is_tls "$name" && pick_port "secure_port[$k]" "${ZK_SECURE_PORT:-42281}"
+      pick_port "quorum_port[$k]" "${ZK_QUORUM_PORT:-42888}"
+      pick_port "election_port[$k]" "${ZK_QUORUM_PORT:-42888}"
+    else
+      pick_port "client_port[$k]" "${BATON_PORT:-43181}"
+      is_tls "$name" && pick_port "secure_port[$k]" "${BATON_SECURE_PORT:-43281}"
+      pick_port "peer_port[$k]" "${BATON_PEER_PORT:-43888}"
+      pick_port "admin_port[$k]" "${BATON_ADMIN_PORT:-43080}"
+    fi
+  done
+done
+bin=${BENCH_BIN_DIR:-$root/target/release}
+bench=$bin/baton-bench
+results=$work/results.jsonl
+
+# The sidecar rows run baton-sidecar against ZooKeeper too; baton-ensemble also makes the
+# certificates.
+packages=(-p baton-bench -p baton-sidecar)
+if want baton || [ "$tls" = on ] || [ "$tls" = both ]; then packages+=(-p baton-ensemble); fi
+if [ "$build" = 1 ]; then
+  echo "building ${packages[*]} (release)..." >&2
+  (cd "$root" && cargo build --release --quiet "${packages[@]}")
+fi
+
+# Only what this script creates is removed, whatever $BENCH_DIR points at.
+rm -rf "$work/zk" "$work/zk-tls" "$work/baton" "$work/baton-tls" "$work/run" "$work/certs"
+mkdir -p "$work/run"
+: >"$results"
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # Members that ensemble-failover restarted are not our children; their pid files say where
+  # they are. A pid is stopped only while its command line still names this run's directory,
+  # so a stranger that reused the number is left alone.
+  local file pid
+  for file in "$work"/run/*.pid; do
+    [ -e "$file" ] || continue
+    pid=$(<"$file")
+    if [[ "$pid" =~ ^[0-9]+$ ]] && grep -qaF "$work/" "/proc/$pid/cmdline" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+    fi
+  done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# Writes $work/run/start-$1-$2.sh, which runs member $2 of $1 (a server name) in the foreground:
+# it writes its own pid to $work/run/$1-$2.pid and then execs the server (arguments 4..), so the
+# pid is the server's own process, never a wrapper; output is appended to log $3.
+member_script() {
+  local name=$1 i=$2 log=$3; shift 3
+  local script=$work/run/start-$name-$i.sh
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'echo $$ >%q\n' "$work/run/$name-$i.pid"
+    printf 'exec'
+    printf ' %q' "$@"
+    printf ' >>%q 2>&1 </dev/null\n' "$log"
+  } >"$script"
+  chmod +x "$script"
+  : >"$log"
+}
+
+# Answers a four-letter word on HOST PORT (empty when nothing listens).
+four_letter() {
+  local reply
+  reply=$(exec 2>/dev/null 3<>"/dev/tcp/$1/$2" && printf '%s' "$3" >&3 && timeout 2 cat <&3) || true
+  printf '%s' "$reply"
+}
+
+# Waits until `check` succeeds, failing early if the server's process has died.
+wait_ready() {
+  local what=$1 pid=$2 log=$3; shift 3
+  for _ in $(seq 1 120); do
+    if "$@"; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "bench.sh: $what exited during start-up; last lines of $log:" >&2
+      tail -20 "$log" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  echo "bench.sh: $what not ready after 60 s; last lines of $log:" >&2
+  tail -20 "$log" >&2
+  exit 1
+}
+
+# True when process $2 (or a thread of it) is the one listening on port $1.
+listens() { ss -Hltnp "sport = :$1" 2>/dev/null | grep -q "pid=$2,"; }
+
+declare -A member_pid
+# Member $2 of ZooKeeper server $1 serves clients: standalone, or in a quorum that has a leader
+# (and, for zk-tls, listens on its TLS port too).
+zk_ready() {
+  local k=$1/$2
+  [[ "$(four_letter 127.0.0.1 "${client_port[$k]}" srvr)" == *"Mode: "* ]] &&
+    listens "${client_port[$k]}" "${member_pid[$k]}" &&
+    { ! is_tls "$1" || listens "${secure_port[$k]}" "${member_pid[$k]}"; }
+}
+# Member $2 of Baton server $1 knows a leader and has applied what it knows committed.
+baton_ready() {
+  local k=$1/$2
+  [ "$(four_letter 127.0.0.1 "${client_port[$k]}" ruok)" = imok ] &&
+    listens "${client_port[$k]}" "${member_pid[$k]}" &&
+    { ! is_tls "$1" || listens "${secure_port[$k]}" "${member_pid[$k]}"; } &&
+    if [ "$1" = baton ] && baton_plain_insecure; then
+      curl -sf "http://127.0.0.1:${admin_port[$k]}/readyz" >/dev/null
+    else
+      curl -sf --cacert "$work/certs/ca.crt" "https://127.0.0.1:${admin_port[$k]}/readyz" >/dev/null
+    fi
+}
+
+# Member $2 of ZooKeeper server $1 in a quorum: its data dir, config and start script, with the
+# same JVM flags as reference-zookeeper.sh (which runs standalone only), plus the quorum's
+# server list and this member's myid. zk-tls adds a TLS client port and a TLS quorum (both need
+# the Netty connection factory), with the certificates Baton's members use: the same CA, a PEM
+# key store (key and certificate in one file) and the CA as PEM trust store. Clients are not
+# asked for a certificate, as on Baton's TLS port.
+zk_member() {
+  local name=$1 i=$2 dir=$work/$1/$2 j
+  mkdir -p "$dir"
+  echo "$i" >"$dir/myid"
+  {
+    echo "tickTime=2000"
+    echo "initLimit=10"
+    echo "syncLimit=5"
+    echo "dataDir=$dir"
+    echo "clientPort=${client_port[$name/$i]}"
+    echo "maxClientCnxns=0"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=*"
+    if is_tls "$name"; then
+      cat "$work/certs/member-$i.key" "$work/certs/member-$i.crt" >"$dir/keystore.pem"
+      echo "secureClientPort=${secure_port[$name/$i]}"
+      echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory"
+      echo "ssl.keyStore.location=$dir/keystore.pem"
+      echo "ssl.keyStore.type=PEM"
+      echo "ssl.trustStore.location=$work/certs/ca.crt"
+      echo "ssl.trustStore.type=PEM"
+      echo "ssl.clientAuth=none"
+      if [ "$members" -gt 1 ]; then
+        echo "sslQuorum=true"
+        echo "ssl.quorum.keyStore.location=$dir/keystore.pem"
+        echo "ssl.quorum.keyStore.type=PEM"
+        echo "ssl.quorum.trustStore.location=$work/certs/ca.crt"
+        echo "ssl.quorum.trustStore.type=PEM"
+      fi
+    fi
+    if [ "$members" -gt 1 ]; then
+      for j in $(seq 1 "$members"); do
+        echo "server.$j=127.0.0.1:${quorum_port[$name/$j]}:${election_port[$name/$j]}"
+      done
+    fi
+  } >"$dir/zoo.cfg"
+  member_script "$name" "$i" "$work/$name-$i.log" \
+    java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
+    -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \
+    -cp "/usr/share/java/*:/etc/zookeeper/conf" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+}
+
+# Member $2 of Baton server $1.
+baton_member() {
+  local name=$1 i=$2 k=$1/$2 dir peers=() j
+  if [ "$members" = 1 ]; then dir=$work/$name; else dir=$work/$name/$i; fi
+  for j in $(seq 1 "$members"); do peers+=("$j=127.0.0.1:${peer_port[$name/$j]}"); done
+  local args=(--id "$i" --data-dir "$dir"
+    --client-addr "127.0.0.1:${client_port[$k]}" --peer-addr "127.0.0.1:${peer_port[$k]}"
+    --admin-addr "127.0.0.1:${admin_port[$k]}" --members "$(IFS=,; echo "${peers[*]}")")
+  if [ "$name" = baton ] && baton_plain_insecure; then
+    args+=(--insecure-no-tls)
+  else
+    # Members authenticate each other with certificates, as in production.
+    args+=(--tls-ca "$work/certs/ca.crt" --tls-cert "$work/certs/member-$i.crt"
+      --tls-key "$work/certs/member-$i.key")
+  fi
+  is_tls "$name" && args+=(--secure-client-addr "127.0.0.1:${secure_port[$k]}")
+  member_script "$name" "$i" "$work/$name-$i.log" "$bin/baton-ensemble" "${args[@]}"
+}
+
+# One CA for every server: Baton's members and ZooKeeper's (which reads the same PEM files).
+if { want baton && [ "$tls" = peer ]; } || [ "$tls" = on ] || [ "$tls" = both ]; then
+  "$bin/baton-ensemble" certs --out "$work/certs" --cluster-id bench \
+    --ids "$(seq -s, 1 "$members")" 2>/dev/null
+fi
+# server: what the bench's sessions use (the TLS ports of -tls servers); plain_server: the
+# plain client ports (ensemble-failover's srvr).
+declare -A server plain_server member_order
+# Baton's members first: they bind their ports within milliseconds, before the JVMs' quorum
+# connections take ephemeral ports, which on Linux span the ranges picked above.
+start_order=()
+for name in "${names[@]}"; do is_zk "$name" || start_order+=("$name"); done
+for name in "${names[@]}"; do if is_zk "$name"; then start_order+=("$name"); fi; done
+for name in "${start_order[@]}"; do
+  list=() plain=()
+  for i in $(seq 1 "$members"); do
+    k=$name/$i
+    if is_zk "$name"; then
+      if [ "$members" = 1 ] && ! is_tls "$name"; then
+        member_script "$name" 1 "$work/$name-1.log" \
+          "$root/tests/scripts/reference-zookeeper.sh" "${client_port[$k]}" "$work/$name"
+      else
+        zk_member "$name" "$i"
+      fi
+    else
+      baton_member "$name" "$i"
+    fi
+    # Every way ends in exec of the server, so $! is the process whose memory we measure.
+    "$work/run/start-$name-$i.sh" &
+    member_pid[$k]=$!; pids+=("$!")
+    plain+=("127.0.0.1:${client_port[$k]}")
+    if is_tls "$name"; then list+=("127.0.0.1:${secure_port[$k]}"); else list+=("127.0.0.1:${client_port[$k]}"); fi
+  done
+  server[$name]=$(IFS=,; echo "${list[*]}")
+  member_order[$name]=${server[$name]}
+  plain_server[$name]=$(IFS=,; echo "${plain[*]}")
+done
+for i in $(seq 1 "$members"); do
+  for name in "${names[@]}"; do
+    if is_zk "$name"; then check=zk_ready; else check=baton_ready; fi
+    wait_ready "$name member $i" "${member_pid[$name/$i]}" "$work/$name-$i.log" "$check" "$name" "$i"
+  done
+done
+
+# Resident memory of every member of server $1, summed, in KiB.
+rss_kib() {
+  local total=0 pid kib i
+  for i in $(seq 1 "$members"); do
+    pid=${member_pid[$1/$i]}
+    [ -r "/proc/$pid/status" ] || { echo "bench.sh: $1 process $pid is gone" >&2; exit 1; }
+    kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+    total=$((total + kib))
+  done
+  echo "$total"
+}
+declare -A rss_idle rss_full
+for name in "${names[@]}"; do rss_idle[$name]=$(rss_kib "$name"); done
+
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start; $members member(s) each; servers: ${names[*]}" >&2
+
+# The disk's own fdatasync latency, the floor under every durable write. Measured before and
+# after the matrix: on a shared machine it moves with everyone else's I/O.
+disk_sync() {
+  "$bench" --workload fsync --ops 1000 --fsync-dir "$work" --label "$1" --json >>"$results"
+}
+disk_sync disk-before
+
+# One cell of the matrix: the same arguments against every server, one after the other, so
+# background load on this shared machine hits them alike (in reverse order every other round).
+# A literal {name} in an argument becomes the server's name. -tls servers are reached over TLS
+# (--tls-ca), except with plain_client=1 (ensemble-failover), which uses their plain ports.
+round=1
+cell() {
+  local order=("${names[@]}") name n tls_args
+  if [ $((round % 2)) = 0 ]; then
+    order=()
+    for ((n = ${#names[@]} - 1; n >= 0; n--)); do order+=("${names[n]}"); done
+  fi
+  for name in "${order[@]}"; do
+    tls_args=()
+    if [ "${plain_client:-0}" = 1 ]; then
+      servers=${plain_server[$name]}
+    else
+      servers=${server[$name]}
+      is_tls "$name" && tls_args=(--tls-ca "$work/certs/ca.crt")
+    fi
+    "$bench" --servers "$servers" "${tls_args[@]}" --label "$name" --json "${@//\{name\}/$name}" |
+      jq -c --argjson round "$round" '. + {round: $round}' |
+      tee -a "$results" |
+      jq -r '"  \(.label)\t\(.workload)\tworkers=\(.workers)\tops/s=\(.ops_per_sec)\tp50=\(.p50_us)us"' >&2
+  done
+}
+# A row of the matrix: workload $1 with $2 workers, unless --rows leaves it out.
+row() {
+  local workload=$1 workers=$2; shift 2
+  row_wanted "$workload" "$workers" || return 0
+  cell --workload "$workload" --workers "$workers" "$@"
+}
+
+# Worker 0 (the whole of the 1-worker rows) must meet the same kind of member on every server:
+# a follower, whose writes are forwarded to the leader as most clients' are. Otherwise one
+# ensemble's leader may happen to be member 1 and another's a follower, and their one-worker
+# rows would time different paths. So each server's list starts at its first follower, checked
+# again every round (leadership can move under load).
+follower_first() {
+  local name i found list=() rotated=()
+  [ "$members" -gt 1 ] || return 0
+  for name in "${names[@]}"; do
+    found=0
+    for i in $(seq 1 "$members"); do
+      if [[ "$(four_letter 127.0.0.1 "${client_port[$name/$i]}" srvr)" == *"Mode: follower"* ]]; then
+        found=1
+        break
+      fi
+    done
+    if [ "$found" = 0 ]; then
+      echo "  $name: no member says it is a follower; sessions keep --servers order" >&2
+      continue
+    fi
+    IFS=, read -ra list <<<"${member_order[$name]}"
+    rotated=("${list[@]:i-1}" "${list[@]:0:i-1}")
+    server[$name]=$(IFS=,; echo "${rotated[*]}")
+    echo "  $name: worker 0 on member $i (a follower)" >&2
+  done
+}
+
+populated=0
+for round in $(seq 1 "$repeat"); do
+  [ "$repeat" = 1 ] || echo "round $round of $repeat" >&2
+  follower_first
+  row create-delete 1 --duration "$cell"
+  row create-delete 10 --duration "$cell"
+  row create-delete 50 --duration "$cell"
+  row get-data 10 --duration "$cell"
+  row mixed-90-10 10 --duration "$cell"
+  row mixed-50-50 10 --duration "$cell"
+  row lock-uncontended 1 --duration "$cell"
+  row lock-contended 10 --duration "$cell"
+  row sidecar-lock-uncontended 1 --duration "$cell"
+  row sidecar-lock-contended 5 --duration "$cell"
+  row election-failover 5 --ops "$election_rounds"
+  row sidecar-handover 3 --ops "$handover_rounds"
+  row watch-fanout 100 --duration "$cell"
+  if [ "$round" = "$repeat" ] && row_wanted populate 32; then
+    row populate 32 --ops 100000 --data-size 100
+    populated=1
+  fi
+done
+for name in "${names[@]}"; do rss_full[$name]=$(rss_kib "$name"); done
+# Last: it replaces members (new pids), which the memory figures above must not see.
+if [ "$members" -ge 3 ] && row_wanted ensemble-failover "$members"; then
+  echo "ensemble-failover: kill -9 of the leader, $failover_rounds round(s) each (bash reports each kill)" >&2
+  plain_client=1 cell --workload ensemble-failover --ops "$failover_rounds" \
+    --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
+fi
+
+disk_sync disk-after
+echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
+
+# The table: one row per cell (per round, then their mean, with --repeat), each metric for every
+# server, and the ratio of every pair.
+jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (.round // 1)] | @tsv' "$results" |
+  awk -F'\t' -v names="${names[*]}" -v pairs="${pairs[*]}" -v repeat="$repeat" '
+    function lat(us) {
+      if (us == "") return "-"
+      if (us < 1000) return sprintf("%.0fus", us)
+      if (us < 1000000) return sprintf("%.2fms", us / 1000)
+      return sprintf("%.2fs", us / 1000000)
+    }
+    function ratio(num, den) { return (num > 0 && den > 0) ? sprintf("%.2f", num / den) : "-" }
+    function add(key, name, o, a, b, c) {
+      if (!(key in seen)) { seen[key] = 1; order[++rows] = key }
+      ops[key, name] = o; p50[key, name] = a; p99[key, name] = b; p999[key, name] = c
+    }
+    # One metric of one row: a column per server, then one ratio per pair; higher is better
+    # for ops/s (second/first), lower for latencies (first/second).
+    function cells(key, m, timed,    t, p, v, a, b) {
+      for (t = 1; t <= n; t++) {
+        if (m == 1) v = timed ? "-" : sprintf("%.0f", ops[key, target[t]])
+        else if (m == 2) v = lat(p50[key, target[t]])
+        else if (m == 3) v = lat(p99[key, target[t]])
+        else v = lat(p999[key, target[t]])
+        printf " %14s", v
+      }
+      for (p = 1; p <= npairs; p++) {
+        a = first[p]; b = second[p]
+        if (m == 1) v = timed ? "-" : ratio(ops[key, b], ops[key, a])
+        else if (m == 2) v = ratio(p50[key, a], p50[key, b])
+        else if (m == 3) v = ratio(p99[key, a], p99[key, b])
+        else v = ratio(p999[key, a], p999[key, b])
+        printf " %6s", v
+      }
+    }
+    BEGIN {
+      n = split(names, target, " ")
+      npairs = split(pairs, pair, " ")
+      for (p = 1; p <= npairs; p++) { split(pair[p], ab, ":"); first[p] = ab[1]; second[p] = ab[2] }
+    }
+    $3 ~ /^disk-/ {
+      disk = disk sprintf("%s: append 1 KiB + fdatasync p50 %s, p99 %s, p999 %s (%.0f/s)\n",
+                          $3, lat($5), lat($6), lat($7), $4)
+      next
+    }
+    {
+      key = $1 " w" $2
+      if (repeat > 1) {
+        add(key " #" $8, $3, $4, $5, $6, $7)
+        if (!(key in mseen)) { mseen[key] = 1; morder[++mrows] = key }
+        count[key, $3]++; sops[key, $3] += $4; s50[key, $3] += $5; s99[key, $3] += $6; s999[key, $3] += $7
+      } else add(key, $3, $4, $5, $6, $7)
+    }
+    END {
+      for (r = 1; r <= mrows; r++) {
+        key = morder[r]
+        for (t = 1; t <= n; t++) {
+          c = count[key, target[t]]
+          if (c > 0) add(key " mean", target[t], sops[key, target[t]] / c, s50[key, target[t]] / c,
+                         s99[key, target[t]] / c, s999[key, target[t]] / c)
+        }
+      }
+      printf "%-30s", "workload"
+      split("ops/s p50 p99 p999", metric, " ")
+      for (m = 1; m <= 4; m++) {
+        for (t = 1; t <= n; t++) printf " %14s", metric[m] "(" target[t] ")"
+        for (p = 1; p <= npairs; p++) printf " %6s", "x" (npairs > 1 ? p : "")
+      }
+      printf "\n"
+      for (r = 1; r <= rows; r++) {
+        key = order[r]
+        printf "%-30s", key
+        # Hand-over and failover rows time rounds that include restarts: their rate says
+        # nothing, their latencies are the result.
+        timed = (key ~ /(failover|handover) w/)
+        for (m = 1; m <= 4; m++) cells(key, m, timed)
+        printf "\n"
+      }
+      for (p = 1; p <= npairs; p++) printf "x%s: %s against %s\n", (npairs > 1 ? p : ""), second[p], first[p]
+      printf "%s", disk
+    }'
+
+printf '%-30s' "memory (RSS)"
+for name in "${names[@]}"; do
+  if [ "$populated" = 1 ]; then
+    printf ' %s: %d MiB idle, %d MiB with 100k x 100 B znodes;' "$name" \
+      $((rss_idle[$name] / 1024)) $((rss_full[$name] / 1024))
+  else
+    printf ' %s: %d MiB idle, %d MiB at the end;' "$name" \
+      $((rss_idle[$name] / 1024)) $((rss_full[$name] / 1024))
+  fi
+done
+if [ "${#names[@]}" = 2 ] && [ "${#pairs[@]}" = 1 ]; then
+  awk -v a="${rss_full[${names[0]}]}" -v b="${rss_full[${names[1]}]}" \
+    'BEGIN { printf " x %.2f", (b > 0 ? a / b : 0) }'
+fi
+printf '\n'
+echo "(x: >1 means the second of its pair wins. Raw results: $results)"

