@@ -244,6 +244,7 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
             )));
         }
     }
-    machine.tree = DataTree::from_nodes(nodes)?;
+    machine.tree =
+        DataTree::from_nodes(nodes).map_err(|e| SnapshotError::Corrupt(e.to_string()))?;
     Ok(machine)
 }

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use baton_proto::{Acl, ErrorCode, Stat};
+use thiserror::Error;
 
 use crate::acl::{self, AclCache};
 use crate::path::{self, ROOT};
@@ -137,6 +138,19 @@ impl Node {
             kind,
         }
     }
+}
+
+/// Why a list of (path, node) pairs, as read from a snapshot, does not make a tree.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub(crate) enum NotATree {
+    #[error("duplicate node {0}")]
+    Duplicate(Box<str>),
+    #[error("no root node")]
+    NoRoot,
+    #[error("invalid path {0:?}")]
+    InvalidPath(Box<str>),
+    #[error("node {0} has no parent")]
+    NoParent(Box<str>),
 }
 
 /// The whole znode tree and its indexes.
@@ -400,10 +414,7 @@ impl DataTree {
 
     /// Rebuilds a tree from (path, node) pairs read from a snapshot; children sets and
     /// indexes are derived. Fails on a duplicate path or a node whose parent is missing.
-    pub(crate) fn from_nodes(
-        nodes: Vec<(Box<str>, Node)>,
-    ) -> Result<DataTree, crate::snapshot::SnapshotError> {
-        use crate::snapshot::SnapshotError;
+    pub(crate) fn from_nodes(nodes: Vec<(Box<str>, Node)>) -> Result<DataTree, NotATree> {
         let mut tree = DataTree::empty();
         tree.nodes.reserve(nodes.len());
         for (p, mut node) in nodes {
@@ -423,11 +434,11 @@ impl DataTree {
                 }
             }
             if tree.nodes.insert(p.clone(), node).is_some() {
-                return Err(SnapshotError::Corrupt(format!("duplicate node {p}")));
+                return Err(NotATree::Duplicate(p));
             }
         }
         if !tree.nodes.contains_key(ROOT) {
-            return Err(SnapshotError::Corrupt("no root node".into()));
+            return Err(NotATree::NoRoot);
         }
         let paths: Vec<Box<str>> = tree
             .nodes
@@ -437,13 +448,13 @@ impl DataTree {
             .collect();
         for p in paths {
             if path::validate_path(&p).is_err() {
-                return Err(SnapshotError::Corrupt(format!("invalid path {p:?}")));
+                return Err(NotATree::InvalidPath(p));
             }
             let (_, name) = path::split_last(&p).unwrap_or_default();
             let parent = tree
                 .nodes
                 .get_mut(path::parent_of(&p))
-                .ok_or_else(|| SnapshotError::Corrupt(format!("node {p} has no parent")))?;
+                .ok_or_else(|| NotATree::NoParent(p.clone()))?;
             parent.children.insert(name.into());
         }
         Ok(tree)
