@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use zookeeper_client as zk;
 
-use super::election::{Candidate, CandidateData, Command, ElectionView, Interest, LeaderInfo};
+use super::election_types::{
+    Candidate, CandidateData, Command, ElectionView, Interest, LeaderInfo,
+};
 use super::owned_node::{OwnedCreate, OwnedNode, delete_node};
 use super::queue::{NodeKind, Queue};
 use super::timestamp::rfc3339;

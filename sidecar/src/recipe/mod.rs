@@ -35,6 +35,7 @@
 pub mod access;
 mod election;
 mod election_task;
+mod election_types;
 mod error;
 mod lock;
 mod names;
@@ -45,7 +46,8 @@ pub mod timestamp;
 pub mod trust;
 
 pub use access::{Access, DigestCredentials, TokenFileError};
-pub use election::{Candidate, CandidateData, ElectionRecipe, ElectionView, LeaderInfo};
+pub use election::ElectionRecipe;
+pub use election_types::{Candidate, CandidateData, ElectionView, LeaderInfo};
 pub use error::RecipeError;
 pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
 pub use names::{
