@@ -10,14 +10,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::build::Built;
 use crate::dereference::StoredSecrets;
-use crate::finalizer;
 use crate::names::{EnsembleNames, FIELD_MANAGER};
 use crate::pki::secrets;
 
@@ -62,7 +61,7 @@ pub async fn apply_all(
             served.push(target);
         }
     }
-    finalizer::prune_published_ca(client, names, &served).await?;
+    prune_published_ca(client, names, &served).await?;
     apply::<ConfigMap>(client, ns, &built.config_map).await?;
     apply::<Service>(client, ns, &built.peer_service).await?;
     apply::<Service>(client, ns, &built.client_service).await?;
@@ -124,6 +123,49 @@ async fn publish(client: &kube::Client, ns: &str, cm: &ConfigMap) -> Result<bool
             source,
         }),
     }
+}
+
+/// Deletes the CA ConfigMaps the ensemble published into namespaces other than `keep` (found
+/// by their labels in every namespace).
+pub async fn prune_published_ca(
+    client: &kube::Client,
+    names: &EnsembleNames,
+    keep: &[String],
+) -> Result<(), WriteError> {
+    let all = Api::<ConfigMap>::all(client.clone());
+    let published = all
+        .list_metadata(&ListParams::default().labels(&names.foreign_selector()))
+        .await
+        .map_err(|source| WriteError {
+            verb: "list",
+            what: format!("ConfigMaps published by {}", names.cluster_id()),
+            source,
+        })?;
+    for cm in published.items {
+        let (Some(ns), Some(name)) = (cm.metadata.namespace, cm.metadata.name) else {
+            continue;
+        };
+        // Only the published copies; the ensemble's own namespace keeps its owned ConfigMap.
+        if ns == names.namespace || keep.contains(&ns) || name != names.ca_config_map_in(&ns) {
+            continue;
+        }
+        tracing::info!(namespace = %ns, configmap = %name, "no longer served: removing its CA");
+        match Api::<ConfigMap>::namespaced(client.clone(), &ns)
+            .delete(&name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(WriteError {
+                    verb: "delete",
+                    what: format!("ConfigMap {ns}/{name}"),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Server-side apply of a cluster-scoped object.

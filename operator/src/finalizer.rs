@@ -7,13 +7,12 @@
 //! ensemble unnoticed. Adding and removing it are JSON patches that `test` the list first: a
 //! finalizer another controller adds or removes meanwhile is never lost.
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::apply::WriteError;
+use crate::apply::{WriteError, prune_published_ca};
 use crate::crd::CoordinationEnsemble;
 use crate::names::{EnsembleNames, FINALIZER};
 
@@ -83,49 +82,6 @@ pub async fn delete_binding(
             source,
         }),
     }
-}
-
-/// Deletes the CA ConfigMaps the ensemble published into namespaces other than `keep` (found
-/// by their labels in every namespace).
-pub async fn prune_published_ca(
-    client: &kube::Client,
-    names: &EnsembleNames,
-    keep: &[String],
-) -> Result<(), WriteError> {
-    let all = Api::<ConfigMap>::all(client.clone());
-    let published = all
-        .list_metadata(&ListParams::default().labels(&names.foreign_selector()))
-        .await
-        .map_err(|source| WriteError {
-            verb: "list",
-            what: format!("ConfigMaps published by {}", names.cluster_id()),
-            source,
-        })?;
-    for cm in published.items {
-        let (Some(ns), Some(name)) = (cm.metadata.namespace, cm.metadata.name) else {
-            continue;
-        };
-        // Only the published copies; the ensemble's own namespace keeps its owned ConfigMap.
-        if ns == names.namespace || keep.contains(&ns) || name != names.ca_config_map_in(&ns) {
-            continue;
-        }
-        tracing::info!(namespace = %ns, configmap = %name, "no longer served: removing its CA");
-        match Api::<ConfigMap>::namespaced(client.clone(), &ns)
-            .delete(&name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(WriteError {
-                    verb: "delete",
-                    what: format!("ConfigMap {ns}/{name}"),
-                    source,
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 async fn patch_ensemble(
