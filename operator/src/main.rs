@@ -209,7 +209,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("no Kubernetes access (in-cluster or KUBECONFIG)")?;
     if let Some(addr) = args.webhook_addr {
         // Every replica serves the webhook, leader or not: the Service spreads reviews over them.
-        start_webhook(addr, &args, client.clone()).await?;
+        start_webhook(addr, &args, client.clone(), metrics.clone()).await?;
     }
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
@@ -268,6 +268,7 @@ async fn start_webhook(
     addr: SocketAddr,
     args: &RunArgs,
     client: kube::Client,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<()> {
     let settings = InjectSettings {
         image: args
@@ -314,7 +315,8 @@ async fn start_webhook(
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let tls = server::tls_config(cert).context("webhook TLS configuration")?;
-    let injector = Arc::new(Injector::new(KubeEnsembles::new(client), settings));
+    let injector =
+        Arc::new(Injector::new(KubeEnsembles::new(client), settings).with_metrics(metrics));
     tracing::info!(%addr, "serving the sidecar-injection webhook");
     tokio::spawn(server::serve(listener, tls, injector, shutdown_signal()));
     Ok(())

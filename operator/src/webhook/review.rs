@@ -15,6 +15,7 @@ use super::lookup::{EnsembleLookup, resolve};
 pub struct Injector<L> {
     lookup: L,
     settings: InjectSettings,
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// The HTTP status and JSON body to send back.
@@ -24,16 +25,61 @@ pub struct Answer {
     pub status: u16,
     /// An AdmissionReview with only `response` set.
     pub body: Vec<u8>,
+    /// What the webhook decided, for metrics.
+    pub outcome: Outcome,
+}
+
+/// What the webhook did with one review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The sidecar was added.
+    Injected,
+    /// Allowed unchanged: not a create, not annotated, or already injected.
+    Skipped,
+    /// Refused with a message (no such ensemble, a namespace it does not serve, a bad name).
+    Denied,
+    /// The body was not an AdmissionReview v1.
+    Unreadable,
+}
+
+impl Outcome {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Injected => "injected",
+            Outcome::Skipped => "skipped",
+            Outcome::Denied => "denied",
+            Outcome::Unreadable => "unreadable",
+        }
+    }
 }
 
 impl<L: EnsembleLookup> Injector<L> {
     /// An injector finding ensembles through `lookup`.
     pub fn new(lookup: L, settings: InjectSettings) -> Self {
-        Injector { lookup, settings }
+        Injector {
+            lookup,
+            settings,
+            metrics: None,
+        }
+    }
+
+    /// Counts every answer in `metrics` (`baton_operator_webhook_reviews_total`).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Answers the AdmissionReview in `body`.
     pub async fn review(&self, body: &[u8]) -> Answer {
+        let answer = self.decide(body).await;
+        if let Some(metrics) = &self.metrics {
+            metrics.record_review(answer.outcome.as_str());
+        }
+        answer
+    }
+
+    async fn decide(&self, body: &[u8]) -> Answer {
         let request: AdmissionRequest<Pod> =
             match serde_json::from_slice::<AdmissionReview<Pod>>(body)
                 .map_err(|e| e.to_string())
@@ -44,6 +90,7 @@ impl<L: EnsembleLookup> Injector<L> {
                     tracing::warn!(error = %e, "unreadable AdmissionReview");
                     return answer(
                         400,
+                        Outcome::Unreadable,
                         Response::denied(
                             String::new(),
                             400,
@@ -59,13 +106,13 @@ impl<L: EnsembleLookup> Injector<L> {
             .as_ref()
             .filter(|_| request.operation == Operation::Create)
         else {
-            return answer(200, Response::allowed(uid));
+            return answer(200, Outcome::Skipped, Response::allowed(uid));
         };
         let name = pod_name(pod, &request.name);
         let choice = match inject::wanted(pod, &namespace) {
             Wanted::Skip(why) => {
                 tracing::debug!(pod = %name, %namespace, why, "not injecting");
-                return answer(200, Response::allowed(uid));
+                return answer(200, Outcome::Skipped, Response::allowed(uid));
             }
             Wanted::Inject(choice) => choice,
         };
@@ -73,14 +120,14 @@ impl<L: EnsembleLookup> Injector<L> {
             Ok(ce) => EnsembleView::of(&ce, &namespace),
             Err(message) => {
                 tracing::info!(pod = %name, %namespace, %message, "injection denied");
-                return answer(200, Response::denied(uid, 403, message));
+                return answer(200, Outcome::Denied, Response::denied(uid, 403, message));
             }
         };
         match inject::patch(pod, &namespace, &ensemble, &self.settings) {
             Ok(patch) => {
                 tracing::info!(pod = %name, %namespace, ensemble = %ensemble.endpoint, "injecting the sidecar");
                 let bytes = serde_json::to_vec(&patch).unwrap_or_default();
-                answer(200, Response::patched(uid, &bytes))
+                answer(200, Outcome::Injected, Response::patched(uid, &bytes))
             }
             Err(e) => {
                 tracing::info!(pod = %name, %namespace, error = %e, "injection denied");
@@ -88,7 +135,11 @@ impl<L: EnsembleLookup> Injector<L> {
                     inject::InjectError::NotServed { .. } => 403,
                     _ => 400,
                 };
-                answer(200, Response::denied(uid, code, e.to_string()))
+                answer(
+                    200,
+                    Outcome::Denied,
+                    Response::denied(uid, code, e.to_string()),
+                )
             }
         }
     }
@@ -160,7 +211,7 @@ impl Response {
     }
 }
 
-fn answer(status: u16, response: Response) -> Answer {
+fn answer(status: u16, outcome: Outcome, response: Response) -> Answer {
     let review = Review {
         api_version: "admission.k8s.io/v1",
         kind: "AdmissionReview",
@@ -169,5 +220,6 @@ fn answer(status: u16, response: Response) -> Answer {
     Answer {
         status,
         body: serde_json::to_vec(&review).unwrap_or_default(),
+        outcome,
     }
 }

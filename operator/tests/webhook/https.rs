@@ -6,6 +6,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use baton_operator::crd::CoordinationEnsemble;
+use baton_operator::metrics::Metrics;
 use baton_operator::webhook::certs::{self, CertBundle};
 use baton_operator::webhook::inject::InjectSettings;
 use baton_operator::webhook::lookup::{EnsembleLookup, LookupError};
@@ -76,6 +77,7 @@ struct Webhook {
     addr: std::net::SocketAddr,
     ca_pem: String,
     cert: Arc<ReloadableCert>,
+    metrics: Arc<Metrics>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -105,7 +107,8 @@ async fn start() -> Webhook {
         image: "baton:test".into(),
         native_sidecar: true,
     };
-    let injector = Arc::new(Injector::new(ensembles, settings));
+    let metrics = Arc::new(Metrics::new());
+    let injector = Arc::new(Injector::new(ensembles, settings).with_metrics(metrics.clone()));
     let (stop, stopped) = oneshot::channel::<()>();
     let tls = server::tls_config(cert.clone()).expect("tls config");
     tokio::spawn(server::serve(listener, tls, injector, async move {
@@ -115,6 +118,7 @@ async fn start() -> Webhook {
         addr,
         ca_pem: bundle.ca_bundle_pem,
         cert,
+        metrics,
         _stop: stop,
     }
 }
@@ -529,6 +533,29 @@ async fn garbage_is_a_bad_request_and_other_paths_are_not_found() {
         .await
         .expect("POST");
     assert_eq!(status, 404);
+}
+
+/// `baton_operator_webhook_reviews_total`, which the chart's `BatonWebhookFailing` alert reads.
+#[tokio::test]
+async fn every_answer_is_counted_by_its_outcome() {
+    let hook = start().await;
+    let injected = admit(&hook, "prod", deployment_pod()).await;
+    assert!(injected.response["patch"].is_string());
+    let mut plain = deployment_pod();
+    plain["metadata"]["annotations"] = json!({});
+    let skipped = admit(&hook, "prod", plain).await;
+    assert!(skipped.response.get("patch").is_none());
+    let denied = admit(&hook, "empty", deployment_pod()).await;
+    assert_eq!(denied.response["allowed"], false);
+    let (status, _) = post(hook.addr, &hook.ca_pem, "/mutate-pods", b"garbage".to_vec())
+        .await
+        .expect("POST");
+    assert_eq!(status, 400);
+    let text = hook.metrics.render();
+    for outcome in ["injected", "skipped", "denied", "unreadable"] {
+        let line = format!("baton_operator_webhook_reviews_total{{outcome=\"{outcome}\"}} 1");
+        assert!(text.contains(&line), "no `{line}` in\n{text}");
+    }
 }
 
 #[tokio::test]
