@@ -71,42 +71,57 @@ impl BatchWriter {
     }
 }
 
+/// Why a batch payload could not be decoded; `at` is the operation's byte inside the payload.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BatchError {
+    #[error("truncated operation header at payload byte {at}")]
+    TruncatedHeader { at: usize },
+    #[error("operation at payload byte {at} runs past the record")]
+    PastRecord { at: usize },
+    #[error("bad {what} at payload byte {at}: {source}")]
+    Protobuf {
+        what: &'static str,
+        at: usize,
+        source: protobuf::ProtobufError,
+    },
+    #[error("bad index/term at payload byte {at}")]
+    IndexTerm { at: usize },
+    #[error("unknown operation {code} at payload byte {at}")]
+    UnknownOp { code: u8, at: usize },
+}
+
 /// Decodes a batch payload; the error says what was malformed and where inside the payload.
-pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Op>, String> {
+pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Op>, BatchError> {
     let mut ops = Vec::new();
     let mut at = 0;
     while at < payload.len() {
         let head = payload
             .get(at..at + 5)
-            .ok_or_else(|| format!("truncated operation header at payload byte {at}"))?;
+            .ok_or(BatchError::TruncatedHeader { at })?;
         let code = head[0];
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let body = payload
             .get(at + 5..at + 5 + len)
-            .ok_or_else(|| format!("operation at payload byte {at} runs past the record"))?;
-        let parse_err = |what: &str, e: protobuf::ProtobufError| {
-            format!("bad {what} at payload byte {at}: {e}")
-        };
+            .ok_or(BatchError::PastRecord { at })?;
+        let parse_err =
+            |what: &'static str| move |source| BatchError::Protobuf { what, at, source };
         let op = match code {
-            OP_ENTRY => {
-                Op::Entry(Entry::parse_from_bytes(body).map_err(|e| parse_err("entry", e))?)
+            OP_ENTRY => Op::Entry(Entry::parse_from_bytes(body).map_err(parse_err("entry"))?),
+            OP_HARD_STATE => {
+                Op::HardState(HardState::parse_from_bytes(body).map_err(parse_err("hard state"))?)
             }
-            OP_HARD_STATE => Op::HardState(
-                HardState::parse_from_bytes(body).map_err(|e| parse_err("hard state", e))?,
-            ),
-            OP_CONF_STATE => Op::ConfState(
-                ConfState::parse_from_bytes(body).map_err(|e| parse_err("conf state", e))?,
-            ),
+            OP_CONF_STATE => {
+                Op::ConfState(ConfState::parse_from_bytes(body).map_err(parse_err("conf state"))?)
+            }
             OP_COMPACT | OP_RESET => {
-                let (index, term) = index_term(body)
-                    .ok_or_else(|| format!("bad index/term at payload byte {at}"))?;
+                let (index, term) = index_term(body).ok_or(BatchError::IndexTerm { at })?;
                 if code == OP_COMPACT {
                     Op::Compact { index, term }
                 } else {
                     Op::Reset { index, term }
                 }
             }
-            other => return Err(format!("unknown operation {other} at payload byte {at}")),
+            code => return Err(BatchError::UnknownOp { code, at }),
         };
         ops.push(op);
         at += 5 + len;
@@ -153,7 +168,7 @@ mod tests {
         for op in &ops {
             w.push(op).expect("encode");
         }
-        assert_eq!(decode(w.payload()), Ok(ops));
+        assert_eq!(decode(w.payload()).expect("decode"), ops);
     }
 
     #[test]
@@ -166,6 +181,9 @@ mod tests {
         }
         let mut unknown = good.clone();
         unknown[0] = 99;
-        assert!(decode(&unknown).is_err());
+        assert_eq!(
+            decode(&unknown).map_err(|e| e.to_string()),
+            Err("unknown operation 99 at payload byte 0".to_string())
+        );
     }
 }

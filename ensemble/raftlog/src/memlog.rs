@@ -11,6 +11,24 @@ use raft::eraftpb::{ConfState, Entry, HardState};
 
 use crate::batch::Op;
 
+/// An operation that cannot follow the log's current state, or a state that breaks its
+/// invariant; the caller decides whether that is corruption (replay) or a bug (live write).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum MemLogError {
+    #[error("reset to index {index} is behind the compaction point {anchor}")]
+    ResetBehindAnchor { index: u64, anchor: u64 },
+    #[error("entry {index} is at or below the compaction point {anchor}")]
+    EntryAtOrBelowAnchor { index: u64, anchor: u64 },
+    #[error("entry {index} leaves a gap after the last entry {last}")]
+    Gap { index: u64, last: u64 },
+    #[error("compaction to index {index} names term {term} but the entry has term {held}")]
+    CompactTermMismatch { index: u64, term: u64, held: u64 },
+    #[error(
+        "entries start at {first} but the log is compacted only to {anchor}: entries in between are missing"
+    )]
+    MissingEntries { first: u64, anchor: u64 },
+}
+
 /// Entries after the compaction point, the term at that point, and the latest hard/conf state.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemLog {
@@ -111,9 +129,8 @@ impl MemLog {
         self.entries.get(usize::try_from(offset).ok()?)
     }
 
-    /// Applies one durable operation. Errors describe an operation that cannot follow the current
-    /// state; the caller decides whether that is corruption (replay) or a bug (live write).
-    pub fn apply(&mut self, op: Op) -> Result<(), String> {
+    /// Applies one durable operation; fails on an operation that cannot follow the current state.
+    pub fn apply(&mut self, op: Op) -> Result<(), MemLogError> {
         match op {
             Op::Entry(entry) => self.write_entry(entry),
             Op::HardState(hs) => {
@@ -127,10 +144,10 @@ impl MemLog {
             Op::Compact { index, term } => self.compact(index, term),
             Op::Reset { index, term } => {
                 if index < self.anchor_index {
-                    return Err(format!(
-                        "reset to index {index} is behind the compaction point {}",
-                        self.anchor_index
-                    ));
+                    return Err(MemLogError::ResetBehindAnchor {
+                        index,
+                        anchor: self.anchor_index,
+                    });
                 }
                 self.truncate_from(0);
                 self.anchor_index = index;
@@ -140,13 +157,13 @@ impl MemLog {
         }
     }
 
-    fn write_entry(&mut self, entry: Entry) -> Result<(), String> {
+    fn write_entry(&mut self, entry: Entry) -> Result<(), MemLogError> {
         let index = entry.index;
         if index <= self.anchor_index {
-            return Err(format!(
-                "entry {index} is at or below the compaction point {}",
-                self.anchor_index
-            ));
+            return Err(MemLogError::EntryAtOrBelowAnchor {
+                index,
+                anchor: self.anchor_index,
+            });
         }
         match self.entries.front().map(|e| e.index) {
             // Raft's append semantics: an entry at `index` replaces everything from `index` on.
@@ -154,10 +171,10 @@ impl MemLog {
                 self.truncate_from((index - first) as usize);
             }
             Some(_) if index > self.last_index() + 1 => {
-                return Err(format!(
-                    "entry {index} leaves a gap after the last entry {}",
-                    self.last_index()
-                ));
+                return Err(MemLogError::Gap {
+                    index,
+                    last: self.last_index(),
+                });
             }
             // Empty, or overwriting below the first held entry: the new entry starts the run.
             _ => self.truncate_from(0),
@@ -167,7 +184,7 @@ impl MemLog {
         Ok(())
     }
 
-    fn compact(&mut self, index: u64, term: u64) -> Result<(), String> {
+    fn compact(&mut self, index: u64, term: u64) -> Result<(), MemLogError> {
         if index <= self.anchor_index {
             // An older compaction point, e.g. the checkpoint at the start of a later segment.
             return Ok(());
@@ -175,10 +192,11 @@ impl MemLog {
         if let Some(held) = self.get(index)
             && held.term != term
         {
-            return Err(format!(
-                "compaction to index {index} names term {term} but the entry has term {}",
-                held.term
-            ));
+            return Err(MemLogError::CompactTermMismatch {
+                index,
+                term,
+                held: held.term,
+            });
         }
         let compacted = self.entries.iter().take_while(|e| e.index <= index).count();
         let dropped: Vec<Entry> = self.entries.drain(..compacted).collect();
@@ -198,12 +216,14 @@ impl MemLog {
     }
 
     /// Verifies the invariant live operations maintain: the entries start right after the anchor.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), MemLogError> {
         match self.entries.front() {
-            Some(first) if first.index != self.anchor_index + 1 => Err(format!(
-                "entries start at {} but the log is compacted only to {}: entries in between are missing",
-                first.index, self.anchor_index
-            )),
+            Some(first) if first.index != self.anchor_index + 1 => {
+                Err(MemLogError::MissingEntries {
+                    first: first.index,
+                    anchor: self.anchor_index,
+                })
+            }
             _ => Ok(()),
         }
     }

@@ -144,10 +144,10 @@ pub(crate) fn replay(
                 rec.kind
             )));
         }
-        let ops = batch::decode(rec.payload).map_err(corrupt)?;
+        let ops = batch::decode(rec.payload).map_err(|e| corrupt(e.to_string()))?;
         note_ops(segments, &ops);
         for op in ops {
-            mem.apply(op).map_err(corrupt)?;
+            mem.apply(op).map_err(|e| corrupt(e.to_string()))?;
         }
     }
     let mut valid_len = buf.len();
