@@ -50,6 +50,33 @@ pub enum ReviewError {
     Timeout(Duration),
 }
 
+/// Why a token proves no identity (the reason the client's AuthFailed is logged with).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("token longer than {MAX_TOKEN_BYTES} bytes")]
+    TooLong,
+    #[error("token is not UTF-8")]
+    NotUtf8,
+    #[error("TokenReview answered without a status")]
+    NoStatus,
+    #[error("not authenticated")]
+    NotAuthenticated,
+    #[error("not authenticated: {0}")]
+    NotAuthenticatedBecause(String),
+    #[error("the token is not for audience {AUDIENCE:?}")]
+    WrongAudience,
+    #[error("authenticated without a user")]
+    NoUser,
+    #[error("{0:?} is not a service account")]
+    NotServiceAccount(String),
+    #[error("malformed service account name {0:?}")]
+    MalformedServiceAccount(String),
+    #[error("the token of {0} is not bound to a pod (use a projected ServiceAccount token)")]
+    NotBoundToPod(String),
+    #[error("malformed identity {ns:?}/{sa:?}/{pod:?}")]
+    MalformedIdentity { ns: String, sa: String, pod: String },
+}
+
 /// Checks `k8s` tokens with TokenReview, with a verdict cache.
 pub struct TokenReviewer {
     api: Api<TokenReview>,
@@ -60,7 +87,7 @@ pub struct TokenReviewer {
 
 struct Cached {
     /// The identity, or why the token was refused.
-    verdict: Result<Id, String>,
+    verdict: Result<Id, Refusal>,
     until: Instant,
 }
 
@@ -93,10 +120,10 @@ impl TokenReviewer {
 
     async fn review_uncounted(&self, token: &[u8]) -> IdentityVerdict {
         if token.len() > MAX_TOKEN_BYTES {
-            return IdentityVerdict::Rejected(format!("token longer than {MAX_TOKEN_BYTES} bytes"));
+            return IdentityVerdict::Rejected(Refusal::TooLong.to_string());
         }
         let Ok(token) = std::str::from_utf8(token) else {
-            return IdentityVerdict::Rejected("token is not UTF-8".into());
+            return IdentityVerdict::Rejected(Refusal::NotUtf8.to_string());
         };
         // Proves nothing now whatever TokenReview would say; no call needed to ignore it.
         if token_exp(token).is_some_and(|exp| exp <= now_unix()) {
@@ -159,7 +186,7 @@ impl TokenReviewer {
         }
         match verdict {
             Ok(id) => IdentityVerdict::Accepted(id),
-            Err(reason) => IdentityVerdict::Rejected(reason),
+            Err(reason) => IdentityVerdict::Rejected(reason.to_string()),
         }
     }
 
@@ -183,7 +210,7 @@ impl TokenReviewer {
         })
     }
 
-    fn remember(&self, key: [u8; 32], verdict: Result<Id, String>, ttl: Duration) {
+    fn remember(&self, key: [u8; 32], verdict: Result<Id, Refusal>, ttl: Duration) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         if cache.len() >= MAX_CACHE_ENTRIES {
@@ -215,15 +242,12 @@ pub fn log_rejected(peer: std::net::SocketAddr, reason: &str) {
 }
 
 /// The identity a TokenReview answer proves, or why it proves none.
-pub fn identity_of(review: &TokenReview) -> Result<Id, String> {
-    let status = review
-        .status
-        .as_ref()
-        .ok_or("TokenReview answered without a status")?;
+pub fn identity_of(review: &TokenReview) -> Result<Id, Refusal> {
+    let status = review.status.as_ref().ok_or(Refusal::NoStatus)?;
     if status.authenticated != Some(true) {
         return Err(match &status.error {
-            Some(e) if !e.is_empty() => format!("not authenticated: {e}"),
-            _ => "not authenticated".into(),
+            Some(e) if !e.is_empty() => Refusal::NotAuthenticatedBecause(e.clone()),
+            _ => Refusal::NotAuthenticated,
         });
     }
     // The authenticator says which of our audiences the token is valid for; none means the
@@ -233,20 +257,20 @@ pub fn identity_of(review: &TokenReview) -> Result<Id, String> {
         .as_ref()
         .is_some_and(|a| a.iter().any(|a| a == AUDIENCE))
     {
-        return Err(format!("the token is not for audience {AUDIENCE:?}"));
+        return Err(Refusal::WrongAudience);
     }
-    let user = status.user.as_ref().ok_or("authenticated without a user")?;
+    let user = status.user.as_ref().ok_or(Refusal::NoUser)?;
     identity_of_user(user).map(|id| Id::new(K8S_SCHEME, id))
 }
 
 /// `NS/SA/POD` of a service account token bound to a pod.
-fn identity_of_user(user: &UserInfo) -> Result<String, String> {
+fn identity_of_user(user: &UserInfo) -> Result<String, Refusal> {
     let username = user.username.as_deref().unwrap_or_default();
     let Some(rest) = username.strip_prefix("system:serviceaccount:") else {
-        return Err(format!("{username:?} is not a service account"));
+        return Err(Refusal::NotServiceAccount(username.into()));
     };
     let Some((ns, sa)) = rest.split_once(':') else {
-        return Err(format!("malformed service account name {username:?}"));
+        return Err(Refusal::MalformedServiceAccount(username.into()));
     };
     let pod = user
         .extra
@@ -256,13 +280,15 @@ fn identity_of_user(user: &UserInfo) -> Result<String, String> {
         .map(String::as_str)
         .unwrap_or_default();
     if pod.is_empty() {
-        return Err(format!(
-            "the token of {username} is not bound to a pod (use a projected ServiceAccount token)"
-        ));
+        return Err(Refusal::NotBoundToPod(username.into()));
     }
     let name_ok = |s: &str| !s.is_empty() && !s.contains(['/', ':']);
     if !name_ok(ns) || !name_ok(sa) || !name_ok(pod) {
-        return Err(format!("malformed identity {ns:?}/{sa:?}/{pod:?}"));
+        return Err(Refusal::MalformedIdentity {
+            ns: ns.into(),
+            sa: sa.into(),
+            pod: pod.into(),
+        });
     }
     Ok(format!("{ns}/{sa}/{pod}"))
 }
@@ -333,22 +359,48 @@ mod tests {
             identity_of(&review(true, sa, Some("web-0"), &["baton"])),
             Ok(Id::new("k8s", "team/web/web-0"))
         );
-        for bad in [
-            review(false, sa, Some("web-0"), &["baton"]),
-            review(true, sa, Some("web-0"), &["other"]),
-            review(true, sa, Some("web-0"), &[]),
-            review(true, sa, None, &["baton"]),
-            review(true, "alice", Some("web-0"), &["baton"]),
-            review(true, "system:serviceaccount:team", Some("p"), &["baton"]),
-            review(
-                true,
-                "system:serviceaccount:te/am:web",
-                Some("p"),
-                &["baton"],
+        for (bad, why) in [
+            (
+                review(false, sa, Some("web-0"), &["baton"]),
+                "not authenticated",
             ),
-            TokenReview::default(),
+            (
+                review(true, sa, Some("web-0"), &["other"]),
+                r#"the token is not for audience "baton""#,
+            ),
+            (
+                review(true, sa, Some("web-0"), &[]),
+                r#"the token is not for audience "baton""#,
+            ),
+            (
+                review(true, sa, None, &["baton"]),
+                "the token of system:serviceaccount:team:web is not bound to a pod \
+                 (use a projected ServiceAccount token)",
+            ),
+            (
+                review(true, "alice", Some("web-0"), &["baton"]),
+                r#""alice" is not a service account"#,
+            ),
+            (
+                review(true, "system:serviceaccount:team", Some("p"), &["baton"]),
+                r#"malformed service account name "system:serviceaccount:team""#,
+            ),
+            (
+                review(
+                    true,
+                    "system:serviceaccount:te/am:web",
+                    Some("p"),
+                    &["baton"],
+                ),
+                r#"malformed identity "te/am"/"web"/"p""#,
+            ),
+            (
+                TokenReview::default(),
+                "TokenReview answered without a status",
+            ),
         ] {
-            assert!(identity_of(&bad).is_err(), "{bad:?}");
+            let refusal = identity_of(&bad).expect_err("refused");
+            assert_eq!(refusal.to_string(), why, "{bad:?}");
         }
     }
 
