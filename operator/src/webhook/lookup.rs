@@ -18,6 +18,25 @@ pub struct LookupError {
     source: kube::Error,
 }
 
+/// Why no single ensemble answers a pod's choice; its text is the webhook's denial message.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("baton.dev/ensemble: CoordinationEnsemble {namespace}/{name} does not exist")]
+    Missing { namespace: String, name: String },
+    #[error(
+        "no CoordinationEnsemble in namespace {namespace}: create one, or name one elsewhere \
+         with the baton.dev/ensemble annotation (NAMESPACE/NAME)"
+    )]
+    NoneIn { namespace: String },
+    #[error(
+        "{count} CoordinationEnsembles in namespace {namespace}: choose one with the \
+         baton.dev/ensemble annotation"
+    )]
+    Several { count: usize, namespace: String },
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+}
+
 /// Reads CoordinationEnsembles.
 pub trait EnsembleLookup: Send + Sync + 'static {
     /// The ensemble `name` in `namespace`, if it exists.
@@ -33,31 +52,32 @@ pub trait EnsembleLookup: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<CoordinationEnsemble>, LookupError>> + Send;
 }
 
-/// Why no single ensemble answers a pod's choice: the denial message.
+/// The one ensemble a pod's choice names, or why there is none.
 pub async fn resolve<L: EnsembleLookup>(
     lookup: &L,
     choice: &EnsembleChoice,
-) -> Result<CoordinationEnsemble, String> {
+) -> Result<CoordinationEnsemble, ResolveError> {
     match choice {
-        EnsembleChoice::Named { namespace, name } => match lookup.get(namespace, name).await {
-            Ok(Some(ce)) => Ok(ce),
-            Ok(None) => Err(format!(
-                "baton.dev/ensemble: CoordinationEnsemble {namespace}/{name} does not exist"
-            )),
-            Err(e) => Err(e.to_string()),
-        },
+        EnsembleChoice::Named { namespace, name } => {
+            lookup
+                .get(namespace, name)
+                .await?
+                .ok_or_else(|| ResolveError::Missing {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })
+        }
         EnsembleChoice::OnlyIn { namespace } => {
-            let mut all = lookup.list(namespace).await.map_err(|e| e.to_string())?;
+            let mut all = lookup.list(namespace).await?;
             match all.len() {
                 1 => Ok(all.remove(0)),
-                0 => Err(format!(
-                    "no CoordinationEnsemble in namespace {namespace}: create one, or name one \
-                     elsewhere with the baton.dev/ensemble annotation (NAMESPACE/NAME)"
-                )),
-                n => Err(format!(
-                    "{n} CoordinationEnsembles in namespace {namespace}: choose one with the \
-                     baton.dev/ensemble annotation"
-                )),
+                0 => Err(ResolveError::NoneIn {
+                    namespace: namespace.clone(),
+                }),
+                count => Err(ResolveError::Several {
+                    count,
+                    namespace: namespace.clone(),
+                }),
             }
         }
     }

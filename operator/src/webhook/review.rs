@@ -118,7 +118,8 @@ impl<L: EnsembleLookup> Injector<L> {
         };
         let ensemble = match resolve(&self.lookup, &choice).await {
             Ok(ce) => EnsembleView::of(&ce, &namespace),
-            Err(message) => {
+            Err(e) => {
+                let message = e.to_string();
                 tracing::info!(pod = %name, %namespace, %message, "injection denied");
                 return answer(200, Outcome::Denied, Response::denied(uid, 403, message));
             }
