@@ -2,7 +2,7 @@
 //! the disks and the admin API. The ZooKeeper semantics themselves live in `baton-machine`
 //! (sans-IO); this crate only moves bytes and time to and from it.
 
-pub mod admin;
+pub mod admin_api;
 pub mod certs_cmd;
 pub mod config;
 pub mod core;
@@ -273,14 +273,14 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             shutdown.clone(),
         ));
     }
-    let admin_ctx = admin::AdminContext {
+    let admin_ctx = admin_api::AdminContext {
         status: status_rx,
         metrics,
         core: core_tx.clone(),
         raw_proposals: cfg.unsafe_testing_raw_proposals,
     };
     let admin_tls = match &member_tls {
-        Some(tls) => Some(admin::AdminTls {
+        Some(tls) => Some(admin_api::AdminTls {
             acceptor: tls
                 .admin_acceptor()
                 .map_err(|e| RunError::Tls(e.to_string()))?,
@@ -288,7 +288,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         }),
         None => None,
     };
-    tokio::spawn(admin::serve_admin(
+    tokio::spawn(admin_api::serve_admin(
         admin_listener,
         admin_ctx,
         admin_tls,

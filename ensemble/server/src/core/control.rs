@@ -1,8 +1,13 @@
 //! Messages between members that are not Raft's own: forwarded client writes and their
 //! refusals, session claims on reconnect, and batches of session touches for the leader.
 //! They ride the peer transport's ordered lane next to Raft messages, as opaque payloads.
+//! The codec comes first, then what the core does with each message.
 
-use baton_proto::{DecodeError, Reader, Writer};
+use baton_proto::{DecodeError, ErrorCode, Reader, Writer};
+
+use super::Core;
+use super::check_forwarded::check_forwarded;
+use super::gate::Proposal;
 
 /// One control message. Every variant that depends on who leads names the term it assumes,
 /// so a message that outlives a leader change is refused instead of misapplied.
@@ -17,7 +22,11 @@ pub enum Control {
         command: Vec<u8>,
     },
     /// The leader refused a forwarded write; the sender drops the connection so the client retries.
-    Rejected { session_id: i64, xid: i32, err: i32 },
+    Rejected {
+        session_id: i64,
+        xid: i32,
+        err: ErrorCode,
+    },
     /// "This session now lives on me": sent by a member before it answers a reconnect.
     Claim {
         term: u64,
@@ -63,7 +72,7 @@ impl Control {
                 w.write_i32(REJECTED);
                 w.write_i64(*session_id);
                 w.write_i32(*xid);
-                w.write_i32(*err);
+                w.write_i32(err.code());
             }
             Control::Claim {
                 term,
@@ -107,11 +116,20 @@ impl Control {
                     command,
                 }
             }
-            REJECTED => Control::Rejected {
-                session_id: r.read_i64()?,
-                xid: r.read_i32()?,
-                err: r.read_i32()?,
-            },
+            REJECTED => {
+                let session_id = r.read_i64()?;
+                let xid = r.read_i32()?;
+                let code = r.read_i32()?;
+                let err = ErrorCode::from_code(code).ok_or(DecodeError::BadValue {
+                    field: "rejection error code",
+                    value: code,
+                })?;
+                Control::Rejected {
+                    session_id,
+                    xid,
+                    err,
+                }
+            }
             CLAIM => Control::Claim {
                 term: r.read_i64()? as u64,
                 session_id: r.read_i64()?,
@@ -133,6 +151,109 @@ impl Control {
         };
         r.finish()?;
         Ok(msg)
+    }
+}
+
+impl Core {
+    /// A control message from member `from`.
+    pub(super) fn on_control(&mut self, from: u64, payload: &[u8]) {
+        let msg = match Control::decode(payload) {
+            Ok(msg) => msg,
+            Err(e) => {
+                tracing::warn!(from, error = %e, "undecodable control message from a member; ignored");
+                return;
+            }
+        };
+        match msg {
+            Control::Propose {
+                term,
+                session_id,
+                xid,
+                prev_xid,
+                command,
+            } => {
+                let proposal = Proposal {
+                    member: from,
+                    session_id,
+                    xid,
+                    prev_xid,
+                };
+                self.on_forwarded_write(term, proposal, command)
+            }
+            Control::Rejected {
+                session_id,
+                xid,
+                err,
+            } => self.on_forward_rejected(session_id, xid, err),
+            Control::Claim {
+                term,
+                session_id,
+                token,
+            } => self.on_claim(from, term, session_id, token),
+            Control::ClaimAck { token, ok } => self.finish_claim(token, ok),
+            Control::Touches { sessions } => {
+                if self.is_leader() {
+                    let now = self.now_ms();
+                    for s in sessions {
+                        self.tracker.touch(s, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// At the leader: a client write another member forwards. Refused (and the sender told)
+    /// when this member no longer leads in `term`, the write fails `check_forwarded`, or the
+    /// gate refuses it.
+    fn on_forwarded_write(&mut self, term: u64, p: Proposal, command: Vec<u8>) {
+        let from = p.member;
+        let result = if term != self.term() || !self.is_leader() {
+            Err(ErrorCode::ConnectionLoss)
+        } else if let Err(why) = check_forwarded(from, p.session_id, p.xid, &command) {
+            self.metrics.forwards_refused.inc();
+            tracing::warn!(
+                from, session = %format_args!("0x{:x}", p.session_id), xid = p.xid, %why,
+                "refusing a forwarded write: it never enters the log"
+            );
+            Err(ErrorCode::MarshallingError)
+        } else {
+            self.admit_and_propose(p, command)
+        };
+        if let Err(err) = result {
+            let rejected = Control::Rejected {
+                session_id: p.session_id,
+                xid: p.xid,
+                err,
+            };
+            self.send_control(from, &rejected);
+        }
+    }
+
+    /// The leader refused a write this member forwarded: the client reconnects and retries.
+    fn on_forward_rejected(&mut self, session_id: i64, xid: i32, err: ErrorCode) {
+        tracing::info!(
+            session = %format_args!("0x{session_id:x}"), xid, err = err.code(),
+            "the leader refused a forwarded write; closing the connection so the client retries"
+        );
+        if let Some(conn_id) = self.clients.conn_of(session_id) {
+            self.drop_connection(conn_id);
+        } else if self.connects.awaits_session(session_id) {
+            self.finish_create_session(session_id, false);
+        }
+    }
+
+    /// At the leader: another member says a session now lives there (a reconnect). Granted
+    /// only while this member leads in `term` and the session is alive.
+    fn on_claim(&mut self, from: u64, term: u64, session_id: i64, token: u64) {
+        let now = self.now_ms();
+        let ok = term == self.term()
+            && self.is_leader()
+            && self.sm.session(session_id).is_some()
+            && self.tracker.touch(session_id, now);
+        if ok {
+            self.gate.claim(term, session_id, from);
+        }
+        self.send_control(from, &Control::ClaimAck { token, ok });
     }
 }
 
@@ -160,7 +281,7 @@ mod tests {
             Control::Rejected {
                 session_id: 5,
                 xid: 9,
-                err: -118,
+                err: ErrorCode::SessionMoved,
             },
             Control::Claim {
                 term: 7,
@@ -192,5 +313,27 @@ mod tests {
         .encode();
         truncated.pop();
         assert!(Control::decode(&truncated).is_err());
+    }
+
+    #[test]
+    fn a_rejection_carries_a_zookeeper_error_code_or_does_not_decode() {
+        let mut bytes = Control::Rejected {
+            session_id: 5,
+            xid: 9,
+            err: ErrorCode::ConnectionLoss,
+        }
+        .encode();
+        assert_eq!(bytes[bytes.len() - 4..], (-4i32).to_be_bytes());
+        let at = bytes.len() - 4;
+        bytes[at..].copy_from_slice(&(-9999i32).to_be_bytes());
+        assert_eq!(
+            Control::decode(&bytes),
+            Err(DecodeError::BadValue {
+                field: "rejection error code",
+                value: -9999
+            })
+        );
+        bytes[at..].copy_from_slice(&0i32.to_be_bytes());
+        assert!(Control::decode(&bytes).is_err(), "0 is no rejection");
     }
 }

@@ -197,8 +197,8 @@ pub enum CoreMsg {
     PeerEvent(crate::peer::PeerEvent),
     /// An admin API call that needs the core (membership, leadership transfer).
     Admin {
-        command: super::admin::AdminCommand,
-        reply: oneshot::Sender<Result<serde_json::Value, super::admin::AdminError>>,
+        command: super::membership::AdminCommand,
+        reply: oneshot::Sender<Result<serde_json::Value, super::membership::AdminError>>,
     },
     /// Asks for the current status, built fresh.
     Status(oneshot::Sender<crate::status::Status>),

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use baton_machine::{Applied, Command, CommandKind, StateMachine};
+use baton_proto::ErrorCode;
 use baton_raftlog::RaftLog;
 use protobuf::Message as _;
 use raft::RawNode;
@@ -13,33 +14,13 @@ use raft::eraftpb::{
     Message, Snapshot,
 };
 
-use super::{Core, CoreConfig, CoreError, wire};
+use super::{Core, CoreConfig, CoreError, read_index, wire};
 use crate::raft_logging::raft_logger;
 
 /// A snapshot is also taken once the log held in memory passes this many bytes...
 const SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
 /// ...and at least this many entries were applied since the last one.
 const SNAPSHOT_MIN_ENTRIES: u64 = 1_000;
-
-/// Compaction just freed the entries before the snapshot, often tens of MiB in many small
-/// allocations; glibc keeps freed memory in its arenas unless asked, so RSS would stay at the
-/// high-water mark. Trimming took 17-26 ms here, so it runs beside the core, not on it.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only returns free pages to the kernel; it is thread-safe and
-        // does not touch memory that is in use.
-        let trim = || unsafe {
-            libc::malloc_trim(0);
-        };
-        if let Err(e) = std::thread::Builder::new()
-            .name("baton-trim".into())
-            .spawn(trim)
-        {
-            tracing::debug!(error = %e, "no thread to return freed memory to the kernel");
-        }
-    }
-}
 
 const NOOP: Command = Command {
     session_id: 0,
@@ -140,13 +121,10 @@ fn bootstrap(log: &RaftLog, initial_members: &[(u64, String)]) -> Result<(), Cor
     Ok(())
 }
 
-/// The counter of a ReadIndex context that this member issued (`member id ++ counter`).
-fn read_context(member: u64, ctx: &[u8]) -> Option<u64> {
-    let (who, counter) = ctx.split_at_checked(8)?;
-    if who != member.to_be_bytes() {
-        return None;
-    }
-    Some(u64::from_be_bytes(counter.try_into().ok()?))
+/// An applied write's outcome: `Applied::err` is 0 or a ZooKeeper error code, which the
+/// state machine only ever takes from `ErrorCode`.
+fn reply_error(err: i32) -> Option<ErrorCode> {
+    (err != 0).then(|| ErrorCode::from_code(err).unwrap_or(ErrorCode::SystemError))
 }
 
 /// Index (and term) of the bootstrap snapshot; the first real entry follows it.
@@ -178,7 +156,7 @@ impl Core {
             self.install_snapshot(ready.snapshot().clone())?;
         }
         for rs in ready.take_read_states() {
-            if let Some(ctx) = read_context(self.cfg.id, &rs.request_ctx) {
+            if let Some(ctx) = read_index::decode_context(self.cfg.id, &rs.request_ctx) {
                 self.on_read_state(ctx, rs.index);
             }
         }
@@ -317,11 +295,7 @@ impl Core {
         let zxid = applied.zxid;
         for (path, event) in &applied.events {
             for (session_id, event) in self.watches.trigger(path, *event) {
-                if let Some(conn) = self
-                    .session_conns
-                    .get(&session_id)
-                    .and_then(|c| self.conns.get_mut(c))
-                {
+                if let Some(conn) = self.clients.of_session_mut(session_id) {
                     // A watch set before the session lost access (a persistent recursive watch
                     // above /baton, an identity replaced) must not tell it about another
                     // namespace's nodes.
@@ -349,7 +323,7 @@ impl Core {
                     cmd.session_id,
                     cmd.xid,
                     zxid,
-                    applied.err,
+                    reply_error(applied.err),
                     applied.body.as_ref(),
                 );
             }
@@ -379,7 +353,8 @@ impl Core {
             .create_snapshot(applied, self.conf_state.clone(), data)?;
         self.last_snapshot_index = applied;
         self.metrics.snapshots.inc();
-        release_freed_memory();
+        let now = self.now();
+        self.trim.after_snapshot(now);
         tracing::info!(
             index = applied,
             bytes,
@@ -387,5 +362,18 @@ impl Core {
             "snapshot taken; log compacted"
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_applied_writes_error_code_is_kept() {
+        assert_eq!(reply_error(0), None);
+        assert_eq!(reply_error(-101), Some(ErrorCode::NoNode));
+        assert_eq!(reply_error(-110), Some(ErrorCode::NodeExists));
+        assert_eq!(reply_error(-7777), Some(ErrorCode::SystemError));
     }
 }

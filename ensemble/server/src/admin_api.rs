@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::core::CoreMsg;
-use crate::core::admin::{AdminCommand, AdminError};
+use crate::core::membership::{AdminCommand, AdminError};
 
 use crate::metrics::Metrics;
 use crate::status::Status;

@@ -95,6 +95,15 @@ impl LocalConn {
         self.out.budget().should_hold()
     }
 
+    /// The xid and term of the newest write in the pipeline: the predecessor the next write of
+    /// the session names (`Proposal::prev_xid`).
+    pub fn last_write(&self) -> Option<(i32, u64)> {
+        self.pipeline.iter().rev().find_map(|p| match p {
+            Pending::Write { xid, term, .. } => Some((*xid, *term)),
+            _ => None,
+        })
+    }
+
     /// Whether a local request waits in the pipeline. Requests that wait on the ensemble
     /// (writes, syncs) are only sent on their way from the front of a pipeline with none
     /// (`Core::on_request`), so none is ever in flight behind a waiting local request: a
@@ -105,5 +114,62 @@ impl LocalConn {
             self.pipeline.back(),
             Some(Pending::Deferred { .. } | Pending::Refused { .. } | Pending::Identity { .. })
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::ErrorCode;
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    fn conn() -> LocalConn {
+        let peer: SocketAddr = "10.0.0.1:4000".parse().expect("address");
+        LocalConn::new(peer, OutboundTx::from(mpsc::unbounded_channel().0))
+    }
+
+    #[test]
+    fn a_connection_starts_with_its_ip_identity() {
+        assert_eq!(conn().auth, vec![Id::new("ip", "10.0.0.1")]);
+    }
+
+    #[test]
+    fn the_newest_write_is_the_next_writes_predecessor() {
+        let mut c = conn();
+        let since = Instant::now();
+        assert_eq!(c.last_write(), None);
+        c.pipeline.push_back(Pending::Write {
+            xid: 1,
+            since,
+            term: 2,
+        });
+        c.pipeline.push_back(Pending::Write {
+            xid: 2,
+            since,
+            term: 3,
+        });
+        c.pipeline.push_back(Pending::Refused {
+            xid: 3,
+            err: ErrorCode::MarshallingError,
+        });
+        assert_eq!(c.last_write(), Some((2, 3)));
+    }
+
+    #[test]
+    fn only_a_local_request_at_the_back_makes_later_requests_wait() {
+        let mut c = conn();
+        assert!(!c.has_waiting_local());
+        c.pipeline.push_back(Pending::Write {
+            xid: 1,
+            since: Instant::now(),
+            term: 1,
+        });
+        assert!(!c.has_waiting_local());
+        c.pipeline.push_back(Pending::Deferred {
+            xid: 2,
+            request: Request::Ping,
+        });
+        assert!(c.has_waiting_local());
     }
 }

@@ -1,0 +1,283 @@
+//! The core driven the way the simulation drives it (`Core::step`), as a one-member ensemble
+//! on a manual clock: the handshake's paths, replies to writes and syncs, and the refusal of
+//! a request whose session the leader has expired.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_proto::codec::{decode_connect_response, decode_reply};
+use baton_proto::{
+    ConnectRequest, ConnectResponse, CreateRequest, OpCode, PathWatchRequest, ReplyHeader, Request,
+    open_acl_unsafe,
+};
+use baton_raftlog::{LogOptions, RaftLog};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::*;
+
+struct OneMember {
+    core: Core,
+    clock: Arc<ManualClock>,
+    next_conn: ConnId,
+    _dir: tempfile::TempDir,
+}
+
+/// What a connection's writer would have been handed.
+struct Client {
+    id: ConnId,
+    out: mpsc::UnboundedReceiver<Outbound>,
+    done: oneshot::Receiver<ConnectOutcome>,
+}
+
+impl Client {
+    /// Frames queued since the last look, and whether a Close came after them.
+    fn take(&mut self) -> (Vec<bytes::Bytes>, bool) {
+        let mut frames = Vec::new();
+        let mut closed = false;
+        while let Ok(msg) = self.out.try_recv() {
+            match msg {
+                Outbound::Frame(f) => frames.push(f),
+                Outbound::Close => closed = true,
+            }
+        }
+        (frames, closed)
+    }
+
+    fn outcome(&mut self) -> Option<ConnectOutcome> {
+        self.done.try_recv().ok()
+    }
+
+    /// The one reply queued since the last look (not closed after it unless `closed`).
+    fn reply(&mut self, opcode: OpCode) -> (ReplyHeader, Option<baton_proto::Response>, bool) {
+        let (frames, closed) = self.take();
+        assert_eq!(frames.len(), 1, "one reply");
+        let (hdr, body) = decode_reply(opcode, &frames[0][4..]).expect("a reply");
+        (hdr, body, closed)
+    }
+}
+
+const TIMEOUT_MS: i32 = 4000;
+
+impl OneMember {
+    fn new() -> OneMember {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = LogOptions {
+            sync: false,
+            ..LogOptions::default()
+        };
+        let log = RaftLog::open(dir.path(), 1, Some("test"), options).expect("log");
+        let cfg = CoreConfig {
+            id: 1,
+            min_session_timeout_ms: 400,
+            max_session_timeout_ms: 60_000,
+            snapshot_entries: 100_000,
+            tick: Duration::from_millis(100),
+            reap_interval: Duration::from_secs(1),
+            join: false,
+            fixed_election_ticks: Some(10),
+            bugs: DeliberateBugs::NONE,
+        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let (status, _) = watch::channel(Status::default());
+        let members = [(1, "127.0.0.1:1".to_string())];
+        let metrics = Arc::new(Metrics::new());
+        let core =
+            Core::new(cfg, log, &members, metrics, status, None, clock.clone()).expect("core");
+        let mut member = OneMember {
+            core,
+            clock,
+            next_conn: 1,
+            _dir: dir,
+        };
+        member.step(vec![]);
+        assert!(member.core.raft_view().is_leader, "alone, it leads at once");
+        member
+    }
+
+    fn step(&mut self, msgs: Vec<CoreMsg>) {
+        assert!(self.core.step(msgs).expect("no storage failure"));
+    }
+
+    fn advance(&self, by: Duration) {
+        self.clock.set(self.clock.elapsed() + by);
+    }
+
+    fn connect(&mut self, req: ConnectRequest) -> Client {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let (tx, out) = mpsc::unbounded_channel();
+        let (done_tx, done) = oneshot::channel();
+        self.step(vec![CoreMsg::Connect {
+            conn: id,
+            peer: "127.0.0.1:9999".parse().expect("address"),
+            out: OutboundTx::from(tx),
+            req,
+            done: done_tx,
+        }]);
+        Client { id, out, done }
+    }
+
+    /// A new session, established.
+    fn session(&mut self) -> (Client, ConnectResponse) {
+        let mut client = self.connect(connect_request(0, vec![0; 16]));
+        assert!(matches!(
+            client.outcome(),
+            Some(ConnectOutcome::Established { .. })
+        ));
+        let (frames, closed) = client.take();
+        assert!(!closed);
+        let resp = decode_connect_response(&frames[0][4..]).expect("a connect response");
+        (client, resp)
+    }
+
+    fn request(&mut self, client: &Client, xid: i32, request: Request) {
+        self.step(vec![CoreMsg::Request {
+            conn: client.id,
+            xid,
+            request,
+        }]);
+    }
+}
+
+fn connect_request(session_id: i64, passwd: Vec<u8>) -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout_ms: TIMEOUT_MS,
+        session_id,
+        passwd,
+        read_only: false,
+    }
+}
+
+fn create(path: &str) -> Request {
+    Request::Create {
+        op: OpCode::Create,
+        req: CreateRequest {
+            path: path.into(),
+            data: vec![],
+            acl: open_acl_unsafe(),
+            flags: 0,
+            ttl: None,
+        },
+    }
+}
+
+#[test]
+fn a_new_session_is_answered_once_its_create_session_applies() {
+    let mut m = OneMember::new();
+    let (_client, resp) = m.session();
+    assert_eq!((resp.session_id as u64) >> 56, 1, "this member's id range");
+    assert_eq!(resp.timeout_ms, TIMEOUT_MS);
+    assert_eq!(resp.passwd.len(), 16);
+}
+
+#[test]
+fn a_requested_timeout_is_brought_within_the_bounds() {
+    let mut m = OneMember::new();
+    let mut req = connect_request(0, vec![0; 16]);
+    req.timeout_ms = 1;
+    let mut client = m.connect(req);
+    let (frames, _) = client.take();
+    let resp = decode_connect_response(&frames[0][4..]).expect("a connect response");
+    assert_eq!(resp.timeout_ms, 400);
+}
+
+#[test]
+fn a_reconnect_resumes_the_session_and_closes_its_previous_connection() {
+    let mut m = OneMember::new();
+    let (mut old, resp) = m.session();
+    let mut new = m.connect(connect_request(resp.session_id, resp.passwd.clone()));
+    assert!(matches!(
+        new.outcome(),
+        Some(ConnectOutcome::Established { session_id }) if session_id == resp.session_id
+    ));
+    let (frames, closed) = new.take();
+    assert!(!closed);
+    let resumed = decode_connect_response(&frames[0][4..]).expect("a connect response");
+    assert_eq!(
+        (resumed.session_id, resumed.timeout_ms),
+        (resp.session_id, TIMEOUT_MS)
+    );
+    assert!(old.take().1, "the previous connection is closed");
+
+    // Requests now go to the new connection.
+    m.request(&new, 1, create("/a"));
+    let (hdr, _, closed) = new.reply(OpCode::Create);
+    assert_eq!((hdr.xid, hdr.err, closed), (1, 0, false));
+}
+
+#[test]
+fn a_reconnect_with_a_wrong_password_is_told_its_session_expired() {
+    let mut m = OneMember::new();
+    let (_client, resp) = m.session();
+    let mut again = m.connect(connect_request(resp.session_id, vec![1; 16]));
+    assert!(matches!(again.outcome(), Some(ConnectOutcome::Refused)));
+    let (frames, closed) = again.take();
+    let answer = decode_connect_response(&frames[0][4..]).expect("a connect response");
+    assert_eq!(answer.timeout_ms, 0, "timeout 0: the session has expired");
+    assert!(closed);
+}
+
+#[test]
+fn a_client_that_has_seen_a_newer_state_is_refused_without_an_answer() {
+    let mut m = OneMember::new();
+    let mut req = connect_request(0, vec![0; 16]);
+    req.last_zxid_seen = 1 << 40;
+    let mut client = m.connect(req);
+    assert!(matches!(client.outcome(), Some(ConnectOutcome::Refused)));
+    let (frames, closed) = client.take();
+    assert!(frames.is_empty());
+    assert!(closed);
+}
+
+#[test]
+fn writes_are_answered_with_their_zookeeper_error_code() {
+    let mut m = OneMember::new();
+    let (mut client, _) = m.session();
+    m.request(&client, 1, create("/a"));
+    let (hdr, body, _) = client.reply(OpCode::Create);
+    assert_eq!((hdr.xid, hdr.err), (1, 0));
+    assert!(body.is_some());
+    m.request(&client, 2, create("/a"));
+    let (hdr, _, closed) = client.reply(OpCode::Create);
+    assert_eq!((hdr.xid, hdr.err), (2, -110), "NodeExists");
+    assert!(!closed);
+}
+
+#[test]
+fn a_sync_is_answered_through_the_read_index() {
+    let mut m = OneMember::new();
+    let (mut client, _) = m.session();
+    m.request(&client, 1, Request::Sync { path: "/x".into() });
+    let (hdr, body, _) = client.reply(OpCode::Sync);
+    assert_eq!((hdr.xid, hdr.err), (1, 0));
+    assert_eq!(
+        body,
+        Some(baton_proto::Response::Sync { path: "/x".into() })
+    );
+}
+
+#[test]
+fn a_request_of_a_session_the_leader_expired_is_answered_session_expired() {
+    let mut m = OneMember::new();
+    let (mut client, _) = m.session();
+    m.advance(Duration::from_millis(TIMEOUT_MS as u64 * 3));
+    // The tick expires the session and proposes its close; the request in the same batch
+    // comes before the close applies.
+    let read = Request::GetData(PathWatchRequest {
+        path: "/".into(),
+        watch: false,
+    });
+    m.step(vec![
+        CoreMsg::Tick,
+        CoreMsg::Request {
+            conn: client.id,
+            xid: 7,
+            request: read,
+        },
+    ]);
+    let (hdr, _, closed) = client.reply(OpCode::GetData);
+    assert_eq!((hdr.xid, hdr.err), (7, -112), "SessionExpired");
+    assert!(closed);
+}
