@@ -1,5 +1,6 @@
-//! One client connection: a reader that decodes frames and hands requests to the core in
-//! arrival order, and a writer (`writer.rs`) that drains the core's replies in batches.
+//! One client connection: a reader (`Connection`: the socket's read half and its framing) whose
+//! requests go to the core in arrival order, and a writer (`writer.rs`) that drains the core's
+//! replies in batches.
 //! Generic over the stream, so plain TCP and TLS share everything after the TLS handshake.
 //!
 //! Limits (DESIGN.md §4): the TLS handshake, the first frame (a ConnectRequest, or a
@@ -10,21 +11,21 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use baton_machine::tenancy::K8S_SCHEME;
-use baton_proto::codec::{decode_connect_request, decode_request, decode_request_header};
-use baton_proto::frame::{FrameDecoder, four_letter_word};
-use baton_proto::{DecodeError, ErrorCode, Request};
-use bytes::BytesMut;
+use baton_proto::ConnectRequest;
+use baton_proto::codec::decode_connect_request;
+use baton_proto::frame::{FrameDecoder, FrameError, four_letter_word};
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::request::{Flow, send_request_to_core};
 use super::window::RequestWindow;
 use super::writer::{WriterParts, write_loop};
 use super::{ClientContext, four_letter};
-use crate::core::{ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, OutboundTx, ReplyBudget};
+use crate::core::{ConnId, ConnectOutcome, CoreMsg, OutboundTx, ReplyBudget};
 
 /// A stream that splits into halves the reader and the writer own.
 pub(super) trait SplitStream: Send + 'static {
@@ -82,14 +83,72 @@ fn handshake_timed_out(ctx: &ClientContext, peer: SocketAddr, stage: &'static st
     }
 }
 
-/// The connection's state once the core has accepted its session.
-struct Established<R> {
+/// A client socket's read half and the framing on it: bytes in, frames out. The write half
+/// belongs to the writer task (`writer.rs`), which sends replies while requests are read.
+struct Connection<R> {
     rd: R,
     buf: BytesMut,
     frames: FrameDecoder,
+}
+
+impl<R: AsyncRead + Unpin> Connection<R> {
+    fn new(rd: R, max_frame_bytes: usize) -> Self {
+        Connection {
+            rd,
+            buf: BytesMut::with_capacity(8 * 1024),
+            frames: FrameDecoder::new(max_frame_bytes),
+        }
+    }
+
+    /// The first four bytes, left in the buffer: a four-letter word, or a frame's length.
+    /// `None` when the client goes away first.
+    async fn peek_first_four(&mut self) -> Option<[u8; 4]> {
+        while self.buf.len() < 4 {
+            if !self.read_more().await {
+                return None;
+            }
+        }
+        Some([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+    }
+
+    /// The next frame, reading the socket as needed; `Ok(None)` when the client goes away.
+    async fn read_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        loop {
+            if let Some(frame) = self.buffered_frame()? {
+                return Ok(Some(frame));
+            }
+            if !self.read_more().await {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// A frame already read from the socket, without reading more.
+    fn buffered_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        self.frames.decode(&mut self.buf)
+    }
+
+    /// Reads what the socket has; false when the client has gone away (or the read failed).
+    async fn read_more(&mut self) -> bool {
+        matches!(self.rd.read_buf(&mut self.buf).await, Ok(n) if n > 0)
+    }
+}
+
+/// The connection once the core has accepted its session.
+struct Established<R> {
+    conn: Connection<R>,
     budget: Arc<ReplyBudget>,
     window: Arc<RequestWindow>,
+    /// Fires when the writer stops.
     closed: oneshot::Receiver<()>,
+}
+
+impl<R> Established<R> {
+    /// Whether another request may be read: few enough awaiting replies, and reply bytes
+    /// below the limit.
+    fn has_room(&self, max_unread: usize) -> bool {
+        self.window.has_room() && self.budget.queued() < max_unread
+    }
 }
 
 async fn serve_stream<S: SplitStream>(
@@ -114,7 +173,7 @@ async fn serve_stream<S: SplitStream>(
 /// The first frame and the core's answer; `None` when the connection is done (a four-letter
 /// word answered, a refusal, a broken frame, a client gone).
 async fn handshake<R, W>(
-    mut rd: R,
+    rd: R,
     mut wr: W,
     peer: SocketAddr,
     conn: ConnId,
@@ -124,14 +183,8 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = BytesMut::with_capacity(8 * 1024);
-    while buf.len() < 4 {
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return None,
-            Ok(_) => {}
-        }
-    }
-    let first4 = [buf[0], buf[1], buf[2], buf[3]];
+    let mut reader = Connection::new(rd, ctx.limits.max_frame_bytes);
+    let first4 = reader.peek_first_four().await?;
     if let Some(word) = four_letter_word(&first4) {
         let status = fresh_status(ctx).await;
         let text = four_letter::answer(word, &status);
@@ -139,17 +192,48 @@ where
         let _ = wr.shutdown().await;
         return None;
     }
-
-    let mut frames = FrameDecoder::new(ctx.limits.max_frame_bytes);
-    let first = next_frame(&mut rd, &mut buf, &mut frames, peer).await?;
-    let req = match decode_connect_request(&first) {
-        Ok(req) => req,
-        Err(e) => {
-            tracing::warn!(%peer, error = %e, "malformed connect request; closing the connection");
-            return None;
-        }
+    let req = read_connect_request(&mut reader, peer).await?;
+    let writer = start_writer(wr, conn, ctx);
+    let (done_tx, done_rx) = oneshot::channel();
+    let connect = CoreMsg::Connect {
+        conn,
+        peer,
+        out: writer.out,
+        req,
+        done: done_tx,
     };
+    if ctx.core.send(connect).await.is_err() {
+        return None;
+    }
+    match done_rx.await {
+        Ok(ConnectOutcome::Established { .. }) => Some(Established {
+            conn: reader,
+            budget: writer.budget,
+            window: writer.window,
+            closed: writer.closed,
+        }),
+        _ => {
+            // The refusal (if any) is queued with a Close behind it.
+            let _ = writer.task.await;
+            None
+        }
+    }
+}
 
+/// A connection's writer task, and what the reader and the core share with it.
+struct StartedWriter {
+    task: tokio::task::JoinHandle<()>,
+    /// The core's end of the reply queue.
+    out: OutboundTx,
+    budget: Arc<ReplyBudget>,
+    window: Arc<RequestWindow>,
+    closed: oneshot::Receiver<()>,
+}
+
+fn start_writer<W>(wr: W, conn: ConnId, ctx: &ClientContext) -> StartedWriter
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let limits = &ctx.limits;
     let budget = Arc::new(ReplyBudget::new(
         limits.max_unread_reply_bytes,
@@ -161,7 +245,7 @@ where
     ));
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (closed_tx, closed) = oneshot::channel::<()>();
-    let writer = tokio::spawn(write_loop(
+    let task = tokio::spawn(write_loop(
         wr,
         WriterParts {
             rx: out_rx,
@@ -172,35 +256,40 @@ where
             closed: closed_tx,
         },
     ));
-    let (done_tx, done_rx) = oneshot::channel();
-    let connect = CoreMsg::Connect {
-        conn,
-        peer,
+    StartedWriter {
+        task,
         out: OutboundTx::new(out_tx, budget.clone()),
-        req,
-        done: done_tx,
-    };
-    if ctx.core.send(connect).await.is_err() {
-        return None;
+        budget,
+        window,
+        closed,
     }
-    match done_rx.await {
-        Ok(ConnectOutcome::Established { .. }) => Some(Established {
-            rd,
-            buf,
-            frames,
-            budget,
-            window,
-            closed,
-        }),
-        _ => {
-            // The refusal (if any) is queued with a Close behind it.
-            let _ = writer.await;
+}
+
+/// The first frame, which must be a ConnectRequest; `None` (logged) when it is not there.
+async fn read_connect_request<R: AsyncRead + Unpin>(
+    reader: &mut Connection<R>,
+    peer: SocketAddr,
+) -> Option<ConnectRequest> {
+    let first = match reader.read_frame().await {
+        Ok(Some(frame)) => frame,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "bad frame; closing the connection");
+            return None;
+        }
+    };
+    match decode_connect_request(&first) {
+        Ok(req) => Some(req),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "malformed connect request; closing the connection");
             None
         }
     }
 }
 
-/// Forwards requests until the client goes away or breaks the protocol, or the writer stops.
+/// Hands requests to the core until the client goes away or breaks the protocol, or the writer
+/// stops. Frames already read go to the core before the socket is read again, as long as the
+/// connection has room.
 async fn serve_requests<R: AsyncRead + Unpin>(
     mut c: Established<R>,
     peer: SocketAddr,
@@ -208,68 +297,68 @@ async fn serve_requests<R: AsyncRead + Unpin>(
     ctx: &ClientContext,
 ) {
     let max_unread = ctx.limits.max_unread_reply_bytes;
-    let room = |c: &Established<R>| c.window.has_room() && c.budget.queued() < max_unread;
     loop {
-        // Everything already buffered goes to the core before we wait on the socket again,
-        // as long as the connection has room.
-        while room(&c) {
-            match c.frames.decode(&mut c.buf) {
-                Ok(Some(frame)) => {
-                    c.window.sent(frame.len());
-                    match forward(ctx, conn, peer, &frame).await {
-                        Ok(Flow::Continue) => {}
-                        // The core answers and closes; nothing after the refused auth is read.
-                        Ok(Flow::Stop) => return finish(ctx, conn).await,
-                        Err(reason) => {
-                            tracing::warn!(%peer, reason, "closing the connection");
-                            return finish(ctx, conn).await;
-                        }
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "bad frame; closing the connection");
-                    return finish(ctx, conn).await;
-                }
-            }
+        if !c.has_room(max_unread) && !pause_until_room(&mut c, peer, ctx).await {
+            break;
         }
-        if !room(&c) {
-            // Backpressure: the socket is not read until the client has read its replies;
-            // its own writes then block in TCP.
-            ctx.metrics.client_read_pauses.inc();
-            ctx.metrics.client_paused_connections.inc();
-            if let Some(suppressed) = super::PAUSE_LOG.admit() {
-                tracing::info!(
-                    %peer, in_flight = c.window.in_flight(), unread_reply_bytes = c.budget.queued(),
-                    similar_lines_suppressed = suppressed,
-                    "a client has too much outstanding (--max-outstanding-requests, --max-unread-reply-bytes); not reading from it until it reads its replies"
-                );
-            }
-            let mut writer_gone = false;
-            while !room(&c) {
-                tokio::select! {
-                    _ = c.window.progressed() => {}
-                    _ = &mut c.closed => {
-                        writer_gone = true;
+        match c.conn.buffered_frame() {
+            Ok(Some(frame)) => {
+                c.window.sent(frame.len());
+                match send_request_to_core(ctx, conn, peer, &frame).await {
+                    Ok(Flow::Continue) => continue,
+                    // The core answers and closes; nothing after the refused auth is read.
+                    Ok(Flow::Stop) => break,
+                    Err(e) => {
+                        tracing::warn!(%peer, reason = %e, "closing the connection");
                         break;
                     }
                 }
             }
-            ctx.metrics.client_paused_connections.dec();
-            if writer_gone {
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "bad frame; closing the connection");
                 break;
             }
-            continue;
         }
         tokio::select! {
-            read = c.rd.read_buf(&mut c.buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            more = c.conn.read_more() => if !more {
+                break;
             },
             _ = &mut c.closed => break,
         }
     }
     finish(ctx, conn).await
+}
+
+/// Back-pressure: the socket is not read until the client has read its replies; its own
+/// writes then block in TCP. False when the writer stopped meanwhile.
+async fn pause_until_room<R>(
+    c: &mut Established<R>,
+    peer: SocketAddr,
+    ctx: &ClientContext,
+) -> bool {
+    let max_unread = ctx.limits.max_unread_reply_bytes;
+    ctx.metrics.client_read_pauses.inc();
+    ctx.metrics.client_paused_connections.inc();
+    if let Some(suppressed) = super::PAUSE_LOG.admit() {
+        tracing::info!(
+            %peer, in_flight = c.window.in_flight(), unread_reply_bytes = c.budget.queued(),
+            similar_lines_suppressed = suppressed,
+            "a client has too much outstanding (--max-outstanding-requests, --max-unread-reply-bytes); not reading from it until it reads its replies"
+        );
+    }
+    let mut writer_alive = true;
+    while !c.has_room(max_unread) {
+        tokio::select! {
+            _ = c.window.progressed() => {}
+            _ = &mut c.closed => {
+                writer_alive = false;
+                break;
+            }
+        }
+    }
+    ctx.metrics.client_paused_connections.dec();
+    writer_alive
 }
 
 /// The core's current figures (a four-letter word must reflect the request just before it),
@@ -288,99 +377,77 @@ async fn finish(ctx: &ClientContext, conn: ConnId) {
     let _ = ctx.core.send(CoreMsg::Disconnected { conn }).await;
 }
 
-/// Whether the connection reads on after a request.
-enum Flow {
-    Continue,
-    /// An auth packet was refused: the core answers (or not) and closes the connection.
-    Stop,
-}
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncWriteExt, duplex};
 
-/// Decodes one request frame and queues it for the core. As in ZooKeeper, an unknown opcode is
-/// answered with Unimplemented (and the core then closes the connection), a body that does not
-/// parse with MarshallingError; only a header too short to name its xid ends the connection here.
-///
-/// A `k8s` auth packet (with `--k8s-auth`) is checked here, with TokenReview, and the core gets
-/// the verdict instead of the packet. Nothing else is read from the socket meanwhile, so the
-/// verdict reaches the core before any request the client sent after it (per-session FIFO).
-async fn forward(
-    ctx: &ClientContext,
-    conn: ConnId,
-    peer: SocketAddr,
-    frame: &[u8],
-) -> Result<Flow, String> {
-    let (hdr, body) =
-        decode_request_header(frame).map_err(|e| format!("malformed request header: {e}"))?;
-    let mut flow = Flow::Continue;
-    let msg = match decode_request(hdr.opcode, body) {
-        Ok(Request::Auth(packet))
-            if packet.scheme == K8S_SCHEME && ctx.token_reviewer.is_some() =>
-        {
-            let verdict = match &ctx.token_reviewer {
-                Some(reviewer) => reviewer.review(&packet.auth).await,
-                None => IdentityVerdict::Unavailable("no token reviewer".into()),
-            };
-            match &verdict {
-                IdentityVerdict::Accepted(_) | IdentityVerdict::Expired => {}
-                IdentityVerdict::Rejected(reason) => {
-                    super::token_review::log_rejected(peer, reason);
-                    flow = Flow::Stop;
-                }
-                // Logged by the reviewer, which knows the API's error.
-                IdentityVerdict::Unavailable(_) => flow = Flow::Stop,
-            }
-            CoreMsg::Identity {
-                conn,
-                xid: hdr.xid,
-                verdict,
-            }
-        }
-        Ok(request) => CoreMsg::Request {
-            conn,
-            xid: hdr.xid,
-            request,
-        },
-        Err(DecodeError::UnknownOpCode(op)) => {
-            tracing::debug!(%peer, opcode = op, xid = hdr.xid, "unsupported opcode");
-            CoreMsg::BadRequest {
-                conn,
-                xid: hdr.xid,
-                err: ErrorCode::Unimplemented,
-            }
-        }
-        Err(e) => {
-            tracing::info!(%peer, xid = hdr.xid, opcode = hdr.opcode, error = %e, "request does not parse");
-            CoreMsg::BadRequest {
-                conn,
-                xid: hdr.xid,
-                err: ErrorCode::MarshallingError,
-            }
-        }
-    };
-    ctx.core
-        .send(msg)
-        .await
-        .map_err(|_| "the server is shutting down".to_string())?;
-    Ok(flow)
-}
+    use super::*;
 
-async fn next_frame<R: AsyncRead + Unpin>(
-    rd: &mut R,
-    buf: &mut BytesMut,
-    frames: &mut FrameDecoder,
-    peer: SocketAddr,
-) -> Option<bytes::Bytes> {
-    loop {
-        match frames.decode(buf) {
-            Ok(Some(frame)) => return Some(frame),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "bad frame; closing the connection");
-                return None;
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut bytes = (payload.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// A reader fed `bytes` one at a time, the way a slow network splits them.
+    fn trickled(bytes: Vec<u8>) -> tokio::io::DuplexStream {
+        let (mut tx, rx) = duplex(64);
+        tokio::spawn(async move {
+            for b in bytes {
+                tx.write_all(&[b]).await.expect("reader open");
+                tokio::task::yield_now().await;
             }
-        }
-        match rd.read_buf(buf).await {
-            Ok(0) | Err(_) => return None,
-            Ok(_) => {}
-        }
+        });
+        rx
+    }
+
+    #[tokio::test]
+    async fn frames_split_across_reads_come_out_whole_and_in_order() {
+        let mut bytes = frame(b"first");
+        bytes.extend(frame(b""));
+        bytes.extend(frame(b"third"));
+        let mut c = Connection::new(trickled(bytes), 1024);
+        assert_eq!(c.read_frame().await, Ok(Some(Bytes::from_static(b"first"))));
+        assert_eq!(c.read_frame().await, Ok(Some(Bytes::new())));
+        assert_eq!(c.read_frame().await, Ok(Some(Bytes::from_static(b"third"))));
+        assert_eq!(c.read_frame().await, Ok(None), "the client went away");
+    }
+
+    #[tokio::test]
+    async fn the_first_four_bytes_are_looked_at_not_taken() {
+        let mut c = Connection::new(trickled(b"ruok".to_vec()), 1024);
+        assert_eq!(c.peek_first_four().await, Some(*b"ruok"));
+        let mut c = Connection::new(trickled(frame(b"hello")), 1024);
+        assert_eq!(c.peek_first_four().await, Some([0, 0, 0, 5]));
+        assert_eq!(c.read_frame().await, Ok(Some(Bytes::from_static(b"hello"))));
+        let mut c = Connection::new(trickled(b"ru".to_vec()), 1024);
+        assert_eq!(c.peek_first_four().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_client_gone_mid_frame_leaves_no_frame_and_an_oversized_one_is_an_error() {
+        let mut cut = frame(b"hello");
+        cut.truncate(6);
+        let mut c = Connection::new(trickled(cut), 1024);
+        assert_eq!(c.read_frame().await, Ok(None));
+        let mut c = Connection::new(trickled(frame(&[0; 100])), 99);
+        assert_eq!(
+            c.read_frame().await,
+            Err(FrameError::TooLarge { len: 100, max: 99 })
+        );
+    }
+
+    #[tokio::test]
+    async fn buffered_frames_come_without_reading_the_socket() {
+        let mut bytes = frame(b"a");
+        bytes.extend(frame(b"b"));
+        // The writer half stays open: a read would wait forever.
+        let (mut tx, rx) = duplex(64);
+        tx.write_all(&bytes).await.expect("open");
+        let mut c = Connection::new(rx, 1024);
+        assert!(c.read_more().await);
+        assert_eq!(c.buffered_frame(), Ok(Some(Bytes::from_static(b"a"))));
+        assert_eq!(c.buffered_frame(), Ok(Some(Bytes::from_static(b"b"))));
+        assert_eq!(c.buffered_frame(), Ok(None));
     }
 }

@@ -5,6 +5,7 @@
 mod admission;
 mod connection;
 pub mod four_letter;
+mod request;
 pub mod token_review;
 mod window;
 mod writer;
