@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
@@ -38,10 +38,11 @@ pub enum HttpError {
     Http { addr: String, reason: String },
 }
 
-/// An answer: status and body.
+/// An answer: status, headers and body.
 #[derive(Debug, Clone)]
 pub struct Response {
     pub status: StatusCode,
+    pub headers: HeaderMap,
     pub body: Bytes,
 }
 
@@ -173,11 +174,16 @@ where
         .await
         .map_err(|e| http_error(e.to_string()))?;
     let status = answer.status();
+    let headers = answer.headers().clone();
     let body = Limited::new(answer.into_body(), MAX_BODY)
         .collect()
         .await
         .map_err(|e| http_error(format!("reading the answer: {e}")))?
         .to_bytes();
     driver.abort();
-    Ok(Response { status, body })
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
 }
