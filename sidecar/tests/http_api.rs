@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Sidecar, http, unique};
+use common::{Sidecar, http, raw_status, send_raw, unique};
 
 async fn bad_input_gets_clear_json_errors() {
     let election = unique("api");
@@ -117,7 +117,7 @@ async fn bad_input_gets_clear_json_errors() {
         s.addr,
         "POST",
         &format!("/lock/{lock}?wait=0"),
-        b"Content-Length: 2\r\n\r\n{}",
+        Some(b"{}".to_vec()),
     )
     .await;
     assert_eq!(small.status, 200, "{small:?}");
@@ -129,30 +129,26 @@ async fn bad_input_gets_clear_json_errors() {
         200
     );
     let big = vec![b'x'; 10_000];
-    let declared = [
-        format!("Content-Length: {}\r\n\r\n", big.len()).into_bytes(),
-        big.clone(),
-    ]
-    .concat();
-    let answer = http(s.addr, "POST", &format!("/lock/{lock}"), &declared).await;
+    let answer = http(s.addr, "POST", &format!("/lock/{lock}"), Some(big.clone())).await;
     assert_eq!(
         (answer.status, answer.error_code()),
         (413, "PayloadTooLarge"),
         "{answer:?}"
     );
+    // The same body chunked, which declares no length up front (sent raw: the shared client
+    // always declares one).
     let chunked = [
+        format!("POST /lock/{lock} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n").into_bytes(),
         b"Transfer-Encoding: chunked\r\n\r\n".to_vec(),
         format!("{:x}\r\n", big.len()).into_bytes(),
         big,
         b"\r\n0\r\n\r\n".to_vec(),
     ]
     .concat();
-    let answer = http(s.addr, "POST", &format!("/lock/{lock}"), &chunked).await;
-    assert_eq!(
-        (answer.status, answer.error_code()),
-        (413, "PayloadTooLarge"),
-        "{answer:?}"
-    );
+    let answer = send_raw(s.addr, &chunked, false).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert_eq!(raw_status(&answer), Some(413), "{text}");
+    assert!(text.contains(r#""code":"PayloadTooLarge""#), "{text}");
 
     // The refusals above changed nothing: the lock is free and the election has its leader.
     let free = s.call("GET", &format!("/lock/{lock}")).await;
@@ -213,10 +209,10 @@ async fn the_probe_port_serves_only_read_only_routes() {
     s.wait_log("became the leader");
 
     for path in ["/healthz", "/readyz", "/metrics", "/leader"] {
-        let answer = http(probe, "GET", path, &[]).await;
+        let answer = http(probe, "GET", path, None).await;
         assert_eq!(answer.status, 200, "GET {path}: {answer:?}");
     }
-    let ready = http(probe, "GET", &format!("/leader/{election}/ready"), &[]).await;
+    let ready = http(probe, "GET", &format!("/leader/{election}/ready"), None).await;
     assert_eq!(ready.status, 200, "the sole candidate leads: {ready:?}");
 
     let lock = unique("probe-lock");
@@ -227,7 +223,7 @@ async fn the_probe_port_serves_only_read_only_routes() {
         ("GET", format!("/lock/{lock}")),
         ("POST", format!("/leader/{election}/resign")),
     ] {
-        let answer = http(probe, method, &path, &[]).await;
+        let answer = http(probe, method, &path, None).await;
         assert_eq!(
             (answer.status, answer.error_code()),
             (403, "ProbePortReadOnly"),

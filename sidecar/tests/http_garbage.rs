@@ -6,43 +6,9 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
-use common::{BOUND, Sidecar, http, unique};
+use common::{BOUND, Sidecar, http, raw_status as status, send_raw, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Sends `bytes` (then half-closes if `close`), and returns all the sidecar sends before it
-/// closes the connection, within `BOUND`.
-async fn send_raw(addr: SocketAddr, bytes: &[u8], close: bool) -> Vec<u8> {
-    let talk = async {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .expect("connect to the sidecar");
-        // The sidecar may refuse and close before reading all of it: keep what it answered.
-        let _ = stream.write_all(bytes).await;
-        if close {
-            let _ = stream.shutdown().await;
-        }
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer).await;
-        answer
-    };
-    tokio::time::timeout(BOUND, talk).await.unwrap_or_else(|_| {
-        panic!(
-            "neither an answer nor a close within {BOUND:?} after {:?}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
-        )
-    })
-}
-
-/// The status of the first response in `answer`, if there is one.
-fn status(answer: &[u8]) -> Option<u16> {
-    let rest = answer
-        .strip_prefix(b"HTTP/1.1 ")
-        .or_else(|| answer.strip_prefix(b"HTTP/1.0 "))?;
-    std::str::from_utf8(rest.get(..3)?).ok()?.parse().ok()
-}
 
 /// Garbage is refused with an HTTP error or a close: never a success, never a hang.
 fn assert_refused(what: &str, answer: &[u8]) {
@@ -275,7 +241,7 @@ async fn stalled_connections_do_not_block_other_clients() {
     drop(stalled);
     still_serves(&s, &election).await;
     // A plain request through the shared client too.
-    let health = http(addr, "GET", "/healthz", &[]).await;
+    let health = http(addr, "GET", "/healthz", None).await;
     assert_eq!(health.status, 200, "{health:?}");
 }
 

@@ -1,4 +1,4 @@
-//! Shared test harness: the ensemble to test against, sidecar processes, and an HTTP client.
+//! Shared test harness: the ensemble to test against, sidecar processes, and HTTP calls to them.
 //!
 //! Every case runs twice ([`against_both!`]): against a one-member Baton ensemble
 //! (`target/<profile>/baton-ensemble`) and against Apache ZooKeeper 3.8
@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use baton_tls::HttpClient;
+use hyper::Method;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -356,7 +358,7 @@ impl Sidecar {
 
     /// `METHOD path` against this sidecar; the JSON answer (or the text as a JSON string).
     pub async fn call(&self, method: &str, path: &str) -> Response {
-        http(self.addr, method, path, &[]).await
+        http(self.addr, method, path, None).await
     }
 }
 
@@ -407,51 +409,58 @@ impl Response {
     }
 }
 
-/// One HTTP/1.1 request with `Connection: close`; `extra` is raw header lines and body.
-pub async fn http(addr: SocketAddr, method: &str, path: &str, extra: &[u8]) -> Response {
-    let request = async {
+/// `METHOD path` on `addr` (the sidecar's API or probe port), with an optional JSON body,
+/// through the client Baton's tools share; the answer with its body as JSON (or its text as
+/// a JSON string).
+pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Vec<u8>>) -> Response {
+    let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+    let answer = HttpClient::plain(BOUND)
+        .request(&addr.to_string(), method.clone(), path, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    Response {
+        status: answer.status.as_u16(),
+        headers: answer
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                (k.as_str().to_owned(), value)
+            })
+            .collect(),
+        body: answer.json(),
+    }
+}
+
+/// Sends `bytes` as they are (then half-closes if `close`), and returns all the sidecar sends
+/// before it closes the connection, within `BOUND`: for requests no HTTP client would send
+/// (garbage, or framing a test wants exactly).
+pub async fn send_raw(addr: SocketAddr, bytes: &[u8], close: bool) -> Vec<u8> {
+    let talk = async {
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
             .expect("connect to the sidecar");
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        stream.write_all(head.as_bytes()).await.expect("send");
-        if extra.is_empty() {
-            stream
-                .write_all(b"Content-Length: 0\r\n\r\n")
-                .await
-                .expect("send");
-        } else {
-            stream.write_all(extra).await.expect("send");
+        // The sidecar may refuse and close before reading all of it: keep what it answered.
+        let _ = stream.write_all(bytes).await;
+        if close {
+            let _ = stream.shutdown().await;
         }
-        let mut raw = Vec::new();
-        // A server may answer and close before reading all of a refused body: keep what came.
-        let _ = stream.read_to_end(&mut raw).await;
-        raw
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        answer
     };
-    let raw = tokio::time::timeout(BOUND, request)
-        .await
-        .unwrap_or_else(|_| panic!("{method} {path}: no answer within {BOUND:?}"));
-    parse_response(&raw).unwrap_or_else(|| {
+    tokio::time::timeout(BOUND, talk).await.unwrap_or_else(|_| {
         panic!(
-            "{method} {path}: unparsable answer {:?}",
-            String::from_utf8_lossy(&raw)
+            "neither an answer nor a close within {BOUND:?} after {:?}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
         )
     })
 }
 
-fn parse_response(raw: &[u8]) -> Option<Response> {
-    let text = std::str::from_utf8(raw).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let mut lines = head.split("\r\n");
-    let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
-    Some(Response {
-        status,
-        headers,
-        body,
-    })
+/// The status of the first response in a raw `answer`, if there is one.
+pub fn raw_status(answer: &[u8]) -> Option<u16> {
+    let rest = answer
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| answer.strip_prefix(b"HTTP/1.0 "))?;
+    std::str::from_utf8(rest.get(..3)?).ok()?.parse().ok()
 }
