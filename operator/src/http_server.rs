@@ -73,15 +73,15 @@ fn answer(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use baton_tls::HttpClient;
 
-    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.expect("send");
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.expect("read");
-        answer
+    async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+        let answer = HttpClient::plain(std::time::Duration::from_secs(10))
+            .request(&addr.to_string(), http::Method::GET, path, None)
+            .await
+            .expect("an answer");
+        let text = String::from_utf8_lossy(&answer.body).into_owned();
+        (answer.status.as_u16(), text)
     }
 
     #[tokio::test]
@@ -92,14 +92,15 @@ mod tests {
         metrics.set_leader(true);
         metrics.start_reconcile().finish(Some("ensemble"));
         let server = tokio::spawn(serve(listener, metrics));
-        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
-        let text = get(addr, "/metrics").await;
+        assert_eq!(get(addr, "/healthz").await.0, 200);
+        let (status, text) = get(addr, "/metrics").await;
+        assert_eq!(status, 200, "{text}");
         assert!(text.contains("baton_operator_is_leader 1"), "{text}");
         assert!(
             text.contains("baton_operator_reconciles_total{result=\"ensemble\"} 1"),
             "{text}"
         );
-        assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+        assert_eq!(get(addr, "/nope").await.0, 404);
         server.abort();
     }
 }

@@ -2,6 +2,7 @@
 //! AdmissionReviews, and applies the returned JSON patch to the pod it sent.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -12,15 +13,14 @@ use baton_operator::webhook::inject::InjectSettings;
 use baton_operator::webhook::lookup::{EnsembleLookup, LookupError};
 use baton_operator::webhook::review::Injector;
 use baton_operator::webhook::server::{self, ReloadableCert};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use baton_tls::HttpClient;
+use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 /// Ensembles the fake lookup knows, all in their own namespaces.
@@ -143,34 +143,17 @@ async fn post(
     .map_err(|e| e.to_string())?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
-    let tls = connector
-        .connect(name, tcp)
+    // The certificate names `localhost`, and the client checks the name it dials.
+    let answer = HttpClient::tls(Arc::new(config), Duration::from_secs(10))
+        .request(
+            &format!("localhost:{}", addr.port()),
+            Method::POST,
+            path,
+            Some(body),
+        )
         .await
         .map_err(|e| e.to_string())?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    let request = http::Request::post(path)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((status, bytes.to_vec()))
+    Ok((answer.status.as_u16(), answer.body.to_vec()))
 }
 
 fn review(namespace: &str, pod: &Value) -> Vec<u8> {
