@@ -119,4 +119,20 @@ impl MultiHeader {
         w.write_bool(self.done);
         w.write_i32(self.err);
     }
+
+    /// The ops or results of a multi: one `item` (read from the header's op type) after each
+    /// header, until a header with `done` set, whatever its type and err.
+    pub(crate) fn read_items<T>(
+        r: &mut Reader<'_>,
+        mut item: impl FnMut(&mut Reader<'_>, i32) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
+        let mut items = Vec::new();
+        loop {
+            let h = MultiHeader::read(r)?;
+            if h.done {
+                return Ok(items);
+            }
+            items.push(item(r, h.op_type)?);
+        }
+    }
 }

@@ -167,13 +167,8 @@ fn bad_result(op_type: i32) -> DecodeError {
 /// The results of a `multi`. As in ZooKeeper's `MultiResponse.deserialize`, an error result's
 /// code is taken from its `ErrorResponse` body, not from the header.
 fn read_multi(r: &mut Reader<'_>) -> Result<Vec<MultiResult>, DecodeError> {
-    let mut out = Vec::new();
-    loop {
-        let h = MultiHeader::read(r)?;
-        if h.done {
-            return Ok(out);
-        }
-        out.push(match OpCode::from_code(h.op_type) {
+    MultiHeader::read_items(r, |r, op_type| {
+        Ok(match OpCode::from_code(op_type) {
             Some(OpCode::Create) => MultiResult::Create {
                 path: r.read_string()?,
             },
@@ -187,19 +182,14 @@ fn read_multi(r: &mut Reader<'_>) -> Result<Vec<MultiResult>, DecodeError> {
             },
             Some(OpCode::Check) => MultiResult::Check,
             Some(OpCode::Error) => MultiResult::Error { err: r.read_i32()? },
-            _ => return Err(bad_result(h.op_type)),
-        });
-    }
+            _ => return Err(bad_result(op_type)),
+        })
+    })
 }
 
 fn read_multi_read(r: &mut Reader<'_>) -> Result<Vec<MultiReadResult>, DecodeError> {
-    let mut out = Vec::new();
-    loop {
-        let h = MultiHeader::read(r)?;
-        if h.done {
-            return Ok(out);
-        }
-        out.push(match OpCode::from_code(h.op_type) {
+    MultiHeader::read_items(r, |r, op_type| {
+        Ok(match OpCode::from_code(op_type) {
             Some(OpCode::GetChildren) => MultiReadResult::GetChildren {
                 children: read_string_vec(r)?,
             },
@@ -216,7 +206,7 @@ fn read_multi_read(r: &mut Reader<'_>) -> Result<Vec<MultiReadResult>, DecodeErr
                 })?;
                 MultiReadResult::Error { err }
             }
-            _ => return Err(bad_result(h.op_type)),
-        });
-    }
+            _ => return Err(bad_result(op_type)),
+        })
+    })
 }

@@ -240,14 +240,9 @@ fn bad_op(op_type: i32) -> DecodeError {
 /// type and err). `op` keeps the header's type; note that ZooKeeper itself re-derives a create's
 /// opcode from its flags (`Op.create`), so a create2 op is answered as a plain create.
 fn read_multi(r: &mut Reader<'_>) -> Result<Vec<MultiOp>, DecodeError> {
-    let mut ops = Vec::new();
-    loop {
-        let h = MultiHeader::read(r)?;
-        if h.done {
-            return Ok(ops);
-        }
-        let op = OpCode::from_code(h.op_type).ok_or_else(|| bad_op(h.op_type))?;
-        ops.push(match op {
+    MultiHeader::read_items(r, |r, op_type| {
+        let op = OpCode::from_code(op_type).ok_or_else(|| bad_op(op_type))?;
+        Ok(match op {
             OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
                 MultiOp::Create {
                     op,
@@ -257,25 +252,20 @@ fn read_multi(r: &mut Reader<'_>) -> Result<Vec<MultiOp>, DecodeError> {
             OpCode::Delete => MultiOp::Delete(read_delete(r)?),
             OpCode::SetData => MultiOp::SetData(read_set_data(r)?),
             OpCode::Check => MultiOp::Check(read_check(r)?),
-            _ => return Err(bad_op(h.op_type)),
-        });
-    }
+            _ => return Err(bad_op(op_type)),
+        })
+    })
 }
 
 /// The `MultiOperationRecord` of a `multiRead`: getChildren and getData ops only.
 fn read_multi_read(r: &mut Reader<'_>) -> Result<Vec<MultiReadOp>, DecodeError> {
-    let mut ops = Vec::new();
-    loop {
-        let h = MultiHeader::read(r)?;
-        if h.done {
-            return Ok(ops);
-        }
-        ops.push(match OpCode::from_code(h.op_type) {
+    MultiHeader::read_items(r, |r, op_type| {
+        Ok(match OpCode::from_code(op_type) {
             Some(OpCode::GetChildren) => MultiReadOp::GetChildren(read_path_watch(r)?),
             Some(OpCode::GetData) => MultiReadOp::GetData(read_path_watch(r)?),
-            _ => return Err(bad_op(h.op_type)),
-        });
-    }
+            _ => return Err(bad_op(op_type)),
+        })
+    })
 }
 
 /// Op headers carry err -1, like ZooKeeper's client writes them.
