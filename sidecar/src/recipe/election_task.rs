@@ -249,16 +249,7 @@ impl CandidateTask {
                     let _ = reply.send(Ok(false));
                     return Ok(Flow::Continue);
                 }
-                // Stop claiming leadership before the node goes, so no instant has two leaders.
-                self.step_down("resigned");
-                self.unpublish_leadership();
-                let deleted = guarded(
-                    &self.session,
-                    conn.generation,
-                    delete_node(&conn.client, &node.path),
-                )
-                .await;
-                match deleted {
+                match self.withdraw("resigned", conn, node).await {
                     Ok(()) => {
                         tracing::info!(election = %self.name, node = %node.name, "resigned; queueing again at the back");
                         self.node = None;
@@ -273,15 +264,7 @@ impl CandidateTask {
                 }
             }
             Some(Command::Leave(reply)) => {
-                self.step_down("leaving");
-                self.unpublish_leadership();
-                let deleted = guarded(
-                    &self.session,
-                    conn.generation,
-                    delete_node(&conn.client, &node.path),
-                )
-                .await;
-                if let Err(e) = deleted {
+                if let Err(e) = self.withdraw("leaving", conn, node).await {
                     tracing::warn!(election = %self.name, error = %e, "could not withdraw the candidacy; it ends with the session");
                 }
                 self.node = None;
@@ -393,6 +376,20 @@ impl CandidateTask {
             token: node.czxid,
             node: node.name.clone(),
         }
+    }
+
+    /// Steps down (saying `why`) and deletes our node, unless the session leaves CONNECTED
+    /// first. Leadership is unpublished before the node goes, so no instant has two leaders.
+    async fn withdraw(
+        &mut self,
+        why: &'static str,
+        conn: &Connection,
+        node: &OwnedNode,
+    ) -> Result<(), RecipeError> {
+        self.step_down(why);
+        self.unpublish_leadership();
+        let delete = delete_node(&conn.client, &node.path);
+        guarded(&self.session, conn.generation, delete).await
     }
 
     /// Stops claiming leadership in the published view before our node goes: the leader is
