@@ -150,20 +150,8 @@ pub async fn prune_published_ca(
             continue;
         }
         tracing::info!(namespace = %ns, configmap = %name, "no longer served: removing its CA");
-        match Api::<ConfigMap>::namespaced(client.clone(), &ns)
-            .delete(&name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(WriteError {
-                    verb: "delete",
-                    what: format!("ConfigMap {ns}/{name}"),
-                    source,
-                });
-            }
-        }
+        let api = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        delete_unless_gone(api, &name, || format!("ConfigMap {ns}/{name}")).await?;
     }
     Ok(())
 }
@@ -224,15 +212,26 @@ where
         + Debug
         + DeserializeOwned,
 {
-    match Api::<K>::namespaced(client.clone(), ns)
-        .delete(name, &DeleteParams::default())
-        .await
-    {
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    delete_unless_gone(api, name, || format!("{} {name}", K::kind(&()))).await
+}
+
+/// Deletes `name` through `api` (namespaced or cluster-wide); gone already is fine. `what`
+/// names the object in the error.
+pub async fn delete_unless_gone<K>(
+    api: Api<K>,
+    name: &str,
+    what: impl FnOnce() -> String,
+) -> Result<(), WriteError>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(WriteError {
             verb: "delete",
-            what: format!("{} {name}", K::kind(&())),
+            what: what(),
             source,
         }),
     }

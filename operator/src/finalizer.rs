@@ -9,10 +9,10 @@
 
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::apply::{WriteError, prune_published_ca};
+use crate::apply::{WriteError, delete_unless_gone, prune_published_ca};
 use crate::crd::CoordinationEnsemble;
 use crate::names::{EnsembleNames, FINALIZER};
 
@@ -70,18 +70,8 @@ pub async fn delete_binding(
     names: &EnsembleNames,
 ) -> Result<(), WriteError> {
     let name = names.token_review_binding();
-    match Api::<ClusterRoleBinding>::all(client.clone())
-        .delete(&name, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(WriteError {
-            verb: "delete",
-            what: format!("ClusterRoleBinding {name}"),
-            source,
-        }),
-    }
+    let api = Api::<ClusterRoleBinding>::all(client.clone());
+    delete_unless_gone(api, &name, || format!("ClusterRoleBinding {name}")).await
 }
 
 async fn patch_ensemble(
