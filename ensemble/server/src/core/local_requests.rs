@@ -3,10 +3,10 @@
 //! business; this is what happens when it comes.
 
 use baton_machine::WatchKind;
-use baton_machine::tenancy::K8S_SCHEME;
+use baton_machine::tenancy::{K8S_SCHEME, SUPER_SCHEME};
 use baton_proto::{
-    AddWatchMode, ClientInfo, ErrorCode, MultiReadOp, MultiReadResult, Request, Response,
-    WatcherType,
+    AddWatchMode, AuthPacket, ClientInfo, ErrorCode, Id, MultiReadOp, MultiReadResult, Request,
+    Response, SetWatchesRequest, WatcherType,
 };
 
 use super::auth::authenticate;
@@ -29,120 +29,167 @@ impl Core {
         request: Request,
     ) {
         let zxid = self.sm.last_applied();
-        let limit = self.max_watches_per_session;
-        let added = new_watch_paths(&self.watches, session_id, &request);
-        let watched = self.watches.session_paths(session_id);
+        if self.refuse_over_watch_limit(conn_id, session_id, xid, &request) {
+            return;
+        }
+        let result = match &request {
+            Request::Ping => Ok(None),
+            Request::Auth(packet) => return self.answer_auth(conn_id, session_id, xid, packet),
+            Request::SetWatches { req, .. } => {
+                return self.answer_set_watches(conn_id, session_id, xid, req);
+            }
+            request => self.execute_local(conn_id, session_id, request),
+        };
+        if refused_somewhere(&result)
+            && let Some(conn) = self.clients.get(conn_id)
+            && let Some((path, refusal)) = self.sm.read_refusal(&conn.auth, &request)
+        {
+            self.count_refusal(session_id, &path, refusal);
+        }
         let Some(conn) = self.clients.get_mut(conn_id) else {
             return;
         };
-        if added > 0 && watched.saturating_add(added) > limit {
-            // Watches live in this member's memory for as long as the session is connected;
-            // the request is refused whole (nothing read, nothing registered), so the client
-            // never holds a read whose watch silently did not register.
-            self.metrics.watch_limit_refusals.inc();
-            if let Some(suppressed) = WATCH_LIMIT_LOG.admit() {
-                tracing::warn!(
-                    peer = %conn.peer,
-                    session = %format_args!("0x{session_id:x}"),
-                    watched, limit, similar_lines_suppressed = suppressed,
-                    "a session reached the watch limit (--max-watches-per-session); refusing its request with QuotaExceeded"
-                );
-            }
-            conn.send(wire::error(xid, zxid, ErrorCode::QuotaExceeded));
-            return;
+        match result {
+            Ok(Some(Response::Empty)) | Ok(None) => conn.send(wire::ok(xid, zxid, None)),
+            Ok(Some(body)) => conn.send(wire::ok(xid, zxid, Some(&body))),
+            Err(err) => conn.send(wire::error(xid, zxid, err)),
         }
-        let result: Result<Option<Response>, ErrorCode> = match &request {
-            Request::Ping => {
-                conn.send(wire::ok(xid, zxid, None));
-                return;
+    }
+
+    /// Answers QuotaExceeded (true) when `request` would take the session past the watch limit.
+    /// Watches live in this member's memory for as long as the session is connected; the
+    /// request is refused whole (nothing read, nothing registered), so the client never holds
+    /// a read whose watch silently did not register.
+    fn refuse_over_watch_limit(
+        &mut self,
+        conn_id: ConnId,
+        session_id: i64,
+        xid: i32,
+        request: &Request,
+    ) -> bool {
+        let limit = self.max_watches_per_session;
+        let added = new_watch_paths(&self.watches, session_id, request);
+        let watched = self.watches.session_paths(session_id);
+        if added == 0 || watched.saturating_add(added) <= limit {
+            return false;
+        }
+        let Some(conn) = self.clients.get_mut(conn_id) else {
+            return true;
+        };
+        self.metrics.watch_limit_refusals.inc();
+        if let Some(suppressed) = WATCH_LIMIT_LOG.admit() {
+            tracing::warn!(
+                peer = %conn.peer,
+                session = %format_args!("0x{session_id:x}"),
+                watched, limit, similar_lines_suppressed = suppressed,
+                "a session reached the watch limit (--max-watches-per-session); refusing its request with QuotaExceeded"
+            );
+        }
+        let zxid = self.sm.last_applied();
+        conn.send(wire::error(xid, zxid, ErrorCode::QuotaExceeded));
+        true
+    }
+
+    /// An `auth` packet this member checks itself (`digest`; `k8s` without `--k8s-auth`).
+    fn answer_auth(&mut self, conn_id: ConnId, session_id: i64, xid: i32, packet: &AuthPacket) {
+        let Some(conn) = self.clients.get_mut(conn_id) else {
+            return;
+        };
+        let super_digest = self.tenancy.super_digest.as_deref();
+        match authenticate(packet, super_digest) {
+            Ok(ids) => {
+                for id in ids {
+                    if id.scheme == SUPER_SCHEME && !conn.auth.contains(&id) {
+                        tracing::warn!(
+                            peer = %conn.peer, session = %format_args!("0x{session_id:x}"),
+                            "session authenticated as the super identity (--super-digest): every ACL and the namespace policy are off for it"
+                        );
+                    }
+                    if !conn.auth.contains(&id) {
+                        conn.auth.push(id);
+                    }
+                }
+                conn.send(wire::ok(xid, 0, None));
             }
+            Err(reason) => {
+                if packet.scheme == K8S_SCHEME {
+                    self.metrics
+                        .k8s_auth
+                        .get_or_create(&[("result", "disabled")])
+                        .inc();
+                }
+                // ZooKeeper answers AuthFailed and closes the connection.
+                if let Some(suppressed) = AUTH_LOG.admit() {
+                    tracing::info!(
+                        peer = %conn.peer, scheme = %packet.scheme, reason,
+                        similar_lines_suppressed = suppressed,
+                        "authentication failed; answering AuthFailed and closing the connection"
+                    );
+                }
+                conn.send(wire::error(xid, 0, ErrorCode::AuthFailed));
+                conn.close();
+            }
+        }
+    }
+
+    /// `setWatches` after a reconnect: the watches the client held, with an event for each
+    /// that already fired. Watches on paths the session may not read are dropped silently (the
+    /// client re-sends what it held; a refusal would fail its whole reconnect).
+    fn answer_set_watches(
+        &mut self,
+        conn_id: ConnId,
+        session_id: i64,
+        xid: i32,
+        req: &SetWatchesRequest,
+    ) {
+        let zxid = self.sm.last_applied();
+        let Some(conn) = self.clients.get_mut(conn_id) else {
+            return;
+        };
+        let sm = &self.sm;
+        let mut req = req.clone();
+        let mut dropped = None;
+        for list in [
+            &mut req.data_watches,
+            &mut req.exist_watches,
+            &mut req.child_watches,
+            &mut req.persistent_watches,
+            &mut req.persistent_recursive_watches,
+        ] {
+            list.retain(|p| match sm.may_read(p, &conn.auth) {
+                Ok(()) => true,
+                Err(refusal) => {
+                    dropped.get_or_insert((p.clone(), refusal));
+                    false
+                }
+            });
+        }
+        let events = self.watches.set_watches(session_id, &req, |p| sm.stat(p));
+        for event in events {
+            conn.send(wire::notification(event));
+        }
+        conn.send(wire::ok(xid, zxid, None));
+        if let Some((path, refusal)) = dropped {
+            self.count_refusal(session_id, &path, refusal);
+        }
+    }
+
+    /// Reads and watch requests: the answer, not yet sent.
+    fn execute_local(
+        &mut self,
+        conn_id: ConnId,
+        session_id: i64,
+        request: &Request,
+    ) -> Result<Option<Response>, ErrorCode> {
+        let Some(conn) = self.clients.get(conn_id) else {
+            return Ok(None);
+        };
+        match request {
             // Only reached for a sync queued as a plain read, which `on_request` never does.
             Request::Sync { path } => Ok(Some(Response::Sync { path: path.clone() })),
-            Request::Auth(packet) => {
-                let super_digest = self.tenancy.super_digest.as_deref();
-                match authenticate(packet, super_digest) {
-                    Ok(ids) => {
-                        for id in ids {
-                            if id.scheme == baton_machine::tenancy::SUPER_SCHEME
-                                && !conn.auth.contains(&id)
-                            {
-                                tracing::warn!(
-                                    peer = %conn.peer, session = %format_args!("0x{session_id:x}"),
-                                    "session authenticated as the super identity (--super-digest): every ACL and the namespace policy are off for it"
-                                );
-                            }
-                            if !conn.auth.contains(&id) {
-                                conn.auth.push(id);
-                            }
-                        }
-                        conn.send(wire::ok(xid, 0, None));
-                    }
-                    Err(reason) => {
-                        if packet.scheme == K8S_SCHEME {
-                            self.metrics
-                                .k8s_auth
-                                .get_or_create(&[("result", "disabled")])
-                                .inc();
-                        }
-                        // ZooKeeper answers AuthFailed and closes the connection.
-                        if let Some(suppressed) = AUTH_LOG.admit() {
-                            tracing::info!(
-                                peer = %conn.peer, scheme = %packet.scheme, reason,
-                                similar_lines_suppressed = suppressed,
-                                "authentication failed; answering AuthFailed and closing the connection"
-                            );
-                        }
-                        conn.send(wire::error(xid, 0, ErrorCode::AuthFailed));
-                        conn.close();
-                    }
-                }
-                return;
-            }
             Request::WhoAmI => Ok(Some(Response::WhoAmI {
-                client_info: conn
-                    .auth
-                    .iter()
-                    .map(|id| ClientInfo {
-                        auth_scheme: id.scheme.clone(),
-                        // ZooKeeper's digest provider names the user, not the hashed id.
-                        user: match id.scheme.as_str() {
-                            "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
-                            _ => id.id.clone(),
-                        },
-                    })
-                    .collect(),
+                client_info: conn.auth.iter().map(client_info).collect(),
             })),
-            Request::SetWatches { req, .. } => {
-                let sm = &self.sm;
-                // Watches on paths the session may not read are dropped silently (the client
-                // re-sends what it held; a refusal would fail its whole reconnect).
-                let mut req = req.clone();
-                let mut dropped = None;
-                for list in [
-                    &mut req.data_watches,
-                    &mut req.exist_watches,
-                    &mut req.child_watches,
-                    &mut req.persistent_watches,
-                    &mut req.persistent_recursive_watches,
-                ] {
-                    list.retain(|p| match sm.may_read(p, &conn.auth) {
-                        Ok(()) => true,
-                        Err(refusal) => {
-                            dropped.get_or_insert((p.clone(), refusal));
-                            false
-                        }
-                    });
-                }
-                let events = self.watches.set_watches(session_id, &req, |p| sm.stat(p));
-                for event in events {
-                    conn.send(wire::notification(event));
-                }
-                conn.send(wire::ok(xid, zxid, None));
-                if let Some((path, refusal)) = dropped {
-                    self.count_refusal(session_id, &path, refusal);
-                }
-                return;
-            }
             Request::AddWatch(req) => match AddWatchMode::from_mode(req.mode) {
                 Some(_) if self.sm.may_read(&req.path, &conn.auth).is_err() => {
                     Err(ErrorCode::NoAuth)
@@ -174,23 +221,19 @@ impl Core {
                 register_read_watches(&mut self.watches, session_id, read, &result);
                 result.map(Some)
             }
-        };
-        if refused_somewhere(&result) {
-            let Some(conn) = self.clients.get(conn_id) else {
-                return;
-            };
-            if let Some((path, refusal)) = self.sm.read_refusal(&conn.auth, &request) {
-                self.count_refusal(session_id, &path, refusal);
-            }
         }
-        let Some(conn) = self.clients.get_mut(conn_id) else {
-            return;
-        };
-        match result {
-            Ok(Some(Response::Empty)) | Ok(None) => conn.send(wire::ok(xid, zxid, None)),
-            Ok(Some(body)) => conn.send(wire::ok(xid, zxid, Some(&body))),
-            Err(err) => conn.send(wire::error(xid, zxid, err)),
-        }
+    }
+}
+
+/// How `whoAmI` shows an identity. ZooKeeper's digest provider names the user, not the
+/// hashed id.
+fn client_info(id: &Id) -> ClientInfo {
+    ClientInfo {
+        auth_scheme: id.scheme.clone(),
+        user: match id.scheme.as_str() {
+            "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
+            _ => id.id.clone(),
+        },
     }
 }
 
@@ -289,5 +332,76 @@ fn register_read_watches(
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::{AddWatchRequest, PathWatchRequest};
+
+    use super::*;
+
+    fn get_data(path: &str, watch: bool) -> Request {
+        Request::GetData(PathWatchRequest {
+            path: path.into(),
+            watch,
+        })
+    }
+
+    #[test]
+    fn the_watch_limit_counts_paths_not_yet_watched_once_each() {
+        let mut watches = baton_machine::WatchManager::default();
+        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)), 1);
+        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", false)), 0);
+        watches.add(7, "/a", WatchKind::Data);
+        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)), 0);
+        assert_eq!(new_watch_paths(&watches, 8, &get_data("/a", true)), 1);
+        let reads = Request::MultiRead(vec![
+            MultiReadOp::GetData(PathWatchRequest {
+                path: "/b".into(),
+                watch: true,
+            }),
+            MultiReadOp::GetChildren(PathWatchRequest {
+                path: "/b".into(),
+                watch: true,
+            }),
+            MultiReadOp::GetData(PathWatchRequest {
+                path: "/a".into(),
+                watch: true,
+            }),
+        ]);
+        assert_eq!(
+            new_watch_paths(&watches, 7, &reads),
+            1,
+            "/b once; /a is watched"
+        );
+        let add = Request::AddWatch(AddWatchRequest {
+            path: "/c".into(),
+            mode: 0,
+        });
+        assert_eq!(new_watch_paths(&watches, 7, &add), 1);
+        assert_eq!(new_watch_paths(&watches, 7, &Request::Ping), 0);
+    }
+
+    #[test]
+    fn no_auth_is_found_whole_or_in_one_read_of_a_multi_read() {
+        assert!(refused_somewhere(&Err(ErrorCode::NoAuth)));
+        assert!(!refused_somewhere(&Err(ErrorCode::NoNode)));
+        assert!(!refused_somewhere(&Ok(None)));
+        let partly = Response::MultiRead(vec![MultiReadResult::Error {
+            err: ErrorCode::NoAuth,
+        }]);
+        assert!(refused_somewhere(&Ok(Some(partly))));
+    }
+
+    #[test]
+    fn who_am_i_names_a_digest_user_not_its_hash() {
+        let digest = client_info(&Id::new("digest", "alice:HASH="));
+        assert_eq!(
+            (digest.auth_scheme.as_str(), digest.user.as_str()),
+            ("digest", "alice")
+        );
+        let ip = client_info(&Id::new("ip", "10.0.0.1"));
+        assert_eq!(ip.user, "10.0.0.1");
     }
 }

@@ -146,34 +146,44 @@ pub enum CoreError {
 /// The core thread's state.
 pub struct Core {
     cfg: CoreConfig,
+
+    // Raft and the tree it replicates.
     node: RawNode<RaftLog>,
     log: RaftLog,
     sm: StateMachine,
-    watches: WatchManager,
-    tracker: SessionTracker,
+    conf_state: ConfState,
+    last_snapshot_index: u64,
+    /// A membership change applied since the last snapshot (the next one must include it).
+    snapshot_after_membership_change: bool,
+    trim: TrimSchedule,
+
+    // This member's clients.
     clients: ClientTable,
     connects: PendingConnects,
-    gate: ProposalGate,
+    watches: WatchManager,
+    reads: ReadIndexQueue,
     /// Sessions active on this follower since the last batch sent to the leader.
     touched: BTreeSet<i64>,
-    reads: ReadIndexQueue,
-    transport: Option<Box<dyn PeerLinks>>,
-    clock: std::sync::Arc<dyn Clock>,
+    next_session_id: i64,
+
+    // The leader's view of sessions and members.
+    tracker: SessionTracker,
+    gate: ProposalGate,
+    /// A change of leader or term may have dropped requests in flight.
+    leader_watch: LeaderWatch,
     /// When each peer's last Raft message arrived: the leader's evidence that a member is
     /// alive right now (raft-rs's `recent_active` lags by up to an election timeout).
     last_heard: BTreeMap<u64, Instant>,
-    next_session_id: i64,
-    conf_state: ConfState,
-    last_snapshot_index: u64,
-    snapshot_after_membership_change: bool,
     last_reap: Instant,
+
+    // The outside world: peers, time, and what is published.
+    transport: Option<Box<dyn PeerLinks>>,
+    clock: Arc<dyn Clock>,
     started: Instant,
-    /// A change of leader or term may have dropped requests in flight.
-    leader_watch: LeaderWatch,
-    trim: TrimSchedule,
     latency: LatencyStats,
     metrics: Arc<Metrics>,
     status: watch::Sender<Status>,
+
     /// Distinct paths one session may watch on this member.
     max_watches_per_session: usize,
     /// Identities and the recipe-tree policy (`--check-identities`, `--super-digest`).
