@@ -63,6 +63,15 @@ pub enum Refusal {
 
 impl Refusal {
     /// The `reason` label of `baton_tenancy_refusals_total`.
+    /// Every refusal, for metrics that show each reason from the start.
+    pub const ALL: [Refusal; 5] = [
+        Refusal::OtherNamespace,
+        Refusal::Unauthenticated,
+        Refusal::SuperOnly,
+        Refusal::RootNotPersistent,
+        Refusal::NotOwner,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Refusal::OtherNamespace => "other_namespace",

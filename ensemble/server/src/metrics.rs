@@ -84,6 +84,18 @@ impl Metrics {
             tenancy_refusals: Family::default(),
             registry: Registry::default(),
         };
+        // Every known reason from the start: a rate over a series that appears only with its
+        // first event misses that event, and dashboards show "no data" instead of zero.
+        for reason in ["per_ip_limit", "connection_limit"] {
+            m.client_connections_refused
+                .get_or_create(&[("reason", reason)])
+                .inc_by(0);
+        }
+        for refusal in baton_machine::tenancy::Refusal::ALL {
+            m.tenancy_refusals
+                .get_or_create(&[("reason", refusal.label())])
+                .inc_by(0);
+        }
         registry.register("raft_term", "Current Raft term", m.term.clone());
         registry.register(
             "entries_skipped",

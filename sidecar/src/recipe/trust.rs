@@ -39,7 +39,7 @@ pub struct IgnoredLabels {
 }
 
 /// Counts and reports the planted nodes the recipes of one session skipped.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IgnoredNodes {
     family: Family<IgnoredLabels, Counter>,
     state: Mutex<ReportState>,
@@ -59,6 +59,29 @@ fn kind_label(kind: NodeKind) -> &'static str {
         NodeKind::Exclusive => "lock",
         NodeKind::Read => "read",
         NodeKind::Write => "write",
+    }
+}
+
+impl Default for IgnoredNodes {
+    /// Every kind at zero from the start, so the metric shows 0 rather than nothing.
+    fn default() -> Self {
+        let family = Family::<IgnoredLabels, Counter>::default();
+        for kind in [
+            NodeKind::Candidate,
+            NodeKind::Exclusive,
+            NodeKind::Read,
+            NodeKind::Write,
+        ] {
+            family
+                .get_or_create(&IgnoredLabels {
+                    kind: kind_label(kind).to_owned(),
+                })
+                .inc_by(0);
+        }
+        IgnoredNodes {
+            family,
+            state: Mutex::default(),
+        }
     }
 }
 
