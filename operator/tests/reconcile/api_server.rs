@@ -1,6 +1,7 @@
 //! A mocked API server (tower-test's `mock::pair`) holding a tiny world — the ensemble, its
 //! certificate Secrets, ConfigMap, StatefulSet and pods — that answers the operator's requests
-//! and records each one (method, path, body) in order.
+//! and records each one (method, path, body) in order. Each reconcile runs a new operator
+//! (client, context) that knows only what the world holds, and may be stopped after a write.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use serde_json::{Value, json};
 
-use super::fake_ensemble::FakeEnsemble;
+use super::fake_ensemble::{Entry, FakeEnsemble};
+
+/// What `try_reconcile` answers when the operator was stopped.
+pub const STOPPED: &str = "the operator was stopped";
 
 /// One request the operator made.
 #[derive(Debug, Clone)]
@@ -157,9 +161,16 @@ spec: {spec}
             serde_json::from_value(self.ce.clone()).expect("the world's ensemble deserializes");
         let task = tokio::spawn(reconcile(Arc::new(ce), ctx));
         let mut seen = Vec::new();
+        let fake = self.ensemble.clone();
         loop {
             // A bound, not a synchronisation: an unexpected hang fails instead of stalling.
-            let next = tokio::time::timeout(Duration::from_secs(30), handle.next_request()).await;
+            let next = tokio::select! {
+                next = tokio::time::timeout(Duration::from_secs(30), handle.next_request()) => next,
+                () = fake.stopped() => {
+                    task.abort();
+                    return (seen, Err(STOPPED.into()));
+                }
+            };
             let Ok(Some((request, reply))) = next else {
                 break;
             };
@@ -177,6 +188,12 @@ spec: {spec}
                 body,
             };
             let (status, answer) = self.answer(&s);
+            if is_step_write(&s) && self.ensemble.spend_write() {
+                // Taken effect, but the operator never hears back.
+                task.abort();
+                seen.push(s);
+                return (seen, Err(STOPPED.into()));
+            }
             let response = Response::builder()
                 .status(status)
                 .header("content-type", "application/json")
@@ -236,6 +253,16 @@ spec: {spec}
             }
             (&Method::PATCH, p) if p == format!("{CE}/status") => {
                 self.ce["status"] = s.body["status"].clone();
+                let operation = &s.body["status"]["membershipOperation"];
+                let record = operation.is_object().then(|| {
+                    format!(
+                        "{} {} {}",
+                        operation["kind"].as_str().unwrap_or("?"),
+                        operation["memberId"],
+                        operation["step"].as_str().unwrap_or("?")
+                    )
+                });
+                self.ensemble.model().journal.push(Entry::Recorded(record));
                 ok(self.ce.clone())
             }
             // The finalizer: a JSON patch of the ensemble, tests included.
@@ -353,6 +380,7 @@ spec: {spec}
                 if p == format!("{NS}/configmaps/zk-config") {
                     self.config_map = Some(s.body.clone());
                 } else if p == format!("{APPS}/statefulsets/zk") {
+                    self.check_replicas(s.body["spec"]["replicas"].as_i64().unwrap_or(0));
                     self.statefulset = Some(s.body.clone());
                 } else if let Some(name) = p.strip_prefix(&format!("{NS}/secrets/")) {
                     self.secrets.insert(name.to_string(), s.body.clone());
@@ -371,6 +399,7 @@ spec: {spec}
             }
             (&Method::DELETE, p) if p.starts_with(&format!("{NS}/pods/")) => {
                 let name = p.rsplit('/').next().unwrap_or_default().to_string();
+                self.check_pod_deletion(&name);
                 self.pods.retain(|(id, _)| format!("zk-{}", id - 1) != name);
                 ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}))
             }
@@ -379,14 +408,74 @@ spec: {spec}
     }
 }
 
+impl World {
+    /// Journals a change of the StatefulSet's replicas; a pod must not go while its member votes.
+    fn check_replicas(&mut self, replicas: i64) {
+        let before = self.replicas();
+        let mut m = self.ensemble.model();
+        if self.statefulset.is_some() && replicas > before {
+            m.journal
+                .push(Entry::Took(format!("add {replicas} raise-replicas")));
+        } else if self.statefulset.is_some() && replicas < before {
+            m.journal
+                .push(Entry::Took(format!("remove {before} lower-replicas")));
+        }
+        if let Some(voter) = m.voters.iter().find(|v| **v as i64 > replicas) {
+            let violation = format!("replicas lowered to {replicas} while member {voter} votes");
+            m.violations.push(violation);
+        }
+    }
+
+    /// Journals a restart; it must leave a quorum: no other member's pod missing, and not the
+    /// leader's while another member could lead.
+    fn check_pod_deletion(&mut self, name: &str) {
+        let Some(id) = name
+            .strip_prefix("zk-")
+            .and_then(|o| o.parse::<u64>().ok())
+            .map(|o| o + 1)
+        else {
+            return;
+        };
+        let mut m = self.ensemble.model();
+        m.journal
+            .push(Entry::Took(format!("restart {id} delete-pod")));
+        let missing: Vec<u64> = m
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| *v != id && !self.pods.iter().any(|(p, _)| p == v))
+            .collect();
+        if !missing.is_empty() || id == m.leader && m.voters.len() > 1 {
+            let violation = format!(
+                "deleted pod {name} (leader {}, pods missing {missing:?})",
+                m.leader
+            );
+            m.violations.push(violation);
+        }
+    }
+}
+
+/// A write the resume scenarios stop the operator after: one that records or takes a step.
+fn is_step_write(s: &Seen) -> bool {
+    match s.method {
+        Method::PATCH => {
+            s.path == format!("{CE}/status") || s.path == format!("{APPS}/statefulsets/zk")
+        }
+        Method::DELETE => s.path.starts_with(&format!("{NS}/pods/")),
+        _ => false,
+    }
+}
+
 /// The request lines of `seen`.
 pub fn lines(seen: &[Seen]) -> Vec<String> {
     seen.iter().map(Seen::line).collect()
 }
 
-/// The body of the first request to `path` with `method`.
+/// The body of the last request to `path` with `method` (the status: the one a reconcile ends
+/// with, after the operation records).
 pub fn body<'a>(seen: &'a [Seen], method: Method, path: &str) -> &'a Value {
     seen.iter()
+        .rev()
         .find(|s| s.method == method && s.path == path)
         .map(|s| &s.body)
         .unwrap_or_else(|| panic!("no {method} {path} in {:?}", lines(seen)))

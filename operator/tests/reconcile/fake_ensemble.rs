@@ -1,8 +1,12 @@
-//! A scripted ensemble behind the `EnsembleAdmin` seam: membership calls change it at once
-//! (an added member is promoted and ready immediately), and every such call is logged.
+//! A scripted ensemble behind the `EnsembleAdmin` seam: membership calls change it at once (an
+//! added member is a learner until it first answers, then a ready voter), and every such call
+//! is logged. It also keeps what the resume scenarios check: the journal of recorded and taken
+//! steps, what could have cost the quorum, and when to stop the operator.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
 
 use baton_operator::ensemble::{AdminConnector, AdminError, EnsembleAdmin, MemberStatus};
 use baton_operator::pki::AdminCredentials;
@@ -10,10 +14,21 @@ use baton_tls::{Identity, client_config_from_pem};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// `status.membershipOperation` written, as `kind memberId step` (`None`: cleared).
+    Recorded(Option<String>),
+    /// A step taken, as the record that must be in place before it: `add 4 add-learner`.
+    Took(String),
+}
+
 /// The ensemble as the fake sees it.
 #[derive(Debug, Default)]
 pub struct Model {
     pub voters: BTreeSet<u64>,
+    /// Added, not yet promoted (promoted when they first answer: they have caught up).
+    pub learners: BTreeSet<u64>,
     pub leader: u64,
     /// Members whose admin API does not answer.
     pub down: BTreeSet<u64>,
@@ -23,11 +38,22 @@ pub struct Model {
     pub calls: Vec<String>,
     /// The admin certificates the operator connected with, in order.
     pub admin_certs: Vec<String>,
+    /// Operation records and steps taken, by the fake and the API server, in order.
+    pub journal: Vec<Entry>,
+    /// Steps taken that could have cost the quorum.
+    pub violations: Vec<String>,
+    /// Writes (status, StatefulSet, pod deletions, membership calls) the operator makes before
+    /// it is stopped; `None`: it is not.
+    pub writes_before_stop: Option<usize>,
 }
 
 /// Cheap to clone; clones share the model.
 #[derive(Debug, Clone, Default)]
-pub struct FakeEnsemble(Arc<Mutex<Model>>);
+pub struct FakeEnsemble {
+    model: Arc<Mutex<Model>>,
+    /// Notified when a membership call stops the operator.
+    stopped: Arc<Notify>,
+}
 
 impl FakeEnsemble {
     /// An ensemble of `voters` led by `leader`.
@@ -43,9 +69,39 @@ impl FakeEnsemble {
 
     /// The shared model.
     pub fn model(&self) -> MutexGuard<'_, Model> {
-        self.0
+        self.model
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts one write; true when it is the last before the operator is stopped.
+    pub fn spend_write(&self) -> bool {
+        let mut m = self.model();
+        match m.writes_before_stop {
+            Some(n) if n <= 1 => {
+                m.writes_before_stop = None;
+                true
+            }
+            Some(n) => {
+                m.writes_before_stop = Some(n - 1);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Completes when a membership call has stopped the operator.
+    pub async fn stopped(&self) {
+        self.stopped.notified().await;
+    }
+
+    /// After a membership call took effect: if it was the last write, the operator never
+    /// hears back.
+    async fn maybe_stop(&self) {
+        if self.spend_write() {
+            self.stopped.notify_one();
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Takes the membership calls logged so far.
@@ -76,6 +132,11 @@ impl FakeEnsemble {
         m.calls.push(format!("{log} via {via}"));
         Ok(m)
     }
+
+    /// Voters and learners.
+    fn configuration(m: &Model) -> Vec<u64> {
+        m.voters.union(&m.learners).copied().collect()
+    }
 }
 
 /// Accepts only what a member would: a usable TLS client configuration whose certificate is
@@ -103,7 +164,7 @@ impl AdminConnector for FakeEnsemble {
 
 impl EnsembleAdmin for FakeEnsemble {
     async fn status(&self, addr: &str) -> Result<MemberStatus, AdminError> {
-        let m = self.model();
+        let mut m = self.model();
         let id = Self::member(addr);
         let unreachable = AdminError::Unreachable {
             addr: addr.into(),
@@ -124,6 +185,9 @@ impl EnsembleAdmin for FakeEnsemble {
                 ..MemberStatus::default()
             });
         }
+        if m.learners.remove(&id) {
+            m.voters.insert(id);
+        }
         if !m.voters.contains(&id) {
             return Err(unreachable);
         }
@@ -134,34 +198,64 @@ impl EnsembleAdmin for FakeEnsemble {
             term: 3,
             commit_index: 10,
             applied_index: 10,
-            members: m.voters.iter().copied().collect(),
-            learners: Vec::new(),
+            members: Self::configuration(&m),
+            learners: m.learners.iter().copied().collect(),
             cluster_id: "prod.zk".into(),
         })
     }
 
     async fn add_member(&self, addr: &str, id: u64, peer_addr: &str) -> Result<(), AdminError> {
-        let mut m = self.leader_call(addr, format!("add {id} ({peer_addr})"))?;
-        m.voters.insert(id);
-        m.removed.remove(&id);
+        {
+            let mut m = self.leader_call(addr, format!("add {id} ({peer_addr})"))?;
+            m.journal.push(Entry::Took(format!("add {id} add-learner")));
+            if Self::configuration(&m).contains(&id) {
+                return Err(AdminError::Conflict {
+                    addr: addr.into(),
+                    message: format!("member {id} is already in the ensemble"),
+                });
+            }
+            m.learners.insert(id);
+            m.removed.remove(&id);
+        }
+        self.maybe_stop().await;
         Ok(())
     }
 
     async fn remove_member(&self, addr: &str, id: u64) -> Result<(), AdminError> {
-        let mut m = self.leader_call(addr, format!("remove {id}"))?;
-        m.voters.remove(&id);
-        m.removed.insert(id);
+        {
+            let mut m = self.leader_call(addr, format!("remove {id}"))?;
+            m.journal
+                .push(Entry::Took(format!("remove {id} remove-member")));
+            let remaining: Vec<u64> = m.voters.iter().copied().filter(|v| *v != id).collect();
+            let up = remaining.iter().filter(|v| !m.down.contains(v)).count();
+            if id == m.leader || m.voters.contains(&id) && up <= remaining.len() / 2 {
+                let violation = format!(
+                    "removed member {id} of {:?} (leader {})",
+                    m.voters, m.leader
+                );
+                m.violations.push(violation);
+            }
+            m.voters.remove(&id);
+            m.learners.remove(&id);
+            m.removed.insert(id);
+        }
+        self.maybe_stop().await;
         Ok(())
     }
 
     async fn transfer_leader(&self, addr: &str, to: Option<u64>) -> Result<(), AdminError> {
-        let label = to.map_or("any".to_string(), |t| t.to_string());
-        let mut m = self.leader_call(addr, format!("transfer to {label}"))?;
-        let current = m.leader;
-        let next = to.or_else(|| m.voters.iter().copied().find(|v| *v != current));
-        if let Some(next) = next {
-            m.leader = next;
+        {
+            let label = to.map_or("any".to_string(), |t| t.to_string());
+            let mut m = self.leader_call(addr, format!("transfer to {label}"))?;
+            let current = m.leader;
+            let took = format!("transfer-leader {current} transfer-leader");
+            m.journal.push(Entry::Took(took));
+            let next = to.or_else(|| m.voters.iter().copied().find(|v| *v != current));
+            if let Some(next) = next {
+                m.leader = next;
+            }
         }
+        self.maybe_stop().await;
         Ok(())
     }
 }
