@@ -258,6 +258,81 @@ pub struct CoordinationEnsembleStatus {
     /// The membership or rollout step in progress, so a stuck one can be reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<StepStatus>,
+    /// The membership operation in flight, written before each of its steps is taken, so an
+    /// operator that restarts (or another replica that takes over) carries on from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership_operation: Option<MembershipOperation>,
+}
+
+/// A membership operation in flight: one member added, removed or restarted, or leadership
+/// moved, step by step (`OperationKind::steps`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MembershipOperation {
+    pub kind: OperationKind,
+    /// The step about to be taken or awaited; the ones before it are done.
+    pub step: OperationStep,
+    /// The member added, removed or restarted; for `transfer-leader`, the member leadership
+    /// moves off.
+    pub member_id: i64,
+    /// The StatefulSet's replicas once the operation is done.
+    pub target_replicas: i32,
+    /// When the operation started (RFC 3339).
+    pub started_at: String,
+}
+
+/// What a membership operation does.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OperationKind {
+    /// Scale up by one member.
+    Add,
+    /// Scale down by one member (or drop a learner or a voter without a pod).
+    Remove,
+    /// Move leadership off a member (before it is removed or restarted).
+    TransferLeader,
+    /// Restart a member at the StatefulSet's new revision (rolling update).
+    Restart,
+}
+
+/// One step of a membership operation. Action steps do one thing (an apply, an admin call, a
+/// pod deletion); await steps wait for its effect.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OperationStep {
+    /// `add`: the StatefulSet gets the new member's pod.
+    RaiseReplicas,
+    /// `add`: `POST /v1/members` on the leader; the member joins as a learner.
+    AddLearner,
+    /// `add`: the leader promotes the learner to voter once it has caught up.
+    AwaitPromotion,
+    /// `remove`: `DELETE /v1/members/{id}` on the leader.
+    RemoveMember,
+    /// `remove`: every remaining member has dropped it.
+    AwaitRemoval,
+    /// `remove`: the StatefulSet loses the member's pod.
+    LowerReplicas,
+    /// `transfer-leader`: `POST /v1/leader/transfer` on the leader.
+    TransferLeader,
+    /// `transfer-leader`: another member leads with a quorum.
+    AwaitLeader,
+    /// `restart`: the member's pod is deleted.
+    DeletePod,
+    /// `restart`: the StatefulSet controller has re-created the pod.
+    AwaitPod,
+}
+
+impl OperationKind {
+    /// The steps of this kind of operation, in order.
+    pub fn steps(self) -> &'static [OperationStep] {
+        use OperationStep::*;
+        match self {
+            OperationKind::Add => &[RaiseReplicas, AddLearner, AwaitPromotion],
+            OperationKind::Remove => &[RemoveMember, AwaitRemoval, LowerReplicas],
+            OperationKind::TransferLeader => &[TransferLeader, AwaitLeader],
+            OperationKind::Restart => &[DeletePod, AwaitPod],
+        }
+    }
 }
 
 /// A step the operator started and is waiting on.

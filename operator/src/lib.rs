@@ -19,6 +19,7 @@ pub mod http_server;
 pub mod leader_lease;
 pub mod metrics;
 pub mod names;
+pub mod operation;
 pub mod pem;
 pub mod pki;
 pub mod plan;

@@ -1,5 +1,6 @@
-//! The reconciler: dereference → validate → build → apply → act → update status. Only
-//! `dereference`, `apply`, the ensemble step and `status::publish` do I/O; the rest is pure.
+//! The reconciler: dereference → validate → plan → build → apply → act → update status. Only
+//! `dereference`, `apply`, the ensemble step and `status` (the operation record and the final
+//! status) do I/O; the rest is pure.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use kube::runtime::controller::Action as Requeue;
 use crate::apply::{self, WriteError};
 use crate::build::{self, BuildError};
 use crate::build::{OperatorPods, SuperCredentials};
-use crate::crd::CoordinationEnsemble;
+use crate::crd::{CoordinationEnsemble, MembershipOperation};
 use crate::dereference::{self, ReadError};
 use crate::ensemble::{
     AdminConnector, AdminError, EnsembleView, StepError, run_action, wait_until,
@@ -20,9 +21,10 @@ use crate::events::EventSink;
 use crate::finalizer;
 use crate::metrics::Metrics;
 use crate::names::EnsembleNames;
+use crate::operation::{self, Decision};
 use crate::pki::{self, PkiError};
 use crate::plan::{self, Action, Phase};
-use crate::status::{self, StatusInputs};
+use crate::status::{self, OperationRecord, StatusInputs};
 use crate::validate::validate;
 
 /// Operator settings the reconciler needs.
@@ -187,8 +189,13 @@ async fn reconcile_inner<A: AdminConnector>(
     finalizer::ensure(&ctx.client, ce).await?;
     let dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
     let observed = &dereferenced.observed;
-    let plan = plan::plan(spec.replicas, observed);
-    tracing::debug!(?plan, "planned");
+    let recorded = ce
+        .status
+        .as_ref()
+        .and_then(|s| s.membership_operation.as_ref());
+    let Decision { operation, plan } =
+        operation::decide(recorded, plan::plan(spec.replicas, observed), observed, now);
+    tracing::debug!(?plan, ?operation, "planned");
     // Certificates for every member that has or is about to get a pod: the spec's, the plan's
     // next StatefulSet size and the current one (a scale-down keeps its pods until Raft has
     // dropped them).
@@ -212,6 +219,13 @@ async fn reconcile_inner<A: AdminConnector>(
         &settings.operator_pods,
         new_super.as_ref(),
     )?;
+    let mut record = OperationRecord::new(ce.status.as_ref());
+    if operation.is_some() {
+        // Before the apply, which takes the replica steps.
+        record
+            .write(&ctx.client, &names, operation.as_ref())
+            .await?;
+    }
     let applied = apply::apply_all(&ctx.client, &names, &built, &dereferenced.secrets).await;
     if applied.is_ok() && !pki_plan.is_empty() {
         tracing::info!(certificates = %pki_plan, "certificates written");
@@ -230,6 +244,7 @@ async fn reconcile_inner<A: AdminConnector>(
             now,
             stuck_after: settings.stuck_after,
             plain_client_port: spec.plain_client_port,
+            operation: operation.as_ref(),
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -240,7 +255,15 @@ async fn reconcile_inner<A: AdminConnector>(
 
     // The admin certificate just applied (the same as the stored one unless it was renewed).
     let admin = ctx.admins.connect(&pki.admin_credentials())?;
-    let (view, step_error) = take_step(ctx, &admin, ce, &names, &plan, observed).await?;
+    let operation = operation.and_then(|op| op.after_apply(plan.membership.replicas));
+    let stage = Stage {
+        ce,
+        names: &names,
+        plan: &plan,
+        observed,
+    };
+    let (view, operation, step_error) =
+        take_step(ctx, &admin, &stage, operation, &mut record).await?;
 
     let status = status::compute(&StatusInputs {
         names: &names,
@@ -252,6 +275,7 @@ async fn reconcile_inner<A: AdminConnector>(
         now,
         stuck_after: settings.stuck_after,
         plain_client_port: spec.plain_client_port,
+        operation: operation.as_ref(),
     });
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);
@@ -264,26 +288,43 @@ async fn reconcile_inner<A: AdminConnector>(
     })
 }
 
-/// Takes the plan's step, if any; returns the ensemble as it is afterwards and, if the
-/// ensemble refused the step, why (reported in the status, then retried with backoff).
+/// What the step stage works on.
+struct Stage<'a> {
+    ce: &'a CoordinationEnsemble,
+    names: &'a EnsembleNames,
+    plan: &'a plan::Plan,
+    observed: &'a plan::Observed,
+}
+
+/// Takes the plan's step, if any, once `operation` is recorded at it, and moves the operation
+/// past what the step and its effect did. Returns the ensemble as it is afterwards, the
+/// operation and, if the ensemble refused the step, why (reported in the status, then retried
+/// with backoff).
 async fn take_step<C: AdminConnector>(
     ctx: &Context<C>,
     admin: &C::Admin,
-    ce: &CoordinationEnsemble,
-    names: &EnsembleNames,
-    plan: &plan::Plan,
-    observed: &plan::Observed,
-) -> Result<(EnsembleView, Option<StepError>), ReconcileError> {
+    stage: &Stage<'_>,
+    mut operation: Option<MembershipOperation>,
+    record: &mut OperationRecord,
+) -> Result<StepOutcome, ReconcileError> {
+    let Stage {
+        ce,
+        names,
+        plan,
+        observed,
+    } = *stage;
     let Some(action) = plan.action else {
-        return Ok((observed.ensemble.clone(), None));
+        return Ok((observed.ensemble.clone(), operation, None));
     };
+    record.write(&ctx.client, names, operation.as_ref()).await?;
     ctx.events.step(ce, &action).await;
     let step = match action {
         Action::Membership(step) => step,
         Action::RestartMember { id } => {
             tracing::info!(member = id, "restarting member for the rolling update");
             apply::restart_member(&ctx.client, names, id).await?;
-            return Ok((observed.ensemble.clone(), None));
+            let operation = operation.and_then(MembershipOperation::next);
+            return Ok((observed.ensemble.clone(), operation, None));
         }
     };
     tracing::info!(%step, "membership step");
@@ -295,23 +336,28 @@ async fn take_step<C: AdminConnector>(
     if let Err(e) = run_action(admin, &roster, step).await {
         tracing::warn!(error = %e, "membership step failed");
         ctx.events.warning(ce, "StepFailed", &e.to_string()).await;
-        return Ok((observed.ensemble.clone(), Some(e)));
+        return Ok((observed.ensemble.clone(), operation, Some(e)));
     }
+    // Sent: now awaiting its effect.
+    operation = operation.and_then(MembershipOperation::next);
     let limit = ctx.settings.settle_timeout;
     match wait_until(admin, &roster, &step.to_string(), limit, |v| {
         step.is_settled(v)
     })
     .await
     {
-        Ok(settled) => Ok((settled, None)),
+        Ok(settled) => Ok((settled, operation.and_then(MembershipOperation::next), None)),
         // Not an error: the next reconcile looks again, and a step that never settles is
         // reported as stuck.
         Err(e) => {
             tracing::info!(error = %e, "step not settled yet");
-            Ok((EnsembleView::observe(admin, &roster).await, None))
+            Ok((EnsembleView::observe(admin, &roster).await, operation, None))
         }
     }
 }
+
+/// The ensemble after the step, the operation in flight, and why the step failed.
+type StepOutcome = (EnsembleView, Option<MembershipOperation>, Option<StepError>);
 
 /// Requeues a failed reconcile after 1 s, 2 s, 4 s ... up to 5 minutes.
 pub fn error_policy<A: AdminConnector>(

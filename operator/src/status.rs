@@ -11,7 +11,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::apply::WriteError;
-use crate::crd::{CoordinationEnsemble, CoordinationEnsembleStatus, StepStatus};
+use crate::crd::{
+    CoordinationEnsemble, CoordinationEnsembleStatus, MembershipOperation, StepStatus,
+};
 use crate::ensemble::EnsembleView;
 use crate::names::{EnsembleNames, FIELD_MANAGER};
 use crate::plan::{Phase, Plan};
@@ -32,6 +34,8 @@ pub struct StatusInputs<'a> {
     pub stuck_after: Duration,
     /// Whether the plain client port is on (`spec.plainClientPort`).
     pub plain_client_port: bool,
+    /// The membership operation in flight after this reconcile.
+    pub operation: Option<&'a MembershipOperation>,
 }
 
 /// The status for a reconciled ensemble.
@@ -132,6 +136,7 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         secure_client_endpoint: Some(input.names.secure_client_endpoint()),
         selector: Some(input.names.selector_string()),
         step,
+        membership_operation: input.operation.cloned(),
     }
 }
 
@@ -184,6 +189,35 @@ pub async fn publish(
             what: format!("CoordinationEnsemble {}", names.name),
             source,
         })
+}
+
+/// Writes `status.membershipOperation` ahead of each step, the rest of the status as it was:
+/// the apply owns every field it sends, so a status without the others would drop them.
+pub struct OperationRecord {
+    status: CoordinationEnsembleStatus,
+}
+
+impl OperationRecord {
+    /// The record as the ensemble's `previous` status holds it.
+    pub fn new(previous: Option<&CoordinationEnsembleStatus>) -> Self {
+        OperationRecord {
+            status: previous.cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Records `operation` unless it is what the status holds already.
+    pub async fn write(
+        &mut self,
+        client: &kube::Client,
+        names: &EnsembleNames,
+        operation: Option<&MembershipOperation>,
+    ) -> Result<(), WriteError> {
+        if self.status.membership_operation.as_ref() == operation {
+            return Ok(());
+        }
+        self.status.membership_operation = operation.cloned();
+        publish(client, names, &self.status).await
+    }
 }
 
 /// What makes two descriptions the same step: a wait is one wait however its reason reads
@@ -263,6 +297,7 @@ mod tests {
             now: now.parse().unwrap_or(Timestamp::UNIX_EPOCH),
             stuck_after: Duration::from_secs(600),
             plain_client_port: false,
+            operation: None,
         }
     }
 

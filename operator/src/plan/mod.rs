@@ -122,10 +122,7 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
         };
     };
     let r = sts.replicas.max(0);
-    let current = StoredMembership {
-        replicas: r,
-        bootstrap: observed.stored.map_or(r, |s| s.bootstrap.min(r)),
-    };
+    let current = current(sts, observed.stored);
     let step = |action: Option<Action>, phase: Phase| Plan {
         membership: current,
         action,
@@ -246,6 +243,15 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
         };
     }
     rolling(sts, &observed.pods, leader, &expected, current)
+}
+
+/// The membership the StatefulSet has now (the bootstrap count never above its replicas).
+pub fn current(sts: &ObservedStatefulSet, stored: Option<StoredMembership>) -> StoredMembership {
+    let replicas = sts.replicas.max(0);
+    StoredMembership {
+        replicas,
+        bootstrap: stored.map_or(replicas, |s| s.bootstrap.min(replicas)),
+    }
 }
 
 /// The rolling-update step of a healthy ensemble at its desired size.

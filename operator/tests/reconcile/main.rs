@@ -3,6 +3,7 @@
 
 mod api_server;
 mod fake_ensemble;
+mod resume;
 
 use api_server::{
     ALL_CONFIG_MAPS, APPS, CE, CRB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body,
@@ -242,12 +243,31 @@ async fn scale_up_three_to_five_adds_one_member_per_step() {
     world.set_spec("replicas", json!(5));
 
     let seen = world.reconcile().await;
+    // The operation is recorded before the StatefulSet grows, and its add step before the add.
     // Certificates for both new members come first, in the members' Secret alone.
     let mut expected = apply_lines(true, &["zk-tls"]);
+    expected.insert(7, format!("PATCH {CE}/status"));
     expected.push(format!("POST {EVENTS}"));
+    expected.push(format!("PATCH {CE}/status"));
     expected.push(format!("POST {EVENTS}"));
     expected.push(format!("PATCH {CE}/status"));
     assert_eq!(lines(&seen), expected);
+    let records: Vec<&Value> = seen
+        .iter()
+        .filter(|s| s.path == format!("{CE}/status"))
+        .map(|s| &s.body["status"]["membershipOperation"])
+        .collect();
+    assert_eq!(
+        records,
+        [
+            &json!({"kind": "add", "step": "raise-replicas", "memberId": 4, "targetReplicas": 4,
+                    "startedAt": "2026-11-23T12:00:00Z"}),
+            &json!({"kind": "add", "step": "add-learner", "memberId": 4, "targetReplicas": 4,
+                    "startedAt": "2026-11-23T12:00:00Z"}),
+            // Promoted within the reconcile: done.
+            &Value::Null,
+        ]
+    );
     assert_eq!(
         world.events,
         vec![
