@@ -1,6 +1,19 @@
 //! Slow clean-up (freeing memory, unlinking big files) kept off the caller's thread, which is
 //! the ensemble's core thread: it would otherwise answer nobody meanwhile.
 
+/// Returns free heap pages to the kernel. glibc keeps freed memory in its arenas unless asked,
+/// so without this a member's RSS stays at the in-memory log's high-water mark (one member with
+/// 100k znodes after the bench matrix: 234 MiB without, 99 MiB with). It took 17-26 ms here:
+/// only for background threads.
+pub(crate) fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel; it is thread-safe and touches
+    // no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Runs `work` on a thread of its own. If no thread can be had, `work` is dropped unrun, which
 /// every caller tolerates: dropped entries are freed here instead, and retired segments are
 /// deleted at the next startup.

@@ -51,7 +51,12 @@ const DROP_ELSEWHERE_FROM: usize = 1_000;
 
 fn drop_elsewhere(entries: Vec<Entry>) {
     if entries.len() >= DROP_ELSEWHERE_FROM {
-        crate::background::run("baton-log-free", move || drop(entries));
+        crate::background::run("baton-log-free", move || {
+            drop(entries);
+            // Here, after the free and on its thread: a trim started anywhere else could run
+            // beside the free and return little of it.
+            crate::background::return_freed_memory();
+        });
     }
 }
 

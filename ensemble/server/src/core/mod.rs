@@ -15,7 +15,7 @@
 //! - `control`: messages between members (forwarded writes, claims, touches) and their
 //!   handling; `check_forwarded`: the leader's check of a write another member forwarded.
 //! - `read_index`: `sync` through Raft's ReadIndex (`ReadIndexQueue`).
-//! - `replicate`: Raft's `Ready` (persist, send, apply) and snapshots; `memory_trim`.
+//! - `replicate`: Raft's `Ready` (persist, send, apply) and snapshots.
 //! - `sessions`: expiry, touches, closing; `leader_change`: what a new leader or term means.
 //! - `membership`: the admin API's membership and leadership commands.
 //! - `publish`: status and gauges for the admin API and four-letter words.
@@ -33,7 +33,6 @@ pub mod links;
 mod local_conn;
 mod local_requests;
 pub mod membership;
-mod memory_trim;
 pub mod messages;
 mod propose;
 mod publish;
@@ -68,7 +67,6 @@ use gate::ProposalGate;
 pub use inbox::CoreInbox;
 use leader_change::LeaderWatch;
 pub use links::PeerLinks;
-use memory_trim::TrimSchedule;
 pub use messages::{
     ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, Outbound, OutboundTx, ReplyBudget,
 };
@@ -155,7 +153,6 @@ pub struct Core {
     last_snapshot_index: u64,
     /// A membership change applied since the last snapshot (the next one must include it).
     snapshot_after_membership_change: bool,
-    trim: TrimSchedule,
 
     // This member's clients.
     clients: ClientTable,
@@ -243,7 +240,6 @@ impl Core {
             last_reap: started,
             started,
             leader_watch: LeaderWatch::default(),
-            trim: TrimSchedule::default(),
             latency: LatencyStats::default(),
             metrics,
             status,
@@ -396,9 +392,6 @@ impl Core {
         self.node.tick();
         self.publish_status();
         self.expire_stuck_requests();
-        if self.trim.take_due(self.now()) {
-            memory_trim::release_freed_memory();
-        }
         if !self.is_leader() {
             self.flush_touches();
             return;

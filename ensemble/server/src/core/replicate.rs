@@ -353,8 +353,6 @@ impl Core {
             .create_snapshot(applied, self.conf_state.clone(), data)?;
         self.last_snapshot_index = applied;
         self.metrics.snapshots.inc();
-        let now = self.now();
-        self.trim.after_snapshot(now);
         tracing::info!(
             index = applied,
             bytes,
