@@ -23,7 +23,9 @@ pub enum CommandKind {
     CreateSession { timeout_ms: i32, passwd: Vec<u8> },
     /// Close `session_id` (asked by the client, or expired by the leader) and delete its ephemerals.
     CloseSession { expired: bool },
-    /// A client write (`Request::is_write`), checked against `auth` at apply.
+    /// A client write (`Request::is_write`), checked against `auth` at apply. The request is
+    /// kept in its wire form, so null data is jute's null buffer (length -1); entries written
+    /// before null data was kept apart never hold one there and decode as they always did.
     Write { auth: Vec<Id>, request: Request },
     /// Delete a container node if it is still an empty container that once had children.
     ReapContainer { path: String },

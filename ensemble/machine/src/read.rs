@@ -42,7 +42,7 @@ impl StateMachine {
             Request::GetData(r) => {
                 let node = self.readable(&r.path, auth)?;
                 Ok(Response::GetData {
-                    data: node.data().to_vec(),
+                    data: node.data().map(<[u8]>::to_vec),
                     stat: node.stat(),
                 })
             }
@@ -114,7 +114,7 @@ impl StateMachine {
             MultiReadOp::GetData(r) => {
                 self.readable(&r.path, auth)
                     .map(|n| MultiReadResult::GetData {
-                        data: n.data().to_vec(),
+                        data: n.data().map(<[u8]>::to_vec),
                         stat: n.stat(),
                     })
             }

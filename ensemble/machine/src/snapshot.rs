@@ -5,6 +5,11 @@
 //! (u32), then the body in jute encoding. The body is canonical: sessions by id, nodes by
 //! path, ACL lists numbered by first use in that order, so equal states give equal bytes
 //! whatever their history or hash seeds. `restore` checks everything and never panics.
+//!
+//! Null znode data is written as jute's null buffer (length -1). Format version 1 is kept: no
+//! snapshot written before null data was kept apart has a -1 length there (the writer always
+//! wrote a length >= 0), so old snapshots load unchanged, and an older Baton reads a null as
+//! empty data, as it always did, so it still loads new snapshots during a rolling upgrade.
 
 use std::sync::Arc;
 
@@ -79,7 +84,7 @@ impl StateMachine {
         let indexed: Vec<((&str, &Node), i32)> = nodes.into_iter().zip(node_acl).collect();
         w.write_vec(&indexed, |w, ((path, node), acl)| {
             w.write_string(path);
-            w.write_buffer(&node.data);
+            w.write_opt_buffer(node.data.as_deref());
             w.write_i32(*acl);
             for v in [node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime] {
                 w.write_i64(v);
@@ -168,7 +173,7 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
     let mut acl_error = None;
     let nodes = r.read_vec(76, |r| {
         let path: Box<str> = r.read_string()?.into();
-        let data = r.read_buffer()?.into_boxed_slice();
+        let data = r.read_opt_buffer()?.map(Vec::into_boxed_slice);
         let acl_at = r.read_i32()?;
         let [czxid, mzxid, pzxid, ctime, mtime] = [
             r.read_i64()?,

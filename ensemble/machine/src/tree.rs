@@ -53,7 +53,9 @@ impl NodeKind {
 /// One znode. Fields are ZooKeeper's persisted stat; `stat()` derives what clients see.
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub(crate) data: Box<[u8]>,
+    /// `None` for null data (a create or setData with a null buffer), which ZooKeeper keeps
+    /// apart from empty data; free: `Option<Box<[u8]>>` is as large as `Box<[u8]>`.
+    pub(crate) data: Option<Box<[u8]>>,
     pub(crate) acl: Arc<[Acl]>,
     pub(crate) children: BTreeSet<Box<str>>,
     pub(crate) czxid: i64,
@@ -81,15 +83,20 @@ impl Node {
             cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
             aversion: self.aversion,
             ephemeral_owner: self.kind.client_owner(),
-            data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
+            data_length: i32::try_from(self.data_len()).unwrap_or(i32::MAX),
             num_children,
             pzxid: self.pzxid,
         }
     }
 
-    /// The node's data.
-    pub fn data(&self) -> &[u8] {
-        &self.data
+    /// The node's data; `None` if it is null (ZooKeeper's getData answers null then).
+    pub fn data(&self) -> Option<&[u8]> {
+        self.data.as_deref()
+    }
+
+    /// Length of the data, 0 for null (ZooKeeper's `Stat.dataLength`).
+    pub fn data_len(&self) -> usize {
+        self.data.as_ref().map_or(0, |d| d.len())
     }
 
     /// The node's ACL (shared with every node that has the same list).
@@ -122,7 +129,7 @@ impl Node {
         self.mtime
     }
 
-    fn new(data: Box<[u8]>, acl: Arc<[Acl]>, kind: NodeKind, zxid: i64, time: i64) -> Node {
+    fn new(data: Option<Box<[u8]>>, acl: Arc<[Acl]>, kind: NodeKind, zxid: i64, time: i64) -> Node {
         Node {
             data,
             acl,
@@ -179,7 +186,7 @@ impl DataTree {
         let open = tree.acls.intern(&acl::open());
         let read_only = tree.acls.intern(&acl::read_only());
         let mut root = Node::new(
-            Box::default(),
+            Some(Box::default()),
             Arc::clone(&open),
             NodeKind::Persistent,
             0,
@@ -187,7 +194,7 @@ impl DataTree {
         );
         root.children.insert("zookeeper".into());
         let mut zookeeper = Node::new(
-            Box::default(),
+            Some(Box::default()),
             Arc::clone(&open),
             NodeKind::Persistent,
             0,
@@ -195,8 +202,8 @@ impl DataTree {
         );
         zookeeper.children.insert("quota".into());
         zookeeper.children.insert("config".into());
-        let quota = Node::new(Box::default(), open, NodeKind::Persistent, 0, 0);
-        let mut config = Node::new(Box::default(), read_only, NodeKind::Persistent, 0, 0);
+        let quota = Node::new(Some(Box::default()), open, NodeKind::Persistent, 0, 0);
+        let mut config = Node::new(Some(Box::default()), read_only, NodeKind::Persistent, 0, 0);
         config.aversion = -1;
         for (p, node) in [
             (ROOT, root),
@@ -296,7 +303,7 @@ impl DataTree {
     pub fn create(
         &mut self,
         path: &str,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: &[Acl],
         kind: NodeKind,
         zxid: i64,
@@ -312,8 +319,8 @@ impl DataTree {
         parent.cversion = parent.cversion.wrapping_add(1);
         parent.pzxid = zxid;
         let acl = self.acls.intern(acl);
-        self.data_size += (path.len() + data.len()) as u64;
-        let node = Node::new(data.into_boxed_slice(), acl, kind, zxid, time);
+        let node = Node::new(data.map(Vec::into_boxed_slice), acl, kind, zxid, time);
+        self.data_size += (path.len() + node.data_len()) as u64;
         let stat = node.stat();
         self.nodes.insert(path.into(), node);
         match kind {
@@ -354,7 +361,7 @@ impl DataTree {
         };
         self.data_size = self
             .data_size
-            .saturating_sub((path.len() + node.data.len()) as u64);
+            .saturating_sub((path.len() + node.data_len()) as u64);
         match node.kind {
             NodeKind::Persistent => {}
             NodeKind::Ephemeral { owner } => {
@@ -380,7 +387,7 @@ impl DataTree {
     pub fn set_data(
         &mut self,
         path: &str,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         version: i32,
         zxid: i64,
         time: i64,
@@ -389,9 +396,9 @@ impl DataTree {
             .nodes
             .get_mut(path::normalize(path))
             .ok_or(ErrorCode::NoNode)?;
-        self.data_size =
-            (self.data_size + data.len() as u64).saturating_sub(node.data.len() as u64);
-        node.data = data.into_boxed_slice();
+        let new_len = data.as_ref().map_or(0, Vec::len);
+        self.data_size = (self.data_size + new_len as u64).saturating_sub(node.data_len() as u64);
+        node.data = data.map(Vec::into_boxed_slice);
         node.version = version;
         node.mzxid = zxid;
         node.mtime = time;
@@ -420,7 +427,7 @@ impl DataTree {
         for (p, mut node) in nodes {
             node.children.clear();
             node.acl = tree.acls.intern(&node.acl);
-            tree.data_size += (p.len() + node.data.len()) as u64;
+            tree.data_size += (p.len() + node.data_len()) as u64;
             match node.kind {
                 NodeKind::Persistent => {}
                 NodeKind::Ephemeral { owner } => {
@@ -484,9 +491,9 @@ mod tests {
     fn cversion_counts_creates_and_deletes() {
         let mut tree = DataTree::new();
         let open = acl::open();
-        tree.create("/p", vec![], &open, NodeKind::Persistent, 2, 10)
+        tree.create("/p", Some(vec![]), &open, NodeKind::Persistent, 2, 10)
             .expect("p");
-        tree.create("/p/a", vec![1], &open, NodeKind::Persistent, 3, 11)
+        tree.create("/p/a", Some(vec![1]), &open, NodeKind::Persistent, 3, 11)
             .expect("a");
         tree.delete("/p/a", 4).expect("delete");
         let p = tree.get("/p").expect("p");
@@ -495,5 +502,32 @@ mod tests {
         assert_eq!((stat.cversion, stat.pzxid, stat.num_children), (2, 4, 0));
         assert_eq!(tree.delete("/p", 5), Ok(()));
         assert_eq!(tree.delete("/", 6), Err(ErrorCode::BadArguments));
+    }
+
+    #[test]
+    fn null_data_is_kept_apart_from_empty_data() {
+        let mut tree = DataTree::new();
+        let open = acl::open();
+        let size = tree.data_size();
+        let stat = tree
+            .create("/n", None, &open, NodeKind::Persistent, 2, 10)
+            .expect("n");
+        assert_eq!(stat.data_length, 0);
+        assert_eq!(tree.get("/n").and_then(Node::data), None);
+        tree.set_data("/n", Some(b"ab".to_vec()), 1, 3, 11)
+            .expect("set");
+        assert_eq!(tree.get("/n").and_then(Node::data), Some(&b"ab"[..]));
+        assert_eq!(tree.data_size(), size + 4);
+        tree.set_data("/n", None, 2, 4, 12).expect("set null");
+        assert_eq!(tree.get("/n").and_then(Node::data), None);
+        assert_eq!(tree.data_size(), size + 2);
+        tree.set_data("/n", Some(vec![]), 3, 5, 13)
+            .expect("set empty");
+        assert_eq!(tree.get("/n").and_then(Node::data), Some(&b""[..]));
+        assert_eq!(tree.get("/").and_then(Node::data), Some(&b""[..]));
+        assert_eq!(
+            std::mem::size_of::<Option<Box<[u8]>>>(),
+            std::mem::size_of::<Box<[u8]>>()
+        );
     }
 }

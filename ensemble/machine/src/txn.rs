@@ -39,7 +39,8 @@ use crate::tree::{DataTree, MAX_TTL_MS, NodeKind};
 pub(crate) enum Txn {
     Create {
         path: String,
-        data: Vec<u8>,
+        /// `None` for null data.
+        data: Option<Vec<u8>>,
         acl: Vec<Acl>,
         kind: NodeKind,
         /// Whether the reply carries the new node's Stat (create2-style).
@@ -50,7 +51,8 @@ pub(crate) enum Txn {
     },
     SetData {
         path: String,
-        data: Vec<u8>,
+        /// `None` for null data.
+        data: Option<Vec<u8>>,
         version: i32,
     },
     SetAcl {

@@ -276,7 +276,7 @@ fn get_children2_and_get_data() {
     }
     match h.read(Request::GetData(pw("/p"))) {
         Ok(Response::GetData { data, stat }) => {
-            assert_eq!(data, b"data");
+            assert_eq!(data.as_deref(), Some(&b"data"[..]));
             assert_eq!(stat.data_length, 4);
         }
         other => panic!("{other:?}"),
@@ -321,7 +321,7 @@ fn multi_read_answers_each_op() {
                 err: ErrorCode::NoAuth
             },
             MultiReadResult::GetData {
-                data: vec![],
+                data: Some(vec![]),
                 stat: h.stat("/m")
             },
         ]

@@ -15,7 +15,8 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone, Default)]
 struct MNode {
-    data: Vec<u8>,
+    /// `None` is null data.
+    data: Option<Vec<u8>>,
     version: i32,
     creates: i32,
     czxid: i64,
@@ -53,7 +54,13 @@ impl Model {
     fn new() -> Self {
         let nodes = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"]
             .into_iter()
-            .map(|p| (p.to_owned(), MNode::default()))
+            .map(|p| {
+                let node = MNode {
+                    data: Some(Vec::new()),
+                    ..MNode::default()
+                };
+                (p.to_owned(), node)
+            })
             .collect();
         Model {
             nodes,
@@ -85,7 +92,7 @@ impl Model {
             cversion: 2 * n.creates - kids,
             aversion: if path == "/zookeeper/config" { -1 } else { 0 },
             ephemeral_owner: n.owner,
-            data_length: n.data.len() as i32,
+            data_length: n.data.as_ref().map_or(0, Vec::len) as i32,
             num_children: kids,
             pzxid: n.pzxid,
         }
@@ -173,7 +180,7 @@ impl Model {
     fn set(
         &mut self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         version: i32,
         zxid: i64,
         time: i64,
@@ -184,7 +191,7 @@ impl Model {
             return Err(ErrorCode::BadVersion);
         }
         node.version += 1;
-        node.data = data.to_vec();
+        node.data = data.map(<[u8]>::to_vec);
         node.mzxid = zxid;
         node.mtime = time;
         ev.push((path.to_owned(), EventType::NodeDataChanged));
@@ -220,7 +227,14 @@ impl Model {
                     .delete(&d.path, d.version, zxid, &mut scratch_events)
                     .map(|_| MultiResult::Delete),
                 MultiOp::SetData(s) => scratch
-                    .set(&s.path, &s.data, s.version, zxid, time, &mut scratch_events)
+                    .set(
+                        &s.path,
+                        s.data.as_deref(),
+                        s.version,
+                        zxid,
+                        time,
+                        &mut scratch_events,
+                    )
                     .map(|stat| MultiResult::SetData { stat }),
                 MultiOp::Check(c) => scratch
                     .check(&c.path, c.version)
@@ -300,7 +314,14 @@ impl Model {
                     .delete(&d.path, d.version, zxid, &mut a.events)
                     .map(|_| Some(Response::Empty)),
                 Request::SetData(r) => self
-                    .set(&r.path, &r.data, r.version, zxid, time, &mut a.events)
+                    .set(
+                        &r.path,
+                        r.data.as_deref(),
+                        r.version,
+                        zxid,
+                        time,
+                        &mut a.events,
+                    )
                     .map(|st| Some(Response::Stat(st))),
                 Request::Check(c) => self
                     .check(&c.path, c.version)

@@ -1,5 +1,6 @@
 //! Jute's binary encoding: big-endian integers, length-prefixed buffers, strings and vectors
-//! (a length of -1 means null, which we read as empty).
+//! (a length of -1 means null). A null string or buffer reads as empty, except where ZooKeeper
+//! keeps null apart and clients can see it: znode data, read with `read_opt_buffer`.
 
 use thiserror::Error;
 
@@ -97,6 +98,16 @@ impl<'a> Reader<'a> {
         Ok(self.take(len)?.to_vec())
     }
 
+    /// A buffer that may be null (length -1, `None`), kept apart from an empty one.
+    pub fn read_opt_buffer(&mut self) -> Result<Option<Vec<u8>>, DecodeError> {
+        let at = self.pos;
+        if self.read_i32()? == -1 {
+            return Ok(None);
+        }
+        self.pos = at;
+        self.read_buffer().map(Some)
+    }
+
     pub fn read_string(&mut self) -> Result<String, DecodeError> {
         let len = self.read_len()?;
         let offset = self.pos;
@@ -182,6 +193,14 @@ impl Writer {
         self.buf.extend_from_slice(v);
     }
 
+    /// A buffer that may be null: `None` is written as length -1.
+    pub fn write_opt_buffer(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(v) => self.write_buffer(v),
+            None => self.write_i32(-1),
+        }
+    }
+
     pub fn write_string(&mut self, v: &str) {
         self.write_buffer(v.as_bytes());
     }
@@ -196,5 +215,41 @@ impl Writer {
     /// Overwrites 4 bytes at `at` (used to back-fill a frame length).
     pub fn patch_i32(&mut self, at: usize, v: i32) {
         self.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_buffers_stay_apart_from_empty_ones() {
+        let mut w = Writer::new();
+        w.write_opt_buffer(None);
+        w.write_opt_buffer(Some(b""));
+        w.write_opt_buffer(Some(b"ab"));
+        w.write_i32(-1);
+        let bytes = w.into_inner();
+        assert_eq!(&bytes[..8], &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        let mut r = Reader::new(&bytes);
+        assert_eq!(r.read_opt_buffer(), Ok(None));
+        assert_eq!(r.read_opt_buffer(), Ok(Some(Vec::new())));
+        assert_eq!(r.read_opt_buffer(), Ok(Some(b"ab".to_vec())));
+        // Where null does not matter, it reads as empty, as before.
+        assert_eq!(r.read_buffer(), Ok(Vec::new()));
+        r.finish().expect("all read");
+    }
+
+    #[test]
+    fn other_negative_lengths_are_refused() {
+        let bytes = (-2i32).to_be_bytes();
+        assert_eq!(
+            Reader::new(&bytes).read_opt_buffer(),
+            Err(DecodeError::BadLength { offset: 0, len: -2 })
+        );
+        assert!(matches!(
+            Reader::new(&[0xff, 0xff]).read_opt_buffer(),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 }

@@ -26,7 +26,9 @@ pub struct RequestHeader {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` is jute's null buffer (length -1): ZooKeeper keeps it apart from empty data, a
+    /// later getData answers null too.
+    pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
     /// Raw `flags`; validated by the server (unknown → BadArguments), not by the decoder.
     pub flags: i32,
@@ -50,7 +52,8 @@ pub struct PathWatchRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetDataRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` is jute's null buffer (length -1), as for [`CreateRequest::data`].
+    pub data: Option<Vec<u8>>,
     pub version: i32,
 }
 

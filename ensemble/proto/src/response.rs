@@ -45,11 +45,12 @@ pub enum MultiResult {
     },
 }
 
-/// The result of one op of a `multiRead`.
+/// The result of one op of a `multiRead`; `GetData`'s `data` is `None` for null data, as in
+/// `Response::GetData`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiReadResult {
     GetChildren { children: Vec<String> },
-    GetData { data: Vec<u8>, stat: Stat },
+    GetData { data: Option<Vec<u8>>, stat: Stat },
     Error { err: ErrorCode },
 }
 
@@ -71,8 +72,10 @@ pub enum Response {
     },
     /// exists, setData and setACL answer with a lone `Stat`.
     Stat(Stat),
+    /// `data` is `None` for a node created or last set with null data (sent as length -1);
+    /// its `Stat.dataLength` is 0, as in ZooKeeper.
     GetData {
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         stat: Stat,
     },
     GetAcl {

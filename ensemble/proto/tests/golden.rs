@@ -48,6 +48,15 @@ const CLOSE_RESP: &str = "000000100000000c000000000000001f00000000";
 const ADD_WATCH_REQ: &str = "00000017000000060000006a000000072f72353638373600000000";
 const ADD_WATCH_RESP: &str = "0000001400000006000000000000000e0000000000000000";
 
+// Raw-socket probe of the same server: null data (length -1) in create, setData, getData and
+// multiRead; ZooKeeper answers null back and reports dataLength 0.
+const CREATE_NULL_REQ: &str = "000000340000000100000001000000052f6e756c6cffffffff000000010000001f00000005776f726c6400000006616e796f6e6500000000";
+const GET_DATA_NULL_RESP: &str = "0000005800000002000000000000001500000000ffffffff00000000000000150000000000000015000001a20f324119000001a20f324119000000000000000000000000000000000000000000000000000000000000000000000015";
+const SET_DATA_NULL_REQ: &str = "000000190000000300000005000000052f6e756c6cffffffffffffffff";
+const MULTI_READ_NULL_REQ: &str =
+    "0000002400000004000000160000000400ffffffff000000052f6e756c6c00ffffffff01ffffffff";
+const MULTI_READ_NULL_RESP: &str = "0000006a00000004000000000000001600000000000000040000000000ffffffff00000000000000150000000000000016000001a20f324119000001a20f32411b000000010000000000000000000000000000000000000000000000000000000000000015ffffffff01ffffffff";
+
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
@@ -99,7 +108,7 @@ fn golden_path_watch(path: &str, watch: bool) -> PathWatchRequest {
 fn create(path: &str, data: &[u8], flags: i32) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: open_acl_unsafe(),
         flags,
         ttl: None,
@@ -229,7 +238,7 @@ fn reads_and_writes() {
     let Some(Response::GetData { data, stat }) = body else {
         panic!("getData answer expected, got {body:?}");
     };
-    assert_eq!(data, b"hi");
+    assert_eq!(data.as_deref(), Some(&b"hi"[..]));
     assert_eq!((stat.czxid, stat.version, stat.data_length), (0x1a, 0, 2));
     assert_eq!((stat.num_children, stat.cversion, stat.pzxid), (1, 1, 0x1b));
     assert_eq!(hdr.zxid, 0x1b);
@@ -239,7 +248,7 @@ fn reads_and_writes() {
         7,
         Request::SetData(SetDataRequest {
             path: "/golden".into(),
-            data: b"ho".to_vec(),
+            data: Some(b"ho".to_vec()),
             version: 0,
         }),
     );
@@ -289,7 +298,7 @@ fn committed_transaction() {
             }),
             MultiOp::SetData(SetDataRequest {
                 path: "/golden".into(),
-                data: b"y".to_vec(),
+                data: Some(b"y".to_vec()),
                 version: -1,
             }),
             MultiOp::Delete(DeleteRequest {
@@ -372,6 +381,50 @@ fn add_watch() {
     );
     let (_, body) = check_reply(ADD_WATCH_RESP, OpCode::AddWatch);
     assert_eq!(body, Some(Response::AddWatch));
+}
+
+#[test]
+fn null_data_stays_null() {
+    check_request(
+        CREATE_NULL_REQ,
+        1,
+        Request::Create {
+            op: OpCode::Create,
+            req: CreateRequest {
+                data: None,
+                ..create("/null", b"", 0)
+            },
+        },
+    );
+    let (_, body) = check_reply(GET_DATA_NULL_RESP, OpCode::GetData);
+    let Some(Response::GetData { data, stat }) = body else {
+        panic!("getData answer expected, got {body:?}");
+    };
+    assert_eq!((data, stat.data_length), (None, 0));
+    check_request(
+        SET_DATA_NULL_REQ,
+        3,
+        Request::SetData(SetDataRequest {
+            path: "/null".into(),
+            data: None,
+            version: -1,
+        }),
+    );
+    check_request(
+        MULTI_READ_NULL_REQ,
+        4,
+        Request::MultiRead(vec![MultiReadOp::GetData(golden_path_watch(
+            "/null", false,
+        ))]),
+    );
+    let (_, body) = check_reply(MULTI_READ_NULL_RESP, OpCode::MultiRead);
+    let Some(Response::MultiRead(results)) = body else {
+        panic!("multiRead answer expected, got {body:?}");
+    };
+    assert!(
+        matches!(&results[..], [MultiReadResult::GetData { data: None, stat }] if stat.version == 1),
+        "{results:?}"
+    );
 }
 
 /// `ruok` sent as a connection's first bytes, read as a frame length, is far above any limit.

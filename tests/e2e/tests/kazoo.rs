@@ -48,6 +48,10 @@ async fn digest_acl(server: &mut Server) -> Result<()> {
     kazoo_script(server, "acl_digest").await
 }
 
+async fn null_data_stays_apart_from_empty_data(server: &mut Server) -> Result<()> {
+    kazoo_script(server, "null_data").await
+}
+
 target_tests!(
     lock_hands_over_on_release,
     election_fails_over_on_session_close,
@@ -55,4 +59,5 @@ target_tests!(
     transaction_is_atomic,
     ephemeral_sequential_nodes,
     digest_acl,
+    null_data_stays_apart_from_empty_data,
 );

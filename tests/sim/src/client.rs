@@ -409,7 +409,7 @@ impl Client {
                 let (call, request) = if roll < 60 {
                     let req = CreateRequest {
                         path: key.clone(),
-                        data: data.clone(),
+                        data: Some(data.clone()),
                         acl: open_acl_unsafe(),
                         flags: CreateMode::Persistent.flags(),
                         ttl: None,
@@ -431,7 +431,7 @@ impl Client {
                         Call::set_data(data.clone(), version),
                         Request::SetData(SetDataRequest {
                             path: key.clone(),
-                            data,
+                            data: Some(data),
                             version,
                         }),
                     )
@@ -453,7 +453,7 @@ impl Client {
                 {
                     let req = CreateRequest {
                         path: path.clone(),
-                        data: Vec::new(),
+                        data: Some(Vec::new()),
                         acl: open_acl_unsafe(),
                         flags: CreateMode::Persistent.flags(),
                         ttl: None,
@@ -490,7 +490,7 @@ impl Client {
                     let data = self.unique_data();
                     let req = CreateRequest {
                         path: format!("{dir}/{}", kind.prefix()),
-                        data,
+                        data: Some(data),
                         acl: open_acl_unsafe(),
                         flags: CreateMode::EphemeralSequential.flags(),
                         ttl: None,
@@ -586,8 +586,9 @@ impl Client {
                     rec.uncheck(t);
                 }
                 let outcome = match (reply, err) {
+                    // Simulated clients never write null data.
                     (Some(Response::GetData { data, stat }), _) => {
-                        Outcome::read(data, stat.version)
+                        Outcome::read(data.unwrap_or_default(), stat.version)
                     }
                     (_, Some(ErrorCode::NoNode)) => Outcome::Failed(Failure::NoNode),
                     _ => Outcome::Unknown,
@@ -782,7 +783,7 @@ impl Client {
         self.planted.push(path.clone());
         let req = CreateRequest {
             path,
-            data,
+            data: Some(data),
             acl: open_acl_unsafe(),
             flags: CreateMode::Persistent.flags(),
             ttl: None,

@@ -370,7 +370,7 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, Stri
         .map(|k| {
             let z = match sm.tree().get(k) {
                 Some(node) => Znode::Present {
-                    data: node.data().to_vec(),
+                    data: node.data().unwrap_or_default().to_vec(),
                     version: node.stat().version,
                 },
                 None => Znode::Absent,

@@ -2,7 +2,7 @@
 //! conflicts (NodeExists, NoNode, NotEmpty, BadVersion) are frequent.
 
 use baton_machine::CommandKind;
-use baton_proto::{Id, MultiOp, OpCode, Request, open_acl_unsafe};
+use baton_proto::{CreateRequest, Id, MultiOp, OpCode, Request, open_acl_unsafe};
 use proptest::prelude::*;
 
 use super::{acl, create_full};
@@ -25,8 +25,9 @@ fn version() -> impl Strategy<Value = i32> {
     prop::sample::select(vec![-1, -1, 0, 1, 2])
 }
 
-fn data() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(any::<u8>(), 0..3)
+/// Data, sometimes null (`None`), which must stay apart from empty data.
+fn data() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![1 => Just(None), 5 => prop::collection::vec(any::<u8>(), 0..3).prop_map(Some)]
 }
 
 /// A multi op; `extended` adds containers and TTL nodes.
@@ -42,7 +43,10 @@ fn multi_op(extended: bool) -> impl Strategy<Value = MultiOp> {
             };
             MultiOp::Create {
                 op,
-                req: create_full(&p, &d, open_acl_unsafe(), flags, ttl),
+                req: CreateRequest {
+                    data: d,
+                    ..create_full(&p, b"", open_acl_unsafe(), flags, ttl)
+                },
             }
         }),
         (path(), version()).prop_map(|(path, version)| MultiOp::Delete(
@@ -72,7 +76,8 @@ fn write(extended: bool) -> BoxedStrategy<Request> {
                 _ if two => (OpCode::Create2, None),
                 _ => (OpCode::Create, None),
             };
-            Request::Create { op, req: create_full(&p, &d, open_acl_unsafe(), flags, ttl) }
+            let req = CreateRequest { data: d, ..create_full(&p, b"", open_acl_unsafe(), flags, ttl) };
+            Request::Create { op, req }
         }),
         3 => (path(), version()).prop_map(|(path, version)| Request::Delete(baton_proto::DeleteRequest { path, version })),
         2 => (path(), data(), version())

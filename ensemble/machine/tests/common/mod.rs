@@ -134,7 +134,7 @@ pub fn create_full(
 ) -> CreateRequest {
     CreateRequest {
         path: path.to_owned(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl,
         flags,
         ttl,
@@ -174,7 +174,7 @@ pub fn delete(path: &str, version: i32) -> Request {
 pub fn set_data(path: &str, data: &[u8], version: i32) -> Request {
     Request::SetData(SetDataRequest {
         path: path.to_owned(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }
@@ -218,7 +218,7 @@ pub fn m_delete(path: &str, version: i32) -> MultiOp {
 pub fn m_set(path: &str, data: &[u8], version: i32) -> MultiOp {
     MultiOp::SetData(SetDataRequest {
         path: path.to_owned(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         version,
     })
 }

@@ -24,7 +24,7 @@ pub(crate) fn encode(resp: &Response, w: &mut Writer) {
         }
         Response::Stat(stat) => write_stat(w, stat),
         Response::GetData { data, stat } => {
-            w.write_buffer(data);
+            w.write_opt_buffer(data.as_deref());
             write_stat(w, stat);
         }
         Response::GetAcl { acl, stat } => {
@@ -57,7 +57,7 @@ pub(crate) fn decode(op: OpCode, r: &mut Reader<'_>) -> Result<Response, DecodeE
         },
         Exists | SetData | SetAcl => Response::Stat(read_stat(r)?),
         GetData => Response::GetData {
-            data: r.read_buffer()?,
+            data: r.read_opt_buffer()?,
             stat: read_stat(r)?,
         },
         GetAcl => Response::GetAcl {
@@ -143,7 +143,7 @@ fn write_multi_read(w: &mut Writer, results: &[MultiReadResult]) {
             }
             MultiReadResult::GetData { data, stat } => {
                 result_header(OpCode::GetData, 0).write(w);
-                w.write_buffer(data);
+                w.write_opt_buffer(data.as_deref());
                 write_stat(w, stat);
             }
             MultiReadResult::Error { err } => write_error_result(w, err.code()),
@@ -194,7 +194,7 @@ fn read_multi_read(r: &mut Reader<'_>) -> Result<Vec<MultiReadResult>, DecodeErr
                 children: read_string_vec(r)?,
             },
             Some(OpCode::GetData) => {
-                let data = r.read_buffer()?;
+                let data = r.read_opt_buffer()?;
                 let stat = read_stat(r)?;
                 MultiReadResult::GetData { data, stat }
             }

@@ -3,7 +3,8 @@
 //! Leniency follows ZooKeeper's server: it deserializes a body from the frame's buffer and never
 //! checks that the buffer was consumed, so trailing bytes after a complete body are ignored here
 //! too. Anything short, a negative string/buffer length other than -1, or invalid UTF-8 is an
-//! error, as jute's `BinaryInputArchive` makes it one.
+//! error, as jute's `BinaryInputArchive` makes it one. A null (-1) string reads as empty; null
+//! znode data stays `None`, since ZooKeeper stores and answers it as null.
 
 use super::records::{MultiHeader, read_acl_vec, read_string_vec, write_acl_vec, write_string_vec};
 use crate::jute::{DecodeError, Reader, Writer};
@@ -120,7 +121,7 @@ pub(crate) fn encode(req: &Request, w: &mut Writer) {
 fn read_create(r: &mut Reader<'_>, op: OpCode) -> Result<CreateRequest, DecodeError> {
     Ok(CreateRequest {
         path: r.read_string()?,
-        data: r.read_buffer()?,
+        data: r.read_opt_buffer()?,
         acl: read_acl_vec(r)?,
         flags: r.read_i32()?,
         ttl: if op == OpCode::CreateTtl {
@@ -135,7 +136,7 @@ fn read_create(r: &mut Reader<'_>, op: OpCode) -> Result<CreateRequest, DecodeEr
 /// (0 if the caller left it out), so the body always matches what the opcode promises.
 fn write_create(w: &mut Writer, op: OpCode, c: &CreateRequest) {
     w.write_string(&c.path);
-    w.write_buffer(&c.data);
+    w.write_opt_buffer(c.data.as_deref());
     write_acl_vec(w, &c.acl);
     w.write_i32(c.flags);
     if op == OpCode::CreateTtl {
@@ -170,14 +171,14 @@ fn write_path_watch(w: &mut Writer, p: &PathWatchRequest) {
 fn read_set_data(r: &mut Reader<'_>) -> Result<SetDataRequest, DecodeError> {
     Ok(SetDataRequest {
         path: r.read_string()?,
-        data: r.read_buffer()?,
+        data: r.read_opt_buffer()?,
         version: r.read_i32()?,
     })
 }
 
 fn write_set_data(w: &mut Writer, s: &SetDataRequest) {
     w.write_string(&s.path);
-    w.write_buffer(&s.data);
+    w.write_opt_buffer(s.data.as_deref());
     w.write_i32(s.version);
 }
 

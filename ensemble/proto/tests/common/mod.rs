@@ -14,6 +14,11 @@ pub fn data() -> impl Strategy<Value = Vec<u8>> {
     vec(any::<u8>(), 0..64)
 }
 
+/// Znode data: sometimes null (jute length -1), which must stay apart from empty.
+pub fn opt_data() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![1 => Just(None), 1 => Just(Some(Vec::new())), 4 => data().prop_map(Some)]
+}
+
 pub fn strings() -> impl Strategy<Value = Vec<String>> {
     vec(path(), 0..5)
 }
@@ -69,7 +74,7 @@ pub fn create() -> impl Strategy<Value = (OpCode, CreateRequest)> {
     (
         create_op(),
         path(),
-        data(),
+        opt_data(),
         acl(),
         any::<i32>(),
         any::<i64>(),
@@ -98,7 +103,7 @@ pub fn delete() -> impl Strategy<Value = DeleteRequest> {
 }
 
 pub fn set_data() -> impl Strategy<Value = SetDataRequest> {
-    (path(), data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
+    (path(), opt_data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
         path,
         data,
         version,
@@ -246,7 +251,7 @@ pub fn multi_result() -> impl Strategy<Value = MultiResult> {
 pub fn multi_read_result() -> impl Strategy<Value = MultiReadResult> {
     prop_oneof![
         strings().prop_map(|children| MultiReadResult::GetChildren { children }),
-        (data(), stat()).prop_map(|(data, stat)| MultiReadResult::GetData { data, stat }),
+        (opt_data(), stat()).prop_map(|(data, stat)| MultiReadResult::GetData { data, stat }),
         error_code().prop_map(|err| MultiReadResult::Error { err }),
     ]
 }
@@ -280,7 +285,8 @@ pub fn op_and_response() -> impl Strategy<Value = (OpCode, Response)> {
             stat()
         )
             .prop_map(|(op, stat)| (op, Response::Stat(stat))),
-        (data(), stat()).prop_map(|(data, stat)| (O::GetData, Response::GetData { data, stat })),
+        (opt_data(), stat())
+            .prop_map(|(data, stat)| (O::GetData, Response::GetData { data, stat })),
         (acl(), stat()).prop_map(|(acl, stat)| (O::GetAcl, Response::GetAcl { acl, stat })),
         strings().prop_map(|children| (O::GetChildren, Response::GetChildren { children })),
         (strings(), stat()).prop_map(|(children, stat)| (

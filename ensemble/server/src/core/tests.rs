@@ -155,7 +155,7 @@ fn create(path: &str) -> Request {
         op: OpCode::Create,
         req: CreateRequest {
             path: path.into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: open_acl_unsafe(),
             flags: 0,
             ttl: None,
