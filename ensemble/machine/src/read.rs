@@ -15,7 +15,8 @@
 //! whether a node exists; exists is checked too (its answer and its watch reveal a node).
 //!
 //! Watches are the caller's job: exists registers one even on NoNode (not on BadArguments);
-//! getData and getChildren register only on success.
+//! getData and getChildren register only on success; a multiRead never registers one, whatever
+//! its ops' watch flags say.
 
 use baton_proto::{ErrorCode, Id, MultiReadOp, MultiReadResult, Request, Response, perms};
 

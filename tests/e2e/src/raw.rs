@@ -203,6 +203,10 @@ pub mod opcode {
     pub const EXISTS: i32 = 3;
     pub const GET_DATA: i32 = 4;
     pub const SET_DATA: i32 = 5;
+    pub const GET_CHILDREN: i32 = 8;
+    pub const CHECK_WATCHES: i32 = 17;
+    pub const REMOVE_WATCHES: i32 = 18;
+    pub const MULTI_READ: i32 = 22;
     pub const AUTH: i32 = 100;
 }
 
@@ -246,6 +250,30 @@ impl WatcherEvent {
 pub fn path_and_watch(path: &str, watch: bool) -> Vec<u8> {
     let mut body = jute_string(path);
     body.push(u8::from(watch));
+    body
+}
+
+/// Body of a multiRead: per op a `MultiHeader{type, done: false, err: -1}` and its path and
+/// watch flag, then the closing header `{-1, true, -1}`.
+pub fn multi_read_body(ops: &[(i32, &str, bool)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for &(op, path, watch) in ops {
+        body.extend_from_slice(&op.to_be_bytes());
+        body.push(0);
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&path_and_watch(path, watch));
+    }
+    body.extend_from_slice(&(-1i32).to_be_bytes());
+    body.push(1);
+    body.extend_from_slice(&(-1i32).to_be_bytes());
+    body
+}
+
+/// Body of checkWatches and removeWatches: path, then the raw `WatcherType` (1 children,
+/// 2 data, 3 any, 4 persistent, 5 persistent recursive).
+pub fn watches_body(path: &str, watcher_type: i32) -> Vec<u8> {
+    let mut body = jute_string(path);
+    body.extend_from_slice(&watcher_type.to_be_bytes());
     body
 }
 

@@ -9,6 +9,12 @@ use zookeeper_client as zk;
 /// `Watcher.Event.EventType` and `KeeperState` codes on the wire.
 const NODE_DATA_CHANGED: i32 = 3;
 const SYNC_CONNECTED: i32 = 3;
+/// `WatcherType` codes of checkWatches and removeWatches.
+const WATCHER_CHILDREN: i32 = 1;
+const WATCHER_DATA: i32 = 2;
+/// Error codes on the wire.
+const MARSHALLING_ERROR: i32 = -5;
+const NO_WATCHER: i32 = -121;
 
 fn expect_event(got: &zk::WatchedEvent, event_type: zk::EventType, path: &str) -> Result<()> {
     ensure!(
@@ -58,6 +64,95 @@ async fn data_watch_fires_once_before_later_replies(server: &mut Server) -> Resu
         .call(3, opcode::EXISTS, &raw::path_and_watch("/once", false))
         .await?;
     ensure!(events.is_empty(), "a fired watch fired again: {events:?}");
+    Ok(())
+}
+
+/// Sends `body` as `opcode` and returns the reply's error code, failing on any notification.
+async fn call_err(conn: &mut RawConnection, xid: i32, opcode: i32, body: &[u8]) -> Result<i32> {
+    let (events, reply) = conn.call(xid, opcode, body).await?;
+    ensure!(
+        events.is_empty(),
+        "unexpected events before xid {xid}: {events:?}"
+    );
+    Ok(ReplyHeader::parse(&reply)?.err)
+}
+
+/// The watch flags of a multiRead's getData and getChildren ops set no watch (ZooKeeper's
+/// `MultiOperationRecord` drops them): checkWatches finds none, and later changes send no
+/// event. The same getData alone does watch, so an event would show.
+async fn multi_read_sets_no_watch(server: &mut Server) -> Result<()> {
+    let writer = connect(server).await?;
+    writer.create("/mr", b"0", &PERSISTENT).await?;
+
+    let (mut reader, _) = RawConnection::open_session(server.client_addr()).await?;
+    let reads = raw::multi_read_body(&[
+        (opcode::GET_DATA, "/mr", true),
+        (opcode::GET_CHILDREN, "/mr", true),
+    ]);
+    let err = call_err(&mut reader, 1, opcode::MULTI_READ, &reads).await?;
+    ensure!(err == 0, "multiRead answered {err}");
+    for (xid, watcher_type) in [(2, WATCHER_DATA), (3, WATCHER_CHILDREN)] {
+        let body = raw::watches_body("/mr", watcher_type);
+        let err = call_err(&mut reader, xid, opcode::CHECK_WATCHES, &body).await?;
+        ensure!(
+            err == NO_WATCHER,
+            "checkWatches type {watcher_type} after a multiRead answered {err}"
+        );
+    }
+    writer.set_data("/mr", b"1", None).await?;
+    writer.create("/mr/c", b"", &PERSISTENT).await?;
+    let (events, _) = reader
+        .call(4, opcode::EXISTS, &raw::path_and_watch("/mr", false))
+        .await?;
+    ensure!(events.is_empty(), "a multiRead left a watch: {events:?}");
+
+    let err = call_err(
+        &mut reader,
+        5,
+        opcode::GET_DATA,
+        &raw::path_and_watch("/mr", true),
+    )
+    .await?;
+    ensure!(err == 0, "getData answered {err}");
+    writer.set_data("/mr", b"2", None).await?;
+    let (events, _) = reader
+        .call(6, opcode::EXISTS, &raw::path_and_watch("/mr", false))
+        .await?;
+    ensure!(
+        events.len() == 1 && events[0].event_type == NODE_DATA_CHANGED,
+        "the plain getData's watch: {events:?}"
+    );
+    Ok(())
+}
+
+/// checkWatches and removeWatches with a watcher type outside 1..=5: ZooKeeper's
+/// `WatcherType.fromInt` throws and the request is answered MarshallingError, before it looks
+/// for a watch; the connection stays open and the session's watches stay.
+async fn unknown_watcher_type_is_a_marshalling_error(server: &mut Server) -> Result<()> {
+    let (mut conn, _) = RawConnection::open_session(server.client_addr()).await?;
+    let err = call_err(
+        &mut conn,
+        1,
+        opcode::GET_DATA,
+        &raw::path_and_watch("/", true),
+    )
+    .await?;
+    ensure!(err == 0, "getData answered {err}");
+    let mut xid = 2;
+    for op in [opcode::CHECK_WATCHES, opcode::REMOVE_WATCHES] {
+        for watcher_type in [0, 6, -1, 99] {
+            let body = raw::watches_body("/", watcher_type);
+            let err = call_err(&mut conn, xid, op, &body).await?;
+            ensure!(
+                err == MARSHALLING_ERROR,
+                "opcode {op} with watcher type {watcher_type} answered {err}"
+            );
+            xid += 1;
+        }
+    }
+    let body = raw::watches_body("/", WATCHER_DATA);
+    let err = call_err(&mut conn, xid, opcode::CHECK_WATCHES, &body).await?;
+    ensure!(err == 0, "the data watch is gone after the refusals: {err}");
     Ok(())
 }
 
@@ -215,4 +310,6 @@ target_tests!(
     watch_event_arrives_before_a_later_read,
     persistent_watch_keeps_firing,
     recursive_watch_covers_descendants,
+    multi_read_sets_no_watch,
+    unknown_watcher_type_is_a_marshalling_error,
 );

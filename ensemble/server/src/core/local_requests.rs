@@ -5,8 +5,8 @@
 use baton_machine::WatchKind;
 use baton_machine::tenancy::{K8S_SCHEME, SUPER_SCHEME};
 use baton_proto::{
-    AddWatchMode, AuthPacket, ClientInfo, ErrorCode, Id, MultiReadOp, MultiReadResult, Request,
-    Response, SetWatchesRequest, WatcherType,
+    AddWatchMode, AuthPacket, ClientInfo, ErrorCode, Id, MultiReadResult, Request, Response,
+    SetWatchesRequest, WatcherType,
 };
 
 use super::auth::authenticate;
@@ -203,7 +203,9 @@ impl Core {
             },
             Request::CheckWatches(req) | Request::RemoveWatches(req) => {
                 match WatcherType::from_code(req.watcher_type) {
-                    None => Err(ErrorCode::BadArguments),
+                    // ZooKeeper's `WatcherType.fromInt` throws, its request processor answers
+                    // MarshallingError and keeps the connection (verified against 3.8).
+                    None => Err(ErrorCode::MarshallingError),
                     Some(t) if !self.watches.has(session_id, &req.path, t) => {
                         Err(ErrorCode::NoWatcher)
                     }
@@ -265,15 +267,7 @@ fn new_watch_paths(
         Request::Exists(r) | Request::GetData(r) if r.watch => paths.push(&r.path),
         Request::GetChildren(r) | Request::GetChildren2(r) if r.watch => paths.push(&r.path),
         Request::AddWatch(r) => paths.push(&r.path),
-        Request::MultiRead(ops) => {
-            for op in ops {
-                match op {
-                    MultiReadOp::GetData(r) if r.watch => paths.push(&r.path),
-                    MultiReadOp::GetChildren(r) if r.watch => paths.push(&r.path),
-                    _ => {}
-                }
-            }
-        }
+        // A multiRead's watch flags set nothing (`register_read_watches`).
         Request::SetWatches { req, .. } => {
             for list in [
                 &req.data_watches,
@@ -296,7 +290,9 @@ fn new_watch_paths(
 }
 
 /// Registers the watches a read asked for, as ZooKeeper does: `exists` watches a missing node
-/// for its creation; `getData`/`getChildren` only watch nodes that exist.
+/// for its creation; `getData`/`getChildren` only watch nodes that exist. A `multiRead` sets
+/// none whatever its ops' watch flags: ZooKeeper's `MultiOperationRecord` drops them when it
+/// reads the ops (verified against 3.8).
 fn register_read_watches(
     watches: &mut baton_machine::WatchManager,
     session_id: i64,
@@ -315,29 +311,13 @@ fn register_read_watches(
         Request::GetChildren(r) | Request::GetChildren2(r) if r.watch && result.is_ok() => {
             _ = watches.add(session_id, &r.path, WatchKind::Child)
         }
-        Request::MultiRead(ops) => {
-            if let Ok(Response::MultiRead(results)) = result {
-                for (op, res) in ops.iter().zip(results) {
-                    let ok = !matches!(res, baton_proto::MultiReadResult::Error { .. });
-                    match op {
-                        MultiReadOp::GetData(r) if r.watch && ok => {
-                            _ = watches.add(session_id, &r.path, WatchKind::Data)
-                        }
-                        MultiReadOp::GetChildren(r) if r.watch && ok => {
-                            _ = watches.add(session_id, &r.path, WatchKind::Child)
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
         _ => {}
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use baton_proto::{AddWatchRequest, PathWatchRequest};
+    use baton_proto::{AddWatchRequest, MultiReadOp, PathWatchRequest};
 
     use super::*;
 
@@ -372,8 +352,8 @@ mod tests {
         ]);
         assert_eq!(
             new_watch_paths(&watches, 7, &reads),
-            1,
-            "/b once; /a is watched"
+            0,
+            "a multiRead sets no watch"
         );
         let add = Request::AddWatch(AddWatchRequest {
             path: "/c".into(),
@@ -381,6 +361,30 @@ mod tests {
         });
         assert_eq!(new_watch_paths(&watches, 7, &add), 1);
         assert_eq!(new_watch_paths(&watches, 7, &Request::Ping), 0);
+    }
+
+    #[test]
+    fn a_multi_read_registers_no_watch() {
+        let mut watches = baton_machine::WatchManager::default();
+        let watched = PathWatchRequest {
+            path: "/m".into(),
+            watch: true,
+        };
+        let reads = Request::MultiRead(vec![
+            MultiReadOp::GetData(watched.clone()),
+            MultiReadOp::GetChildren(watched),
+        ]);
+        let answer = Ok(Response::MultiRead(vec![
+            MultiReadResult::GetData {
+                data: None,
+                stat: Default::default(),
+            },
+            MultiReadResult::GetChildren { children: vec![] },
+        ]));
+        register_read_watches(&mut watches, 7, &reads, &answer);
+        assert_eq!(watches.session_paths(7), 0);
+        register_read_watches(&mut watches, 7, &get_data("/m", true), &Ok(Response::Empty));
+        assert_eq!(watches.session_paths(7), 1);
     }
 
     #[test]
