@@ -23,6 +23,19 @@ pub enum LogError {
         reason: String,
     },
 
+    /// Found at open: this member's data cannot be brought back from its own directory (no intact
+    /// snapshot that the log reaches back to, or a log damaged beyond a torn final write). Nothing
+    /// was changed on disk; the member must be reseeded (its directory wiped, the member added
+    /// back to the ensemble as a learner, which then copies the leader's snapshot).
+    #[error(
+        "the raft data in {} cannot be recovered: {reason}. Refusing to start: this member must be \
+         reseeded from the ensemble. On Kubernetes annotate the CoordinationEnsemble with \
+         baton.dev/reseed-member=\"<member id>\"; by hand, remove the member (DELETE /v1/members/<id>), \
+         move this directory aside, start the member with --join and add it back (POST /v1/members)",
+        dir.display()
+    )]
+    Unrecoverable { dir: PathBuf, reason: String },
+
     /// The data directory belongs to another member or cluster; refusing to use it.
     #[error(
         "data directory {} belongs to member {found_member} of cluster {found_cluster:?}, \

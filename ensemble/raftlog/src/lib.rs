@@ -5,7 +5,10 @@
 //! - `LOCK`: held while a process has the log open;
 //! - `log-<seq>.wal`: append-only segments of checksummed records, one record per `persist` call
 //!   (group commit: one fdatasync per batch however many entries it holds);
-//! - `snap-<term>-<index>.snap`: the newest two snapshots of the state machine.
+//! - `snap-<term>-<index>.snap`: the newest two snapshots of the state machine. The log keeps the
+//!   entries after the older one, so a newest snapshot found damaged at startup is set aside
+//!   (`*.snap.corrupt`) and the older one plus the log used instead, losing nothing; damage with
+//!   no way back is [`LogError::Unrecoverable`] (the member must be reseeded).
 //!
 //! All entries since the compaction point are kept in memory and `Storage` is served from there;
 //! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.

@@ -14,7 +14,9 @@ use crate::options::{LogOptions, LogStats};
 use crate::wal::Wal;
 use crate::{identity, segment, snapfile};
 
-/// Snapshot files kept: the newest, plus one in case the newest is being read while replaced.
+/// Snapshot files kept: the newest, and the one before it to fall back on if the newest is found
+/// damaged at startup. Compaction keeps the log entries after the older one (see
+/// [`RaftLog::create_snapshot`]), so falling back loses nothing.
 const SNAPSHOTS_KEPT: usize = 2;
 
 /// The durable raft log of one member. Cheap to clone; all clones share one log.
@@ -45,13 +47,17 @@ struct Inner {
 pub(crate) struct State {
     pub mem: MemLog,
     pub snapshot: Option<Snapshot>,
+    /// Encoded bytes of the held entries the newest snapshot covers (kept for a fallback).
+    pub covered_bytes: u64,
 }
 
 impl RaftLog {
     /// Opens or creates the log in `dir` for `member_id` of `cluster_id` (`None`: whatever the
     /// directory records; a new directory then gets a fresh random id). Refuses a directory that
-    /// belongs to another member or cluster. A torn final record is truncated; any other damage is
-    /// a [`LogError::Corrupt`] error.
+    /// belongs to another member or cluster. A torn final record is truncated. A damaged newest
+    /// snapshot is set aside (renamed `*.corrupt`) and the one before it used with the log after
+    /// it; damage that leaves no way back to the state this member had acknowledged is a
+    /// [`LogError::Unrecoverable`] error, with nothing changed on disk.
     pub fn open(
         dir: &Path,
         member_id: u64,
@@ -78,9 +84,15 @@ impl RaftLog {
         let first_use = segment::list(dir, &fsutil::list_dir(dir)?).is_empty();
         let cluster_id =
             identity::check_or_record(dir, member_id, cluster_id, first_use, durability)?;
-        let snapshot = snapfile::load_latest(dir)?;
-        let (mut wal, mut mem) = Wal::open(dir, durability, opts.segment_bytes)?;
-        reconcile_with_snapshot(dir, &mut wal, &mut mem, snapshot.as_ref())?;
+        let (mut wal, mut mem) =
+            Wal::open(dir, durability, opts.segment_bytes).map_err(|e| match e {
+                LogError::Corrupt { .. } => LogError::Unrecoverable {
+                    dir: dir.to_path_buf(),
+                    reason: format!("the log is damaged beyond a torn final write: {e}"),
+                },
+                e => e,
+            })?;
+        let snapshot = recover_snapshot(dir, durability, &mut wal, &mut mem)?;
         let (first, last) = (mem.first_index(), mem.last_index());
         tracing::info!(
             dir = %dir.display(), member_id, cluster_id = %cluster_id, first_index = first, last_index = last,
@@ -94,7 +106,11 @@ impl RaftLog {
                 opts,
                 durability,
                 wal: Mutex::new(wal),
-                state: RwLock::new(State { mem, snapshot }),
+                state: RwLock::new(State {
+                    covered_bytes: mem.bytes_through(snapshot_index(snapshot.as_ref())),
+                    mem,
+                    snapshot,
+                }),
                 _dir_lock: dir_lock,
             }),
         })
@@ -155,15 +171,20 @@ impl RaftLog {
         snapfile::write(&self.inner.dir, self.inner.durability, snap)?;
         let ops = install_ops(&self.read_state().mem, meta);
         self.commit(&mut wal, ops)?;
-        self.write_state().snapshot = Some(snap.clone());
+        {
+            let mut state = self.write_state();
+            state.snapshot = Some(snap.clone());
+            state.covered_bytes = 0;
+        }
         tracing::info!(dir = %self.inner.dir.display(), index = meta.index, term = meta.term, "installed snapshot from leader");
         self.reclaim(&mut wal, meta.index);
         Ok(())
     }
 
     /// Stores a snapshot of the state machine as applied through `index` (which must be applied,
-    /// hence committed), then discards entries up to `index - keep_entries`. The file is written
-    /// without blocking `persist`. Returns once the snapshot file is durable.
+    /// hence committed), then discards entries up to `index - keep_entries` or the previous
+    /// snapshot's index, whichever is lower. The file is written without blocking `persist`.
+    /// Returns once the snapshot file is durable.
     pub fn create_snapshot(
         &self,
         index: u64,
@@ -222,7 +243,18 @@ impl RaftLog {
                 state.snapshot = Some(snap);
             }
         }
-        let compact_to = index.saturating_sub(self.inner.opts.keep_entries);
+        // Keep the entries after the older kept snapshot (the empty state at 0 if none), so that
+        // if this snapshot is found damaged at startup, that one plus the log still reaches
+        // everything this member acknowledged. Listed after the write: a leader's snapshot
+        // installed meanwhile counts too.
+        let fallback = snapfile::list(&self.inner.dir)?
+            .iter()
+            .rev()
+            .nth(SNAPSHOTS_KEPT - 1)
+            .map_or(0, |(older, _, _)| *older);
+        let compact_to = index
+            .saturating_sub(self.inner.opts.keep_entries)
+            .min(fallback);
         let compact = {
             let state = self.read_state();
             let mem = &state.mem;
@@ -236,6 +268,12 @@ impl RaftLog {
         };
         if let Some(op) = compact {
             self.commit(&mut wal, vec![op])?;
+        }
+        {
+            let mut state = self.write_state();
+            state.covered_bytes = state
+                .mem
+                .bytes_through(snapshot_index(state.snapshot.as_ref()));
         }
         tracing::debug!(dir = %self.inner.dir.display(), index, term, compact_to, "created snapshot");
         let anchor = self.read_state().mem.anchor().0;
@@ -261,6 +299,14 @@ impl RaftLog {
     /// Encoded bytes of the entries held in memory (everything after the compaction point).
     pub fn memory_bytes(&self) -> u64 {
         self.read_state().mem.entry_bytes()
+    }
+
+    /// Encoded bytes of the entries held after the newest snapshot: what the next snapshot would
+    /// let go of. The entries before it stay in memory too, back to the snapshot before, for a
+    /// fallback; so the log holds about twice this at its peak.
+    pub fn bytes_since_snapshot(&self) -> u64 {
+        let state = self.read_state();
+        state.mem.entry_bytes().saturating_sub(state.covered_bytes)
     }
 
     /// Sizes and fsync counters, for metrics.
@@ -379,6 +425,10 @@ impl RaftLog {
     }
 }
 
+fn snapshot_index(snap: Option<&Snapshot>) -> u64 {
+    snap.map_or(0, |s| s.get_metadata().index)
+}
+
 /// The ops that replace the whole log by a snapshot.
 fn install_ops(mem: &MemLog, meta: &SnapshotMetadata) -> Vec<Op> {
     let mut hs = mem.hard_state.clone();
@@ -394,45 +444,90 @@ fn install_ops(mem: &MemLog, meta: &SnapshotMetadata) -> Vec<Op> {
     ]
 }
 
-/// Makes the log agree with the newest snapshot file. The snapshot file is written before the log
-/// record that installs it, so a crash in between leaves a log that does not contain the
-/// snapshot's entry; finishing the install is then the only consistent choice.
+/// Picks the snapshot to start from, newest first: the first one whose file verifies and that the
+/// log reaches back to (its index at or after the log's compaction point). Damaged newer files
+/// are logged and set aside (renamed, not deleted) once a usable one is found; with none usable
+/// the error says why and nothing on disk is changed. No snapshot at all is fine while the log
+/// still starts at index 1: the state is then the log replayed from the start.
+fn recover_snapshot(
+    dir: &Path,
+    durability: Durability,
+    wal: &mut Wal,
+    mem: &mut MemLog,
+) -> Result<Option<Snapshot>, LogError> {
+    let (anchor, _) = mem.anchor();
+    let mut damaged: Vec<(PathBuf, String)> = Vec::new();
+    let mut chosen = None;
+    let mut too_old = None;
+    for (index, term, path) in snapfile::list(dir)?.into_iter().rev() {
+        match snapfile::load(&path, index, term) {
+            Err(e @ LogError::Corrupt { .. }) => {
+                tracing::error!(
+                    path = %path.display(), error = %e,
+                    "snapshot file is damaged; trying the one before it"
+                );
+                damaged.push((path, e.to_string()));
+            }
+            Err(e) => return Err(e),
+            Ok(_) if index < anchor => {
+                too_old = Some(index);
+                break;
+            }
+            Ok(snap) => {
+                chosen = Some(snap);
+                break;
+            }
+        }
+    }
+    if chosen.is_none() && (anchor > 0 || too_old.is_some()) {
+        let mut reason = match too_old {
+            Some(index) => format!(
+                "the newest intact snapshot (index {index}) is older than the log's compaction \
+                 point {anchor}, so the entries in between are gone"
+            ),
+            None => format!(
+                "no intact snapshot file is left and the log is compacted through index {anchor}"
+            ),
+        };
+        for (path, why) in &damaged {
+            reason.push_str(&format!("; damaged snapshot {}: {why}", path.display()));
+        }
+        return Err(LogError::Unrecoverable {
+            dir: dir.to_path_buf(),
+            reason,
+        });
+    }
+    if let Some(snap) = &chosen {
+        reconcile_with_snapshot(dir, wal, mem, snap)?;
+    }
+    for (path, _) in &damaged {
+        let aside = snapfile::set_aside(dir, durability, path)?;
+        tracing::error!(
+            damaged = %path.display(), renamed_to = %aside.display(),
+            fallback_index = chosen.as_ref().map_or(0, |s| s.get_metadata().index),
+            "set aside a damaged snapshot; starting from the older snapshot (0: none) and the log after it"
+        );
+    }
+    Ok(chosen)
+}
+
+/// Makes the log agree with the snapshot it starts from, which is at or after its compaction
+/// point. A snapshot file is written before the log record that installs it, so a crash in
+/// between leaves a log that does not contain the snapshot's entry; finishing the install is then
+/// the only consistent choice.
 fn reconcile_with_snapshot(
     dir: &Path,
     wal: &mut Wal,
     mem: &mut MemLog,
-    snapshot: Option<&Snapshot>,
+    snap: &Snapshot,
 ) -> Result<(), LogError> {
-    let (anchor, _) = mem.anchor();
-    let Some(snap) = snapshot else {
-        if anchor > 0 {
-            return Err(LogError::corrupt(
-                dir,
-                0,
-                format!(
-                    "the log is compacted through index {anchor} but there is no snapshot file"
-                ),
-            ));
-        }
-        return Ok(());
-    };
     let meta = snap.get_metadata();
-    if meta.index < anchor {
-        return Err(LogError::corrupt(
-            dir,
-            0,
-            format!(
-                "the newest snapshot (index {}) is older than the log's compaction point {anchor}",
-                meta.index
-            ),
-        ));
-    }
     if mem.term(meta.index) == Ok(meta.term) {
         return Ok(());
     }
     tracing::warn!(
         dir = %dir.display(), snapshot_index = meta.index, snapshot_term = meta.term,
-        "log does not contain the newest snapshot's entry: completing an interrupted snapshot install"
+        "log does not contain the snapshot's entry: completing an interrupted snapshot install"
     );
     let ops = install_ops(mem, meta);
     wal.append(&ops, mem)?;

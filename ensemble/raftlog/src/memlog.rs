@@ -86,6 +86,15 @@ impl MemLog {
         self.entry_bytes
     }
 
+    /// Encoded size of the entries held at or below `index`.
+    pub fn bytes_through(&self, index: u64) -> u64 {
+        self.entries
+            .iter()
+            .take_while(|e| e.index <= index)
+            .map(|e| u64::from(e.compute_size()))
+            .sum()
+    }
+
     /// Term of the entry at `index`, per the `raft::Storage::term` contract.
     pub fn term(&self, index: u64) -> Result<u64, StorageError> {
         if index == self.anchor_index {

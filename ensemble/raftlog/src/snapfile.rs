@@ -26,13 +26,32 @@ fn parse_name(name: &str) -> Option<(u64, u64)> {
 }
 
 /// Snapshot files in `dir` as (index, term, path), oldest first.
-fn list(dir: &Path) -> Result<Vec<(u64, u64, PathBuf)>, LogError> {
+pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, u64, PathBuf)>, LogError> {
     let mut found: Vec<_> = fsutil::list_dir(dir)?
         .into_iter()
         .filter_map(|name| parse_name(&name).map(|(term, index)| (index, term, dir.join(name))))
         .collect();
     found.sort();
     Ok(found)
+}
+
+/// Appended to a damaged snapshot's name when startup sets it aside: no longer `*.snap`, so it is
+/// never read again, but kept for a post-mortem.
+pub(crate) const SET_ASIDE_SUFFIX: &str = ".corrupt";
+
+/// Renames a damaged snapshot file out of the way (`<name>.corrupt`) and makes that durable.
+pub(crate) fn set_aside(
+    dir: &Path,
+    durability: Durability,
+    path: &Path,
+) -> Result<PathBuf, LogError> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(SET_ASIDE_SUFFIX);
+    let aside = path.with_file_name(name);
+    fs::rename(path, &aside).map_err(|e| LogError::io("set aside damaged snapshot", path, e))?;
+    crate::crash_model::renamed(path, &aside);
+    durability.sync_dir(dir)?;
+    Ok(aside)
 }
 
 /// Writes `snap` durably (temp file, fsync, rename, fsync directory); returns its path.
@@ -101,17 +120,14 @@ fn read(path: &Path) -> Result<Snapshot, LogError> {
     })
 }
 
-/// The newest snapshot in `dir`, verified. A damaged newest file is an error, not a reason to fall
-/// back silently: it was durable once, and older ones may predate the log's compaction point.
-pub(crate) fn load_latest(dir: &Path) -> Result<Option<Snapshot>, LogError> {
-    let Some((index, term, path)) = list(dir)?.pop() else {
-        return Ok(None);
-    };
-    let snap = read(&path)?;
+/// Reads and verifies the snapshot file listed as (`index`, `term`) at `path`: checksum, and a
+/// name that agrees with the metadata inside.
+pub(crate) fn load(path: &Path, index: u64, term: u64) -> Result<Snapshot, LogError> {
+    let snap = read(path)?;
     let meta = snap.get_metadata();
     if (meta.index, meta.term) != (index, term) {
         return Err(LogError::corrupt(
-            &path,
+            path,
             0,
             format!(
                 "metadata says index {} term {}, the name disagrees",
@@ -119,7 +135,7 @@ pub(crate) fn load_latest(dir: &Path) -> Result<Option<Snapshot>, LogError> {
             ),
         ));
     }
-    Ok(Some(snap))
+    Ok(snap)
 }
 
 /// Deletes all but the newest `keep` snapshot files.
@@ -152,14 +168,20 @@ mod tests {
     fn write_load_prune() -> Result<(), LogError> {
         let dir = tempfile::tempdir().map_err(|e| LogError::io("tempdir", "/tmp", e))?;
         let d = Durability { sync: false };
-        assert_eq!(load_latest(dir.path())?, None);
+        assert_eq!(list(dir.path())?, vec![]);
         for (index, term) in [(5, 1), (10, 2), (100, 2)] {
             write(dir.path(), d, &snapshot(index, term, b"state"))?;
         }
-        assert_eq!(load_latest(dir.path())?, Some(snapshot(100, 2, b"state")));
+        let (index, term, path) = list(dir.path())?.pop().expect("a snapshot");
+        assert_eq!(load(&path, index, term)?, snapshot(100, 2, b"state"));
+        assert!(matches!(load(&path, 100, 3), Err(LogError::Corrupt { .. })));
         prune(dir.path(), d, 2)?;
         let left: Vec<u64> = list(dir.path())?.iter().map(|f| f.0).collect();
         assert_eq!(left, vec![10, 100]);
+        let aside = set_aside(dir.path(), d, &path)?;
+        assert!(aside.exists() && !path.exists());
+        let left: Vec<u64> = list(dir.path())?.iter().map(|f| f.0).collect();
+        assert_eq!(left, vec![10]);
         Ok(())
     }
 
@@ -177,7 +199,7 @@ mod tests {
             bad[at] ^= 0x01;
             fs::write(&path, &bad).map_err(|e| LogError::io("write", &path, e))?;
             assert!(
-                matches!(load_latest(dir.path()), Err(LogError::Corrupt { .. })),
+                matches!(load(&path, 3, 1), Err(LogError::Corrupt { .. })),
                 "flip at {at}"
             );
         }

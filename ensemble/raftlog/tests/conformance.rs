@@ -116,16 +116,23 @@ fn first_index() {
     assert_eq!(log.first_index(), Ok(3));
     log.create_snapshot(3, voters(&[1]), Vec::new())
         .expect("snapshot");
+    // The entries after the snapshot before it (the installed one at 2) stay for a fallback.
+    assert_eq!(log.first_index(), Ok(3));
+    log.create_snapshot(4, voters(&[1]), Vec::new())
+        .expect("snapshot");
     assert_eq!(log.first_index(), Ok(4));
 }
 
 #[test]
 fn compact_through_snapshots() {
+    // Compaction reaches the snapshot before the newest: a snapshot at `index`, then one at 6.
     // (snapshot index, want first index, want term of first, want entries left)
-    let cases = [(3, 4, 4, 2), (4, 5, 5, 1), (5, 6, 0, 0)];
+    let cases = [(3, 4, 4, 3), (4, 5, 5, 2), (5, 6, 6, 1)];
     for (i, (index, want_first, want_term, want_len)) in cases.into_iter().enumerate() {
-        let (_dir, log) = fixture(&[(3, 3), (4, 4), (5, 5)]);
+        let (_dir, log) = fixture(&[(3, 3), (4, 4), (5, 5), (6, 6)]);
         log.create_snapshot(index, voters(&[1]), Vec::new())
+            .expect("snapshot");
+        log.create_snapshot(6, voters(&[1]), Vec::new())
             .expect("snapshot");
         let first = log.first_index().expect("first");
         assert_eq!(first, want_first, "case #{i}");
@@ -170,6 +177,13 @@ fn keep_entries_leaves_a_tail_for_slow_followers() {
     let log = open(dir.path(), o).expect("open");
     let ents: Vec<Entry> = (1..=10).map(|i| entry(i, 1)).collect();
     log.persist(&ents, None).expect("persist");
+    log.create_snapshot(7, voters(&[1]), Vec::new())
+        .expect("snapshot");
+    assert_eq!(
+        log.first_index(),
+        Ok(1),
+        "no older snapshot: the whole log stays for a fallback"
+    );
     log.create_snapshot(8, voters(&[1]), Vec::new())
         .expect("snapshot");
     assert_eq!(log.first_index(), Ok(7));

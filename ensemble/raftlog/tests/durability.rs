@@ -181,19 +181,15 @@ fn a_flipped_byte_before_the_tail_is_corruption() {
         bad[at as usize] ^= 0x10;
         fs::write(&seg, bad).expect("write");
         match open(dir.path(), opts(false)) {
-            Err(LogError::Corrupt {
-                path,
-                offset,
-                reason,
-            }) => {
-                assert_eq!(path, seg, "flip at {at}");
-                assert_eq!(offset, second_start, "flip at {at}");
+            Err(LogError::Unrecoverable { reason, .. }) => {
+                let want = format!("corrupt {} at byte {second_start}:", seg.display());
+                assert!(reason.contains(&want), "flip at {at}: {reason}");
                 assert!(
                     reason.contains("valid record follows"),
                     "flip at {at}: {reason}"
                 );
             }
-            other => panic!("flip at {at}: want Corrupt, got {other:?}"),
+            other => panic!("flip at {at}: want Unrecoverable, got {other:?}"),
         }
     }
 }
@@ -219,7 +215,8 @@ fn damage_in_a_sealed_segment_is_corruption_even_at_its_end() {
         .open(&first)
         .expect("open");
     file.set_len(len - 1).expect("truncate");
-    assert!(matches!(open(dir.path(), o), Err(LogError::Corrupt { path, .. }) if path == first));
+    assert!(matches!(open(dir.path(), o),
+        Err(LogError::Unrecoverable { reason, .. }) if reason.contains(&*first.to_string_lossy())));
 }
 
 #[test]
@@ -304,6 +301,13 @@ fn segments_rotate_and_compaction_deletes_old_files() {
         assert!(before.segments > 5, "{before:?}");
         assert_eq!(segments(dir.path()).len() as u64, before.segments);
 
+        log.create_snapshot(145, voters(&[1]), b"state".to_vec())
+            .expect("snapshot");
+        assert_eq!(
+            log.stats().first_index,
+            1,
+            "no older snapshot to fall back on"
+        );
         log.create_snapshot(150, voters(&[1]), b"state".to_vec())
             .expect("snapshot");
         let after = log.stats();
@@ -348,8 +352,9 @@ fn snapshots_survive_reopen_and_only_two_are_kept() {
         log.snapshot(0, 2),
         Ok(snapshot(30, 2, &[1, 2], b"state@30"))
     );
-    assert_eq!((log.first_index(), log.last_index()), (Ok(31), Ok(30)));
-    assert_eq!(log.term(30), Ok(2));
+    // The entries after the older kept snapshot (20) stay, for a fallback.
+    assert_eq!((log.first_index(), log.last_index()), (Ok(21), Ok(30)));
+    assert_eq!(log.term(20), Ok(2));
 }
 
 #[test]
@@ -426,7 +431,7 @@ fn leftover_temp_files_are_ignored_and_removed() {
 }
 
 #[test]
-fn a_corrupt_snapshot_file_is_refused() {
+fn a_damaged_only_snapshot_falls_back_to_the_whole_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let log = open(dir.path(), opts(false)).expect("open");
@@ -441,7 +446,13 @@ fn a_corrupt_snapshot_file_is_refused() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(&snap, bytes).expect("write");
-    assert!(
-        matches!(open(dir.path(), opts(false)), Err(LogError::Corrupt { path, .. }) if path == snap)
+    // Nothing was compacted (no older snapshot), so the log from index 1 is the state.
+    let log = open(dir.path(), opts(false)).expect("open");
+    assert_eq!(log.latest_snapshot(), None);
+    assert_eq!(all_entries(&log), vec![(1, 1), (2, 1), (3, 1)]);
+    assert!(!snap.exists());
+    assert_eq!(
+        files_with(dir.path(), "snap-", ".snap.corrupt"),
+        vec![PathBuf::from(format!("{}.corrupt", snap.display()))]
     );
 }

@@ -129,8 +129,10 @@ fn run(steps: Vec<Step>, keep: u64) -> Result<(), TestCaseError> {
                     let term = model.term(index);
                     log.create_snapshot(index, voters(&[1]), index.to_le_bytes().to_vec())
                         .expect("create snapshot");
+                    // Entries after the snapshot before this one stay, for a fallback.
+                    let older = model.snapshot.0;
                     model.snapshot = (index, term);
-                    let compact_to = index.saturating_sub(model.keep);
+                    let compact_to = index.saturating_sub(model.keep).min(older);
                     if compact_to > model.anchor.0 {
                         let drop = (compact_to - model.anchor.0) as usize;
                         model.anchor = (compact_to, model.term(compact_to));

@@ -98,10 +98,12 @@ fn commits_snapshots_and_restarts() {
         member.propose(20);
         assert_eq!(member.applied.len(), 20);
         snapshot_index = member.last_applied;
-        member
-            .log
-            .create_snapshot(snapshot_index, voters(&[1]), b"tree".to_vec())
-            .expect("snapshot");
+        for index in [snapshot_index - 5, snapshot_index] {
+            member
+                .log
+                .create_snapshot(index, voters(&[1]), b"tree".to_vec())
+                .expect("snapshot");
+        }
         member.propose(5);
         assert_eq!(member.applied.len(), 25);
         assert!(
@@ -110,7 +112,8 @@ fn commits_snapshots_and_restarts() {
         );
     }
     let mut member = start(dir.path());
-    assert_eq!(member.log.first_index(), Ok(snapshot_index - 2));
+    // Compacted to the older snapshot, which is below `keep_entries` back from the newest.
+    assert_eq!(member.log.first_index(), Ok(snapshot_index - 4));
     // Entries after the snapshot are committed again and applied once each.
     assert_eq!(member.applied.len(), 5);
     assert!(member.applied.iter().all(|&i| i > snapshot_index));

@@ -48,6 +48,21 @@ pub enum RunError {
     CorePanicked,
 }
 
+/// Exit status of a member whose data cannot be recovered from its own directory (sysexits'
+/// `EX_DATAERR`): restarting will not help; it must be reseeded (README, Operations).
+pub const EXIT_UNRECOVERABLE_DATA: u8 = 65;
+
+impl RunError {
+    /// The process exit status for this error: [`EXIT_UNRECOVERABLE_DATA`] when the member's
+    /// data cannot be recovered, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Log(baton_raftlog::LogError::Unrecoverable { .. }) => EXIT_UNRECOVERABLE_DATA,
+            _ => 1,
+        }
+    }
+}
+
 /// Loads the member's certificate and checks it is for this member, so a volume or a
 /// certificate mounted into the wrong pod fails at start, not at the first peer handshake.
 fn load_member_tls(cfg: &Config) -> Result<Option<baton_tls::MemberTls>, RunError> {

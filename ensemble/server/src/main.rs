@@ -54,7 +54,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(e.exit_code())
         }
     }
 }

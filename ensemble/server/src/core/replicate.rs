@@ -17,8 +17,10 @@ use raft::eraftpb::{
 use super::{Core, CoreConfig, CoreError, read_index, wire};
 use crate::raft_logging::raft_logger;
 
-/// A snapshot is also taken once the log held in memory passes this many bytes...
-const SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
+/// A snapshot is also taken once the entries after the last one pass this many bytes... (The
+/// log also holds the entries between the two snapshots it keeps, for a fallback: about twice
+/// this at its peak.)
+const SNAPSHOT_LOG_BYTES: u64 = 32 << 20;
 /// ...and at least this many entries were applied since the last one.
 const SNAPSHOT_MIN_ENTRIES: u64 = 1_000;
 
@@ -341,7 +343,8 @@ impl Core {
         // 110 MiB of RAM before the count came round. The floor of entries keeps large entries
         // (which compaction retains a few thousand of) from snapshotting on every batch.
         let due = since >= self.cfg.snapshot_entries
-            || (since >= SNAPSHOT_MIN_ENTRIES && self.log.memory_bytes() >= SNAPSHOT_LOG_BYTES);
+            || (since >= SNAPSHOT_MIN_ENTRIES
+                && self.log.bytes_since_snapshot() >= SNAPSHOT_LOG_BYTES);
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
