@@ -6,7 +6,9 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -170,6 +172,19 @@ pub async fn restart_member(
     names: &EnsembleNames,
     id: u64,
 ) -> Result<(), WriteError> {
+    delete_if_present::<Pod>(client, &names.namespace, &names.pod(id)).await
+}
+
+/// Deletes member `id`'s data volume claim, then its pod (which holds the claim until it goes),
+/// so the StatefulSet controller re-creates both and the member starts empty. Gone already is
+/// fine: a step repeated after a restart.
+pub async fn replace_volume(
+    client: &kube::Client,
+    names: &EnsembleNames,
+    id: u64,
+) -> Result<(), WriteError> {
+    delete_if_present::<PersistentVolumeClaim>(client, &names.namespace, &names.volume_claim(id))
+        .await?;
     delete_if_present::<Pod>(client, &names.namespace, &names.pod(id)).await
 }
 

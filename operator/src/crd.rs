@@ -264,8 +264,8 @@ pub struct CoordinationEnsembleStatus {
     pub membership_operation: Option<MembershipOperation>,
 }
 
-/// A membership operation in flight: one member added, removed or restarted, or leadership
-/// moved, step by step (`OperationKind::steps`).
+/// A membership operation in flight: one member added, removed, restarted or reseeded, or
+/// leadership moved, step by step (`OperationKind::steps`).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MembershipOperation {
@@ -293,6 +293,9 @@ pub enum OperationKind {
     TransferLeader,
     /// Restart a member at the StatefulSet's new revision (rolling update).
     Restart,
+    /// Rebuild a member from the ensemble (annotation `baton.dev/reseed-member`): remove it from
+    /// Raft, replace its data volume, add it back as a learner.
+    Reseed,
 }
 
 /// One step of a membership operation. Action steps do one thing (an apply, an admin call, a
@@ -302,13 +305,13 @@ pub enum OperationKind {
 pub enum OperationStep {
     /// `add`: the StatefulSet gets the new member's pod.
     RaiseReplicas,
-    /// `add`: `POST /v1/members` on the leader; the member joins as a learner.
+    /// `add`, `reseed`: `POST /v1/members` on the leader; the member joins as a learner.
     AddLearner,
-    /// `add`: the leader promotes the learner to voter once it has caught up.
+    /// `add`, `reseed`: the leader promotes the learner to voter once it has caught up.
     AwaitPromotion,
-    /// `remove`: `DELETE /v1/members/{id}` on the leader.
+    /// `remove`, `reseed`: `DELETE /v1/members/{id}` on the leader.
     RemoveMember,
-    /// `remove`: every remaining member has dropped it.
+    /// `remove`, `reseed`: every remaining member has dropped it.
     AwaitRemoval,
     /// `remove`: the StatefulSet loses the member's pod.
     LowerReplicas,
@@ -318,8 +321,11 @@ pub enum OperationStep {
     AwaitLeader,
     /// `restart`: the member's pod is deleted.
     DeletePod,
-    /// `restart`: the StatefulSet controller has re-created the pod.
+    /// `restart`, `reseed`: the StatefulSet controller has re-created the pod (for `reseed`,
+    /// with a new volume).
     AwaitPod,
+    /// `reseed`: the member's PersistentVolumeClaim and pod are deleted.
+    DeleteVolume,
 }
 
 impl OperationKind {
@@ -331,6 +337,14 @@ impl OperationKind {
             OperationKind::Remove => &[RemoveMember, AwaitRemoval, LowerReplicas],
             OperationKind::TransferLeader => &[TransferLeader, AwaitLeader],
             OperationKind::Restart => &[DeletePod, AwaitPod],
+            OperationKind::Reseed => &[
+                RemoveMember,
+                AwaitRemoval,
+                DeleteVolume,
+                AwaitPod,
+                AddLearner,
+                AwaitPromotion,
+            ],
         }
     }
 }

@@ -3,7 +3,7 @@
 //! status over HTTPS with the stored admin certificate.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
 use kube::api::ListParams;
 
@@ -12,7 +12,7 @@ use crate::ensemble::{AdminConnector, EnsembleView, Roster};
 use crate::names::EnsembleNames;
 use crate::pki::secrets::{self, CA_CERT_KEY};
 use crate::pki::{AdminCredentials, StoredPki};
-use crate::plan::{Observed, ObservedPod, ObservedStatefulSet};
+use crate::plan::{Observed, ObservedPod, ObservedStatefulSet, ObservedVolume};
 
 /// Label the StatefulSet controller puts on each pod: the revision it was created from.
 const REVISION_LABEL: &str = "controller-revision-hash";
@@ -151,11 +151,33 @@ pub async fn observe<C: AdminConnector>(
                 .and_then(StoredMembership::from_config_map),
             pods,
             ensemble,
+            volumes: Vec::new(),
         },
         secrets: stored_secrets,
         pki,
         super_secret_exists,
     })
+}
+
+/// Member `id`'s data volume claim, if it exists (read only while that member is reseeded).
+pub async fn observe_volume(
+    client: &kube::Client,
+    names: &EnsembleNames,
+    id: u64,
+) -> Result<Option<ObservedVolume>, ReadError> {
+    let name = names.volume_claim(id);
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &names.namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|source| ReadError {
+            what: format!("PersistentVolumeClaim {name}"),
+            source,
+        })?;
+    Ok(claim.map(|claim| ObservedVolume {
+        id,
+        created: claim.metadata.creation_timestamp.map(|t| t.0),
+        terminating: claim.metadata.deletion_timestamp.is_some(),
+    }))
 }
 
 fn observed_pod(names: &EnsembleNames, pod: &Pod) -> Option<ObservedPod> {

@@ -30,9 +30,18 @@ impl EventSink {
         }
     }
 
-    /// A Normal Event for a step about to be taken.
-    pub async fn step(&self, ce: &CoordinationEnsemble, action: &Action) {
+    /// A Normal Event for a step about to be taken (`reseeding`: as part of that member's reseed).
+    pub async fn step(&self, ce: &CoordinationEnsemble, action: &Action, reseeding: Option<u64>) {
         let (reason, verb) = match action {
+            Action::ReplaceVolume { .. } => ("Reseeding", "ReplaceVolume"),
+            _ if reseeding.is_some() => (
+                "Reseeding",
+                match action {
+                    Action::Membership(MembershipStep::Add { .. }) => "AddMember",
+                    Action::Membership(MembershipStep::Remove { .. }) => "RemoveMember",
+                    _ => "TransferLeadership",
+                },
+            ),
             Action::Membership(MembershipStep::Add { .. }) => ("ScalingUp", "AddMember"),
             Action::Membership(MembershipStep::Remove { .. }) => ("ScalingDown", "RemoveMember"),
             Action::Membership(MembershipStep::Transfer { .. }) => {
@@ -43,6 +52,13 @@ impl EventSink {
         let note = match action {
             Action::Membership(step) => step.to_string(),
             Action::RestartMember { id } => format!("restart member {id} at the new revision"),
+            Action::ReplaceVolume { id } => format!(
+                "delete the data volume claim and pod of member {id}: it starts empty and joins"
+            ),
+        };
+        let note = match reseeding {
+            Some(id) => format!("reseed member {id}: {note}"),
+            None => note,
         };
         self.publish(ce, EventType::Normal, reason, verb, &note)
             .await;

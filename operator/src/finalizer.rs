@@ -74,7 +74,8 @@ pub async fn delete_binding(
     delete_unless_gone(api, &name, || format!("ClusterRoleBinding {name}")).await
 }
 
-async fn patch_ensemble(
+/// A JSON patch of the ensemble itself (its metadata); `verb` names it in the error.
+pub(crate) async fn patch_ensemble(
     client: &kube::Client,
     ce: &CoordinationEnsemble,
     ops: Value,

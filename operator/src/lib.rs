@@ -25,6 +25,7 @@ pub mod pki;
 pub mod plan;
 pub mod reconcile;
 pub mod render;
+pub mod reseed;
 pub mod status;
 pub mod validate;
 pub mod webhook;

@@ -22,6 +22,12 @@ pub const ENSEMBLE_NAMESPACE_LABEL: &str = "baton.dev/ensemble-namespace";
 pub const ENSEMBLE_NAME_LABEL: &str = "baton.dev/ensemble-name";
 /// The finalizer that removes those objects when the ensemble is deleted.
 pub const FINALIZER: &str = "baton.dev/cleanup";
+/// Annotation on a `CoordinationEnsemble` naming a member (`"2"`) to rebuild from the ensemble:
+/// removed from Raft, its data volume replaced, added back as a learner; then the annotation goes.
+pub const RESEED_ANNOTATION: &str = "baton.dev/reseed-member";
+/// Name of the StatefulSet's volumeClaimTemplate, the members' data volume: member `id`'s claim
+/// is `DATA_VOLUME-NAME-ORDINAL`.
+pub const DATA_VOLUME: &str = "data";
 /// ClusterRole that lets the members check client tokens with the TokenReview API.
 pub const AUTH_DELEGATOR_ROLE: &str = "system:auth-delegator";
 /// Audience of the projected token the sidecar presents (the ensemble's TokenReview asks for it).
@@ -119,6 +125,11 @@ impl EnsembleNames {
     /// Pod name of member `id`.
     pub fn pod(&self, id: u64) -> String {
         format!("{}-{}", self.name, id.saturating_sub(1))
+    }
+
+    /// PersistentVolumeClaim of member `id` (made by the StatefulSet from its template).
+    pub fn volume_claim(&self, id: u64) -> String {
+        format!("{DATA_VOLUME}-{}", self.pod(id))
     }
 
     /// Member id of a pod name of this ensemble, if it is one.

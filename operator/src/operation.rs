@@ -19,7 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{MembershipOperation, OperationKind, OperationStep};
 use crate::ensemble::MembershipStep;
-use crate::plan::{self, Action, Observed, Plan};
+use crate::plan::{self, Action, Observed, Phase, Plan};
 
 /// What one reconcile does about membership.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +67,16 @@ pub fn decide(
         op.step,
         OperationStep::RaiseReplicas | OperationStep::LowerReplicas
     );
+    // A reseed keeps the replicas and lowers the bootstrap count below the member, so that its
+    // new pod joins rather than bootstraps (see `reseed::plan`).
+    let own_membership = replica_step || op.kind == OperationKind::Reseed;
     Decision {
         plan: Plan {
-            membership: if replica_step { plan.membership } else { held },
+            membership: if own_membership {
+                plan.membership
+            } else {
+                held
+            },
             // At a replica step the action is the next step's, taken once the apply is done.
             action: if op.step.is_await() {
                 None
@@ -143,10 +150,44 @@ impl MembershipOperation {
     }
 }
 
+/// Where a reseed of member `id` stands: the `recorded` operation if it is that reseed, else
+/// one starting `now`, moved past every step whose effect is visible; `None` once it is done.
+pub fn reseed_step(
+    recorded: Option<&MembershipOperation>,
+    id: u64,
+    observed: &Observed,
+    now: Timestamp,
+) -> Option<OperationStep> {
+    let op = recorded
+        .filter(|op| op.kind == OperationKind::Reseed && op.member() == id)
+        .cloned()
+        .unwrap_or_else(|| MembershipOperation {
+            kind: OperationKind::Reseed,
+            step: OperationKind::Reseed.steps()[0],
+            member_id: i64::try_from(id).unwrap_or(i64::MAX),
+            target_replicas: observed.statefulset.as_ref().map_or(0, |s| s.replicas),
+            started_at: now.to_string(),
+        });
+    resume(op, observed).map(|op| op.step)
+}
+
+/// Whether `op`'s every step shows as done.
+pub fn is_done(op: &MembershipOperation, observed: &Observed) -> bool {
+    resume(op.clone(), observed).is_none()
+}
+
 /// The operation the plan's step starts, at its first step.
 fn start(plan: &Plan, observed: &Observed, now: Timestamp) -> Option<MembershipOperation> {
     let replicas = observed.statefulset.as_ref()?.replicas;
+    let transfer = matches!(
+        plan.action,
+        Some(Action::Membership(MembershipStep::Transfer { .. }))
+    );
     let (kind, id, target) = match plan.action {
+        // Every step of a reseed belongs to it, but moving leadership off the member first.
+        _ if !transfer && let Phase::Reseeding(id) = plan.phase => {
+            (OperationKind::Reseed, id, replicas)
+        }
         Some(Action::Membership(MembershipStep::Add { id, .. })) => {
             (OperationKind::Add, id, plan.membership.replicas)
         }
@@ -163,6 +204,8 @@ fn start(plan: &Plan, observed: &Observed, now: Timestamp) -> Option<MembershipO
             (OperationKind::TransferLeader, leader, replicas)
         }
         Some(Action::RestartMember { id }) => (OperationKind::Restart, id, replicas),
+        // Only a reseed replaces a volume.
+        Some(Action::ReplaceVolume { id }) => (OperationKind::Reseed, id, replicas),
         // The plan lowers the replicas once Raft has dropped the highest member: a removal whose
         // record is gone. Resumed from its first step, it waits until every member dropped it.
         None if plan.membership.replicas < replicas => (
@@ -212,6 +255,15 @@ fn progress(op: &MembershipOperation, observed: &Observed) -> Progress {
     let listed = view.is_member(id);
     let sts = observed.statefulset.as_ref();
     let pod = observed.pods.iter().find(|p| p.id == id);
+    let volume = observed.volumes.iter().find(|v| v.id == id);
+    // A claim made after the operation started: the StatefulSet's replacement.
+    let new_volume = volume.is_some_and(|v| {
+        !v.terminating
+            && v.created
+                .zip(op.started_at.parse::<Timestamp>().ok())
+                .is_some_and(|(created, started)| created > started)
+    });
+    let pod_up = pod.is_some_and(|p| !p.terminating);
     let done = match op.step {
         OperationStep::RaiseReplicas | OperationStep::LowerReplicas => {
             op.replicas_reached(sts.map_or(0, |s| s.replicas))
@@ -232,7 +284,20 @@ fn progress(op: &MembershipOperation, observed: &Observed) -> Progress {
                 p.terminating || new_revision.is_some() && p.revision.as_ref() == new_revision
             })
         }
-        OperationStep::AwaitPod => pod.is_some_and(|p| !p.terminating),
+        // Deleted (or going), or already replaced. A claim still in use is only marked for
+        // deletion until its pod goes.
+        OperationStep::DeleteVolume => {
+            new_volume || volume.is_none_or(|v| v.terminating) && !pod_up
+        }
+        // A pod back on its old claim (still going) or on none: delete it again.
+        OperationStep::AwaitPod
+            if op.kind == OperationKind::Reseed
+                && pod_up
+                && volume.is_none_or(|v| v.terminating) =>
+        {
+            return Progress::Lost;
+        }
+        OperationStep::AwaitPod => pod_up,
     };
     if done {
         Progress::Done
@@ -285,6 +350,7 @@ mod tests {
                 })
                 .collect(),
             ensemble: view,
+            volumes: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use kube::runtime::controller::Action as Requeue;
 use crate::apply::{self, WriteError};
 use crate::build::{self, BuildError};
 use crate::build::{OperatorPods, SuperCredentials};
-use crate::crd::{CoordinationEnsemble, MembershipOperation};
+use crate::crd::{CoordinationEnsemble, MembershipOperation, OperationKind};
 use crate::dereference::{self, ReadError};
 use crate::ensemble::{
     AdminConnector, AdminError, EnsembleView, StepError, run_action, wait_until,
@@ -24,6 +24,7 @@ use crate::names::EnsembleNames;
 use crate::operation::{self, Decision};
 use crate::pki::{self, PkiError};
 use crate::plan::{self, Action, Phase};
+use crate::reseed;
 use crate::status::{self, OperationRecord, StatusInputs};
 use crate::validate::validate;
 
@@ -187,14 +188,45 @@ async fn reconcile_inner<A: AdminConnector>(
     let names = EnsembleNames::new(&spec.name, &spec.namespace);
     // Before anything is written outside the namespace, so nothing there outlives the ensemble.
     finalizer::ensure(&ctx.client, ce).await?;
-    let dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
-    let observed = &dereferenced.observed;
+    let mut dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
+    let mut reseed = reseed::requested(ce);
+    let reseed_id = reseed.as_ref().and_then(|r| r.as_ref().ok().copied());
     let recorded = ce
         .status
         .as_ref()
-        .and_then(|s| s.membership_operation.as_ref());
-    let Decision { operation, plan } =
-        operation::decide(recorded, plan::plan(spec.replicas, observed), observed, now);
+        .and_then(|s| s.membership_operation.as_ref())
+        // A reseed is carried on only while the annotation still asks for it.
+        .filter(|op| op.kind != OperationKind::Reseed || reseed_id == Some(op.member()));
+    if let Some(id) = reseed_id {
+        dereferenced.observed.volumes = dereference::observe_volume(&ctx.client, &names, id)
+            .await?
+            .into_iter()
+            .collect();
+    }
+    let observed = &dereferenced.observed;
+    if let Some(op) = recorded
+        && op.kind == OperationKind::Reseed
+        && operation::is_done(op, observed)
+    {
+        // Done, annotation still there: it goes before the record is cleared, so the reseed
+        // is never started again.
+        reseed::remove_annotation(&ctx.client, ce).await?;
+        reseed = None;
+    }
+    let base = plan::plan(spec.replicas, observed);
+    let (plan, refusal) = match reseed {
+        None => (base, None),
+        Some(Err(why)) => (base, Some(why)),
+        Some(Ok(id)) => match reseed::plan(id, recorded, observed, base.clone(), now) {
+            Ok(plan) => (plan, None),
+            Err(why) => (base, Some(why)),
+        },
+    };
+    if let Some(why) = &refusal {
+        tracing::warn!(reason = %why, "reseed refused");
+        ctx.events.warning(ce, "ReseedRefused", why).await;
+    }
+    let Decision { operation, plan } = operation::decide(recorded, plan, observed, now);
     tracing::debug!(?plan, ?operation, "planned");
     // Certificates for every member that has or is about to get a pod: the spec's, the plan's
     // next StatefulSet size and the current one (a scale-down keeps its pods until Raft has
@@ -245,6 +277,7 @@ async fn reconcile_inner<A: AdminConnector>(
             stuck_after: settings.stuck_after,
             plain_client_port: spec.plain_client_port,
             operation: operation.as_ref(),
+            refusal: refusal.as_deref(),
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -262,8 +295,15 @@ async fn reconcile_inner<A: AdminConnector>(
         plan: &plan,
         observed,
     };
+    let reseeding = operation
+        .as_ref()
+        .is_some_and(|op| op.kind == OperationKind::Reseed);
     let (view, operation, step_error) =
         take_step(ctx, &admin, &stage, operation, &mut record).await?;
+    if reseeding && operation.is_none() {
+        tracing::info!("reseed done");
+        reseed::remove_annotation(&ctx.client, ce).await?;
+    }
 
     let status = status::compute(&StatusInputs {
         names: &names,
@@ -276,6 +316,7 @@ async fn reconcile_inner<A: AdminConnector>(
         stuck_after: settings.stuck_after,
         plain_client_port: spec.plain_client_port,
         operation: operation.as_ref(),
+        refusal: refusal.as_deref(),
     });
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);
@@ -283,7 +324,7 @@ async fn reconcile_inner<A: AdminConnector>(
         return Err(e.into());
     }
     Ok(match plan.phase {
-        Phase::Stable => Requeue::requeue(settings.stable_requeue),
+        Phase::Stable if refusal.is_none() => Requeue::requeue(settings.stable_requeue),
         _ => Requeue::requeue(settings.step_requeue),
     })
 }
@@ -317,9 +358,19 @@ async fn take_step<C: AdminConnector>(
         return Ok((observed.ensemble.clone(), operation, None));
     };
     record.write(&ctx.client, names, operation.as_ref()).await?;
-    ctx.events.step(ce, &action).await;
+    let reseeding = match plan.phase {
+        Phase::Reseeding(id) => Some(id),
+        _ => None,
+    };
+    ctx.events.step(ce, &action, reseeding).await;
     let step = match action {
         Action::Membership(step) => step,
+        Action::ReplaceVolume { id } => {
+            tracing::info!(member = id, "replacing the member's volume to reseed it");
+            apply::replace_volume(&ctx.client, names, id).await?;
+            let operation = operation.and_then(MembershipOperation::next);
+            return Ok((observed.ensemble.clone(), operation, None));
+        }
         Action::RestartMember { id } => {
             tracing::info!(member = id, "restarting member for the rolling update");
             apply::restart_member(&ctx.client, names, id).await?;

@@ -36,6 +36,8 @@ pub struct StatusInputs<'a> {
     pub plain_client_port: bool,
     /// The membership operation in flight after this reconcile.
     pub operation: Option<&'a MembershipOperation>,
+    /// Why the reseed the ensemble's annotation asks for is refused, if it is.
+    pub refusal: Option<&'a str>,
 }
 
 /// The status for a reconciled ensemble.
@@ -93,6 +95,11 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
     };
     let degraded = match (&input.step_error, stuck_for) {
         (Some(error), _) => (true, "StepFailed", error.clone()),
+        (None, _) if input.refusal.is_some() => (
+            true,
+            "ReseedRefused",
+            input.refusal.unwrap_or_default().to_string(),
+        ),
         (None, Some(secs)) => (
             true,
             "StepStuck",
@@ -242,6 +249,7 @@ fn phase_reason(phase: &Phase) -> &'static str {
         Phase::ScalingDown => "ScalingDown",
         Phase::Rolling => "RollingUpdate",
         Phase::Repairing => "Repairing",
+        Phase::Reseeding(_) => "Reseeding",
         Phase::Waiting(_) => "WaitingForHealthyQuorum",
         Phase::Stable => "Stable",
     }
@@ -298,6 +306,7 @@ mod tests {
             stuck_after: Duration::from_secs(600),
             plain_client_port: false,
             operation: None,
+            refusal: None,
         }
     }
 

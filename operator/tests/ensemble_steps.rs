@@ -163,6 +163,7 @@ fn observed(replicas: i32, bootstrap: i32, view: EnsembleView) -> Observed {
             })
             .collect(),
         ensemble: view,
+        volumes: Vec::new(),
     }
 }
 
@@ -202,6 +203,7 @@ async fn converge(
                 steps.push(step);
             }
             (Some(Action::RestartMember { id }), _) => bail!("unexpected restart of {id}"),
+            (Some(Action::ReplaceVolume { id }), _) => bail!("unexpected reseed of {id}"),
             (None, Phase::Stable) => return Ok(steps),
             (None, _) => {
                 // Waiting (a learner catching up) or a replicas change: wait for any change.

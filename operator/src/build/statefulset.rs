@@ -24,7 +24,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::identity::SUPER_DIGEST_KEY;
 use crate::crd::{AntiAffinity, CoordinationEnsembleSpec};
 use crate::names::{
-    ADMIN_PORT, CLIENT_PORT, EnsembleNames, MEMBER_TLS_DIR, PEER_PORT, SECURE_CLIENT_PORT,
+    ADMIN_PORT, CLIENT_PORT, DATA_VOLUME, EnsembleNames, MEMBER_TLS_DIR, PEER_PORT,
+    SECURE_CLIENT_PORT,
 };
 use crate::validate::ValidSpec;
 
@@ -273,7 +274,7 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
         }),
         volume_mounts: Some(vec![
             VolumeMount {
-                name: "data".into(),
+                name: DATA_VOLUME.into(),
                 mount_path: "/var/lib/baton".into(),
                 ..VolumeMount::default()
             },
@@ -337,7 +338,7 @@ fn affinity(mode: AntiAffinity, selector: &BTreeMap<String, String>) -> Option<A
 fn volume_claim(crd: &CoordinationEnsembleSpec) -> PersistentVolumeClaim {
     PersistentVolumeClaim {
         metadata: ObjectMeta {
-            name: Some("data".into()),
+            name: Some(DATA_VOLUME.into()),
             ..ObjectMeta::default()
         },
         spec: Some(PersistentVolumeClaimSpec {

@@ -9,6 +9,8 @@
 //! - rolling update (`OnDelete` StatefulSet): restart outdated followers one at a time, lowest
 //!   ordinal first; the leader last, after moving leadership to an updated member.
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::build::StoredMembership;
 use crate::ensemble::{EnsembleView, MembershipStep};
 
@@ -34,6 +36,16 @@ pub struct ObservedPod {
     pub ready: bool,
 }
 
+/// A member's data volume (its PersistentVolumeClaim) as observed; read only for a reseed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedVolume {
+    pub id: u64,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
+    /// Has a deletion timestamp (held by its pod until the pod goes).
+    pub terminating: bool,
+}
+
 /// Everything `plan` decides from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
@@ -42,6 +54,8 @@ pub struct Observed {
     pub stored: Option<StoredMembership>,
     pub pods: Vec<ObservedPod>,
     pub ensemble: EnsembleView,
+    /// The volume of the member being reseeded, if one is and its claim exists.
+    pub volumes: Vec<ObservedVolume>,
 }
 
 /// Something to do after the objects are applied.
@@ -51,6 +65,9 @@ pub enum Action {
     Membership(MembershipStep),
     /// Delete member `id`'s pod so the StatefulSet re-creates it at the new revision.
     RestartMember { id: u64 },
+    /// Delete member `id`'s PersistentVolumeClaim, then its pod: the StatefulSet re-creates
+    /// both, and the member starts empty (a reseed).
+    ReplaceVolume { id: u64 },
 }
 
 /// Where the ensemble stands, for the status conditions.
@@ -65,6 +82,8 @@ pub enum Phase {
     Rolling,
     /// Voters the pods do not account for are being removed.
     Repairing,
+    /// Member `0` is rebuilt from the ensemble (`baton.dev/reseed-member`).
+    Reseeding(u64),
     /// Nothing can be done until the ensemble is healthy again; the reason says why.
     Waiting(String),
     /// Desired size, every member up to date and healthy.
@@ -86,6 +105,9 @@ impl Plan {
         let action = match self.action {
             Some(Action::Membership(step)) => format!(": {step}"),
             Some(Action::RestartMember { id }) => format!(": restart member {id}"),
+            Some(Action::ReplaceVolume { id }) => {
+                format!(": replace the volume of member {id}")
+            }
             None => String::new(),
         };
         let phase = match &self.phase {
@@ -96,6 +118,7 @@ impl Plan {
             Phase::ScalingDown => "ScalingDown".to_string(),
             Phase::Rolling => "RollingUpdate".to_string(),
             Phase::Repairing => "Repairing".to_string(),
+            Phase::Reseeding(id) => format!("Reseeding member {id}"),
             Phase::Waiting(why) => format!("Waiting: {why}"),
         };
         Some(format!("{phase}{action}"))

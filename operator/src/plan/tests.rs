@@ -46,6 +46,7 @@ fn observed(replicas: i32, bootstrap: i32, ensemble: EnsembleView) -> Observed {
             })
             .collect(),
         ensemble,
+        volumes: Vec::new(),
     }
 }
 

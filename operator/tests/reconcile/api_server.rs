@@ -50,6 +50,9 @@ pub struct World {
     pub pods: Vec<(u64, String)>,
     /// Members whose pods are not Ready.
     pub unready_pods: Vec<u64>,
+    /// Member data volume claims: (created, terminating) by member id. A claim deleted while
+    /// its pod runs is terminating until the pod goes.
+    pub volumes: BTreeMap<u64, (String, bool)>,
     pub ensemble: FakeEnsemble,
     /// Events published, as `Type Reason: note`.
     pub events: Vec<String>,
@@ -62,6 +65,9 @@ pub struct World {
     /// Namespaces that exist besides prod (a ConfigMap elsewhere is answered 404).
     pub namespaces: Vec<String>,
 }
+
+/// When the volumes of the pods `run_pods` makes were created.
+pub const VOLUMES_CREATED: &str = "2026-01-01T00:00:00Z";
 
 /// The clock every scenario runs at.
 pub fn now() -> Timestamp {
@@ -100,6 +106,7 @@ spec: {spec}
             update_revision: "r1".into(),
             pods: Vec::new(),
             unready_pods: Vec::new(),
+            volumes: BTreeMap::new(),
             ensemble,
             events: Vec::new(),
             refuse_statefulset: false,
@@ -119,6 +126,9 @@ spec: {spec}
     /// Pods for members 1..=n at `revision`, as the StatefulSet controller would make them.
     pub fn run_pods(&mut self, n: u64, revision: &str) {
         self.pods = (1..=n).map(|id| (id, revision.to_string())).collect();
+        self.volumes = (1..=n)
+            .map(|id| (id, (VOLUMES_CREATED.into(), false)))
+            .collect();
     }
 
     /// The StatefulSet's applied replicas.
@@ -399,9 +409,64 @@ spec: {spec}
             }
             (&Method::DELETE, p) if p.starts_with(&format!("{NS}/pods/")) => {
                 let name = p.rsplit('/').next().unwrap_or_default().to_string();
-                self.check_pod_deletion(&name);
+                let id = member_of(&name, "zk-");
+                // The pod of a claim being deleted lets it go: part of a reseed's step.
+                let releases = id
+                    .and_then(|id| self.volumes.get(&id))
+                    .is_some_and(|(_, terminating)| *terminating);
+                if releases {
+                    if let Some(id) = id {
+                        self.volumes.remove(&id);
+                    }
+                } else {
+                    self.check_pod_deletion(&name);
+                }
                 self.pods.retain(|(id, _)| format!("zk-{}", id - 1) != name);
                 ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}))
+            }
+            (method, p) if p.starts_with(&format!("{NS}/persistentvolumeclaims/")) => {
+                let name = p.rsplit('/').next().unwrap_or_default().to_string();
+                // Named after the StatefulSet's volume claim template, as the controller does.
+                let template = self.statefulset.as_ref().and_then(|sts| {
+                    sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"].as_str()
+                });
+                let prefix = format!("{}-zk-", template.unwrap_or("?"));
+                let Some(id) = member_of(&name, &prefix) else {
+                    return not_found();
+                };
+                let Some((created, terminating)) = self.volumes.get(&id).cloned() else {
+                    return not_found();
+                };
+                let claim = |terminating: bool| {
+                    let mut meta = json!({"name": name, "namespace": "prod",
+                                          "creationTimestamp": created});
+                    if terminating {
+                        meta["deletionTimestamp"] = json!(now().to_string());
+                    }
+                    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
+                };
+                match *method {
+                    Method::GET => ok(claim(terminating)),
+                    Method::DELETE => {
+                        if !terminating {
+                            let mut m = self.ensemble.model();
+                            m.journal
+                                .push(Entry::Took(format!("reseed {id} delete-volume")));
+                            if m.voters.contains(&id) || m.learners.contains(&id) {
+                                let violation =
+                                    format!("deleted the volume of member {id}, still a member");
+                                m.violations.push(violation);
+                            }
+                        }
+                        if self.pods.iter().any(|(p, _)| *p == id) {
+                            self.volumes.insert(id, (created.clone(), true));
+                        } else {
+                            self.volumes.remove(&id);
+                        }
+                        ok(claim(true))
+                    }
+                    _ => not_found(),
+                }
             }
             _ => not_found(),
         }
@@ -429,11 +494,7 @@ impl World {
     /// Journals a restart; it must leave a quorum: no other member's pod missing, and not the
     /// leader's while another member could lead.
     fn check_pod_deletion(&mut self, name: &str) {
-        let Some(id) = name
-            .strip_prefix("zk-")
-            .and_then(|o| o.parse::<u64>().ok())
-            .map(|o| o + 1)
-        else {
+        let Some(id) = member_of(name, "zk-") else {
             return;
         };
         let mut m = self.ensemble.model();
@@ -455,13 +516,27 @@ impl World {
     }
 }
 
-/// A write the resume scenarios stop the operator after: one that records or takes a step.
+/// The member id of the object `name` of member pod or claim names starting with `prefix`.
+fn member_of(name: &str, prefix: &str) -> Option<u64> {
+    name.strip_prefix(prefix)?
+        .parse::<u64>()
+        .ok()
+        .map(|ordinal| ordinal + 1)
+}
+
+/// A write the resume scenarios stop the operator after: one that records or takes a step, or
+/// ends a reseed (the annotation's removal).
 fn is_step_write(s: &Seen) -> bool {
     match s.method {
         Method::PATCH => {
-            s.path == format!("{CE}/status") || s.path == format!("{APPS}/statefulsets/zk")
+            s.path == format!("{CE}/status")
+                || s.path == format!("{APPS}/statefulsets/zk")
+                || s.path == CE
         }
-        Method::DELETE => s.path.starts_with(&format!("{NS}/pods/")),
+        Method::DELETE => {
+            s.path.starts_with(&format!("{NS}/pods/"))
+                || s.path.starts_with(&format!("{NS}/persistentvolumeclaims/"))
+        }
         _ => false,
     }
 }

@@ -133,6 +133,20 @@ impl FakeEnsemble {
         Ok(m)
     }
 
+    /// The operation a call about member `id` belongs to: `reseed` while the operation
+    /// recorded last is that member's reseed, else `plain`.
+    fn kind(m: &Model, id: u64, plain: &str) -> &'static str {
+        let last = m.journal.iter().rev().find_map(|e| match e {
+            Entry::Recorded(r) => Some(r.as_deref()),
+            Entry::Took(_) => None,
+        });
+        match last.flatten() {
+            Some(r) if r.starts_with(&format!("reseed {id} ")) => "reseed",
+            _ if plain == "add" => "add",
+            _ => "remove",
+        }
+    }
+
     /// Voters and learners.
     fn configuration(m: &Model) -> Vec<u64> {
         m.voters.union(&m.learners).copied().collect()
@@ -207,7 +221,9 @@ impl EnsembleAdmin for FakeEnsemble {
     async fn add_member(&self, addr: &str, id: u64, peer_addr: &str) -> Result<(), AdminError> {
         {
             let mut m = self.leader_call(addr, format!("add {id} ({peer_addr})"))?;
-            m.journal.push(Entry::Took(format!("add {id} add-learner")));
+            let kind = Self::kind(&m, id, "add");
+            m.journal
+                .push(Entry::Took(format!("{kind} {id} add-learner")));
             if Self::configuration(&m).contains(&id) {
                 return Err(AdminError::Conflict {
                     addr: addr.into(),
@@ -224,8 +240,9 @@ impl EnsembleAdmin for FakeEnsemble {
     async fn remove_member(&self, addr: &str, id: u64) -> Result<(), AdminError> {
         {
             let mut m = self.leader_call(addr, format!("remove {id}"))?;
+            let kind = Self::kind(&m, id, "remove");
             m.journal
-                .push(Entry::Took(format!("remove {id} remove-member")));
+                .push(Entry::Took(format!("{kind} {id} remove-member")));
             let remaining: Vec<u64> = m.voters.iter().copied().filter(|v| *v != id).collect();
             let up = remaining.iter().filter(|v| !m.down.contains(v)).count();
             if id == m.leader || m.voters.contains(&id) && up <= remaining.len() / 2 {

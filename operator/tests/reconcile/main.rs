@@ -3,6 +3,7 @@
 
 mod api_server;
 mod fake_ensemble;
+mod reseed;
 mod resume;
 
 use api_server::{

@@ -1,5 +1,5 @@
-//! The durable membership plan: a scale-up (3→5), a scale-down (5→3) and a rolling upgrade,
-//! each run once for every write that records or takes a step (status, StatefulSet, pod
+//! The durable membership plan: a scale-up (3→5), a scale-down (5→3), a rolling upgrade and a
+//! reseed, each run once for every write that records or takes a step (status, StatefulSet, pod
 //! deletion, membership call) with the operator stopped right after that write. Fresh
 //! operators, knowing only the objects as persisted (status included), then run until the
 //! ensemble has converged. Every run must take each step exactly once, in order, each after its
@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::api_server::{CE, STOPPED, World};
+use super::api_server::{CE, STOPPED, World, now};
 use super::fake_ensemble::Entry;
 use super::running;
 
@@ -27,14 +27,20 @@ struct Scenario {
 }
 
 /// Plays the StatefulSet controller: pods for members 1..=replicas at the update revision
-/// (deleted ones re-created), none beyond; a removed member leaves with its pod.
-fn play_statefulset_controller(world: &mut World) {
+/// (deleted ones re-created, with a new volume claim if theirs is gone), none beyond; a removed
+/// member leaves with its pod.
+pub fn play_statefulset_controller(world: &mut World) {
     let replicas = world.replicas().max(0) as u64;
     world.pods.retain(|(id, _)| *id <= replicas);
+    world.volumes.retain(|id, _| *id <= replicas);
     for id in 1..=replicas {
         if !world.pods.iter().any(|(p, _)| *p == id) {
             let revision = world.update_revision.clone();
             world.pods.push((id, revision));
+            world
+                .volumes
+                .entry(id)
+                .or_insert_with(|| (now().to_string(), false));
         }
     }
     world.ensemble.model().removed.retain(|id| *id <= replicas);
@@ -48,7 +54,11 @@ fn converged(world: &World, target: u64) -> bool {
             .any(|c| c["type"] == "Progressing" && c["status"] == "False")
     });
     let m = world.ensemble.model();
+    let reseed_asked = world.ce["metadata"]["annotations"]
+        .get("baton.dev/reseed-member")
+        .is_some();
     stable
+        && !reseed_asked
         && status.get("membershipOperation").is_none()
         && world.replicas() == target as i64
         && m.voters.iter().copied().eq(1..=target)
@@ -184,6 +194,23 @@ async fn a_rolling_upgrade_resumes_after_a_stop_between_any_two_steps() {
             "restart 3 delete-pod",
             "transfer-leader 2 transfer-leader",
             "restart 2 delete-pod",
+        ],
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reseed_resumes_after_a_stop_between_any_two_steps() {
+    stop_after_every_write(&Scenario {
+        spec: "{replicas: 3}",
+        members: 3,
+        leader: 1,
+        change: |w| w.ce["metadata"]["annotations"] = json!({"baton.dev/reseed-member": "2"}),
+        target: 3,
+        steps: &[
+            "reseed 2 remove-member",
+            "reseed 2 delete-volume",
+            "reseed 2 add-learner",
         ],
     })
     .await;
