@@ -316,7 +316,10 @@ baton_member() {
   for j in $(seq 1 "$members"); do peers+=("$j=127.0.0.1:${peer_port[$name/$j]}"); done
   local args=(--id "$i" --data-dir "$dir"
     --client-addr "127.0.0.1:${client_port[$k]}" --peer-addr "127.0.0.1:${peer_port[$k]}"
-    --admin-addr "127.0.0.1:${admin_port[$k]}" --members "$(IFS=,; echo "${peers[*]}")")
+    --admin-addr "127.0.0.1:${admin_port[$k]}" --members "$(IFS=,; echo "${peers[*]}")"
+    # Every bench client comes from 127.0.0.1 (watch-fanout opens 100): no per-address cap,
+    # as ZooKeeper's maxClientCnxns=0 above.
+    --max-client-connections-per-ip 0)
   if [ "$name" = baton ] && baton_plain_insecure; then
     args+=(--insecure-no-tls)
   else
