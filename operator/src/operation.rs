@@ -183,11 +183,13 @@ fn start(plan: &Plan, observed: &Observed, now: Timestamp) -> Option<MembershipO
         plan.action,
         Some(Action::Membership(MembershipStep::Transfer { .. }))
     );
+    // Every step of a reseed belongs to it, but moving leadership off the member first.
+    let reseed = match plan.phase {
+        Phase::Reseeding(id) if !transfer => Some(id),
+        _ => None,
+    };
     let (kind, id, target) = match plan.action {
-        // Every step of a reseed belongs to it, but moving leadership off the member first.
-        _ if !transfer && let Phase::Reseeding(id) = plan.phase => {
-            (OperationKind::Reseed, id, replicas)
-        }
+        _ if reseed.is_some() => (OperationKind::Reseed, reseed.unwrap_or_default(), replicas),
         Some(Action::Membership(MembershipStep::Add { id, .. })) => {
             (OperationKind::Add, id, plan.membership.replicas)
         }
