@@ -6,6 +6,7 @@
 use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
@@ -36,12 +37,14 @@ pub struct WriteError {
 /// Secret, ServiceAccount and token-review binding they run with, the CA clients trust (here
 /// and in every served namespace, stale copies pruned), the ConfigMap they read, the Services
 /// their names resolve through and the NetworkPolicy that guards them exist before the
-/// StatefulSet that starts them. `stored` are the PKI Secrets as read.
+/// StatefulSet that starts them; the backup CronJob last (or deleted when `spec.backup` is
+/// gone and `backup_exists` says it is there). `stored` are the PKI Secrets as read.
 pub async fn apply_all(
     client: &kube::Client,
     names: &EnsembleNames,
     built: &Built,
     stored: &StoredSecrets,
+    backup_exists: bool,
 ) -> Result<(), WriteError> {
     let ns = names.namespace.as_str();
     for secret in built.secrets.in_order() {
@@ -72,7 +75,28 @@ pub async fn apply_all(
         None => delete_if_present::<PodDisruptionBudget>(client, ns, &names.statefulset()).await?,
     }
     apply::<NetworkPolicy>(client, ns, &built.network_policy).await?;
-    apply::<StatefulSet>(client, ns, &built.statefulset).await
+    apply::<StatefulSet>(client, ns, &built.statefulset).await?;
+    match &built.backup {
+        Some(cron_job) => apply::<CronJob>(client, ns, cron_job).await,
+        None if backup_exists => {
+            tracing::info!("spec.backup removed: deleting the backup CronJob");
+            // Its Jobs and their pods go with it (the backups stay where they are).
+            let name = names.backup_cron_job();
+            match Api::<CronJob>::namespaced(client.clone(), ns)
+                .delete(&name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Err(source) => Err(WriteError {
+                    verb: "delete",
+                    what: format!("CronJob {name}"),
+                    source,
+                }),
+            }
+        }
+        None => Ok(()),
+    }
 }
 
 /// Creates `secret` unless it exists: what it holds is made once and never rewritten.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -38,7 +39,12 @@ pub async fn run<A: AdminConnector>(
     // list and watch on every Secret in the cluster; a deleted certificate Secret comes back
     // at the next periodic reconcile.
     .owns(Api::<NetworkPolicy>::all(client.clone()), owned.clone())
-    .owns(Api::<PodDisruptionBudget>::all(client), owned)
+    .owns(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        owned.clone(),
+    )
+    // The backup CronJob: a run's result reaches status.lastBackup and the metrics at once.
+    .owns(Api::<CronJob>::all(client), owned)
     .graceful_shutdown_on(shutdown)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {

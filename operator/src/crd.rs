@@ -35,6 +35,10 @@ pub const DURATION_PATTERN: &str = r"^[0-9]+(ms|s|m)$";
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.restoreFrom) || (has(oldSelf.restoreFrom) && self.restoreFrom == oldSelf.restoreFrom)",
+    "message": "restoreFrom is only for a new ensemble: it cannot be added or changed later (create another CoordinationEnsemble with it)"
+}]))]
 pub struct CoordinationEnsembleSpec {
     /// Number of members: 1, 3, 5 or 7 (odd, so a majority survives a minority failing).
     #[serde(default = "default_replicas")]
@@ -84,6 +88,15 @@ pub struct CoordinationEnsembleSpec {
     /// Off by default: clients use TLS on port 2281 with the CA from the ConfigMap `NAME-ca`.
     #[serde(default)]
     pub plain_client_port: bool,
+    /// Scheduled backups: a CronJob `NAME-backup` saves a snapshot of the ensemble to a
+    /// PersistentVolumeClaim or an S3 bucket. Removing it deletes the CronJob (not the backups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+    /// Start a NEW ensemble from a backup: each bootstrapping member restores it into its empty
+    /// data dir before its first start. Only at creation: adding or changing it later is
+    /// refused (a restore replaces what a running ensemble holds: create another ensemble).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<RestoreSource>,
 }
 
 fn default_replicas() -> i32 {
@@ -207,6 +220,127 @@ pub enum AntiAffinity {
     None,
 }
 
+/// A PersistentVolumeClaim or Secret name (RFC 1123 subdomain).
+pub const OBJECT_NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$";
+
+/// Scheduled backups of the ensemble (`spec.backup`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// When to take a backup, in cron syntax as a CronJob takes it (`0 3 * * *`, `@daily`),
+    /// in the kube-controller-manager's time zone.
+    #[schemars(length(min = 1, max = 128))]
+    pub schedule: String,
+    /// Where backups go: exactly one of `pvc` and `s3`.
+    pub target: BackupTarget,
+    /// How many of this ensemble's backups to keep at the target (older ones are deleted after
+    /// each successful backup).
+    #[serde(default = "default_keep")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub keep: u32,
+    /// Pause the schedule (the CronJob's `suspend`); the backup alert is quiet meanwhile.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+fn default_keep() -> u32 {
+    7
+}
+
+/// Where backups are written: exactly one of `pvc` and `s3`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.pvc) != has(self.s3)",
+    "message": "set exactly one of pvc and s3"
+}]))]
+pub struct BackupTarget {
+    /// A PersistentVolumeClaim of the ensemble's namespace; files
+    /// `CLUSTER-ID-yyyymmddThhmmssZ.baton-backup` in `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcLocation>,
+    /// An S3 (or S3-compatible) bucket; objects `PREFIX/CLUSTER-ID-INDEX-TIME.baton-backup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Backup>,
+}
+
+/// A folder (backups) or a file (a restore) on a PersistentVolumeClaim.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcLocation {
+    /// The claim, in the ensemble's namespace. Every pod that mounts it must be able to: for
+    /// a restore every bootstrapping member at once, so ReadOnlyMany or ReadWriteMany.
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub claim_name: String,
+    /// A path relative to the claim's root: for backups the folder they go in (default: the
+    /// root); for `restoreFrom` one backup file, or a folder ending in `/` whose newest backup
+    /// is restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub path: Option<String>,
+}
+
+/// An S3 bucket and prefix backups are written under.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Backup {
+    #[schemars(length(min = 1, max = 255))]
+    pub bucket: String,
+    /// Key prefix, e.g. `baton/prod/` (a `/` is added when missing); the bucket's root when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub prefix: Option<String>,
+    /// Endpoint of an S3-compatible store (e.g. `https://minio.storage.svc:9000`); AWS when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub region: Option<String>,
+    /// A Secret of the ensemble's namespace with the keys `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`.
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub credentials_secret: String,
+}
+
+/// The backup a new ensemble starts from: exactly one of `pvc` and `s3`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.pvc) != has(self.s3)",
+    "message": "set exactly one of pvc and s3"
+}]))]
+pub struct RestoreSource {
+    /// A backup file on a PersistentVolumeClaim (`path`), or the newest in a folder (`path`
+    /// ending in `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcLocation>,
+    /// A backup object in S3 (`key`), or the newest under a prefix (`key` ending in `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Object>,
+}
+
+/// One S3 object, or the newest backup under a prefix.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Object {
+    #[schemars(length(min = 1, max = 255))]
+    pub bucket: String,
+    /// The object's key, or a prefix ending in `/` (its newest backup).
+    #[schemars(length(min = 1, max = 1024))]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub region: Option<String>,
+    /// A Secret of the ensemble's namespace with the keys `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`.
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub credentials_secret: String,
+}
+
 /// A namespace name as Kubernetes allows it (RFC 1123 label); `*` does not match.
 pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
@@ -262,6 +396,48 @@ pub struct CoordinationEnsembleStatus {
     /// operator that restarts (or another replica that takes over) carries on from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membership_operation: Option<MembershipOperation>,
+    /// The backup CronJob's last run (with `spec.backup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<LastBackup>,
+    /// The backup the members were restored from at creation (`spec.restoreFrom`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreStatus>,
+}
+
+/// The backup CronJob's last run, from its status.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBackup {
+    /// When the last run was scheduled (RFC 3339).
+    pub time: String,
+    pub result: BackupResult,
+    /// The Job of that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// When the last successful run completed (RFC 3339); absent before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_time: Option<String>,
+}
+
+/// How the backup CronJob's last run went.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BackupResult {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// The restore of a new ensemble (`spec.restoreFrom`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// Where from: `pvc://CLAIM/PATH` or `s3://BUCKET/KEY`, as `spec.restoreFrom` said at
+    /// creation (a different one later is refused).
+    pub source: String,
+    /// When the restored ensemble first had a quorum (RFC 3339). From then on members start
+    /// without the restore step (the pods are rolled once to drop it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
 }
 
 /// A membership operation in flight: one member added, removed, restarted or reseeded, or

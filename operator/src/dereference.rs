@@ -3,6 +3,7 @@
 //! status over HTTPS with the stored admin certificate.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
 use kube::api::ListParams;
@@ -51,6 +52,8 @@ pub struct Dereferenced {
     pub pki: StoredPki,
     /// Whether `NAME-super` exists (made once, then left alone: only its existence matters).
     pub super_secret_exists: bool,
+    /// The backup CronJob `NAME-backup`, if it exists (its status is `status.lastBackup`).
+    pub backup_cron_job: Option<CronJob>,
 }
 
 /// The roster of members 1..=replicas at their stable DNS names.
@@ -108,6 +111,10 @@ pub async fn observe<C: AdminConnector>(
         observed_generation: sts.status.as_ref().and_then(|s| s.observed_generation),
         update_revision: sts.status.as_ref().and_then(|s| s.update_revision.clone()),
     });
+    let backup_cron_job = Api::<CronJob>::namespaced(client.clone(), ns)
+        .get_opt(&names.backup_cron_job())
+        .await
+        .map_err(read(format!("CronJob {}", names.backup_cron_job())))?;
     let pods = match &statefulset {
         Some(_) => Api::<Pod>::namespaced(client.clone(), ns)
             .list(&ListParams::default().labels(&names.selector_string()))
@@ -156,6 +163,7 @@ pub async fn observe<C: AdminConnector>(
         secrets: stored_secrets,
         pki,
         super_secret_exists,
+        backup_cron_job,
     })
 }
 

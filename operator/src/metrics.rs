@@ -11,7 +11,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
-use crate::crd::CoordinationEnsembleStatus;
+use crate::crd::{BackupResult, CoordinationEnsembleStatus, LastBackup};
 
 type Labels = Vec<(String, String)>;
 
@@ -25,6 +25,8 @@ pub struct Metrics {
     has_leader: Family<Labels, Gauge>,
     is_leader: Gauge<i64, AtomicI64>,
     webhook_reviews: Family<Labels, Counter>,
+    backup_last_success: Family<Labels, Gauge>,
+    backup_last_failed: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -80,8 +82,23 @@ impl Metrics {
              denied, unreadable)",
             webhook_reviews.clone(),
         );
+        let backup_last_success = Family::<Labels, Gauge>::default();
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the last successful backup of each ensemble with spec.backup completed \
+             (Unix time; no series before the first, nor while backups are suspended)",
+            backup_last_success.clone(),
+        );
+        let backup_last_failed = Family::<Labels, Gauge>::default();
+        registry.register(
+            "backup_last_run_failed",
+            "1 if the last backup run of the ensemble failed (0 while it runs or after a success)",
+            backup_last_failed.clone(),
+        );
         Metrics {
             registry,
+            backup_last_success,
+            backup_last_failed,
             reconciles,
             duration,
             ready_members,
@@ -112,6 +129,34 @@ impl Metrics {
         self.has_leader
             .get_or_create(&labels)
             .set(i64::from(status.leader.is_some()));
+    }
+
+    /// Records an ensemble's backups: `None` when it has none (or they are suspended), which
+    /// drops its series; otherwise its CronJob's last run, if it ran yet.
+    pub fn observe_backup(&self, key: &str, backup: Option<Option<&LastBackup>>) {
+        let labels = vec![("ensemble".to_string(), key.to_string())];
+        let Some(last) = backup else {
+            self.backup_last_success.remove(&labels);
+            self.backup_last_failed.remove(&labels);
+            return;
+        };
+        let success = last
+            .and_then(|l| l.last_success_time.as_deref())
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        match success {
+            Some(t) => {
+                self.backup_last_success
+                    .get_or_create(&labels)
+                    .set(t.as_second());
+            }
+            None => {
+                self.backup_last_success.remove(&labels);
+            }
+        }
+        let failed = last.is_some_and(|l| l.result == BackupResult::Failed);
+        self.backup_last_failed
+            .get_or_create(&labels)
+            .set(i64::from(failed));
     }
 
     /// Counts one AdmissionReview by what the webhook answered.

@@ -122,6 +122,22 @@ impl EnsembleNames {
         format!("{}-members", self.name)
     }
 
+    /// The backup CronJob (with `spec.backup`).
+    pub fn backup_cron_job(&self) -> String {
+        format!("{}-backup", self.name)
+    }
+
+    /// Labels of the backup Jobs' pods: not the members' (no Service, PDB or policy selects
+    /// them as members); the NetworkPolicy lets exactly these reach the admin port.
+    pub fn backup_pod_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app.kubernetes.io/name".into(), "baton-backup".into()),
+            ("app.kubernetes.io/instance".into(), self.name.clone()),
+            ("app.kubernetes.io/component".into(), "backup".into()),
+            ("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into()),
+        ])
+    }
+
     /// Pod name of member `id`.
     pub fn pod(&self, id: u64) -> String {
         format!("{}-{}", self.name, id.saturating_sub(1))

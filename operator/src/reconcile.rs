@@ -189,6 +189,12 @@ async fn reconcile_inner<A: AdminConnector>(
     // Before anything is written outside the namespace, so nothing there outlives the ensemble.
     finalizer::ensure(&ctx.client, ce).await?;
     let mut dereferenced = dereference::observe(&ctx.client, &ctx.admins, &names).await?;
+    let backup_exists = dereferenced.backup_cron_job.is_some();
+    let last_backup = spec
+        .backup
+        .as_ref()
+        .and(dereferenced.backup_cron_job.as_ref())
+        .and_then(status::last_backup);
     let mut reseed = reseed::requested(ce);
     let reseed_id = reseed.as_ref().and_then(|r| r.as_ref().ok().copied());
     let recorded = ce
@@ -258,7 +264,14 @@ async fn reconcile_inner<A: AdminConnector>(
             .write(&ctx.client, &names, operation.as_ref())
             .await?;
     }
-    let applied = apply::apply_all(&ctx.client, &names, &built, &dereferenced.secrets).await;
+    let applied = apply::apply_all(
+        &ctx.client,
+        &names,
+        &built,
+        &dereferenced.secrets,
+        backup_exists,
+    )
+    .await;
     if applied.is_ok() && !pki_plan.is_empty() {
         tracing::info!(certificates = %pki_plan, "certificates written");
         ctx.events.certificates(ce, &pki_plan.to_string()).await;
@@ -278,6 +291,8 @@ async fn reconcile_inner<A: AdminConnector>(
             plain_client_port: spec.plain_client_port,
             operation: operation.as_ref(),
             refusal: refusal.as_deref(),
+            last_backup: last_backup.clone(),
+            restore: spec.restore.as_ref(),
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -317,9 +332,18 @@ async fn reconcile_inner<A: AdminConnector>(
         plain_client_port: spec.plain_client_port,
         operation: operation.as_ref(),
         refusal: refusal.as_deref(),
+        last_backup: last_backup.clone(),
+        restore: spec.restore.as_ref(),
     });
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);
+    ctx.metrics.observe_backup(
+        &key(ce),
+        spec.backup
+            .as_ref()
+            .filter(|b| !b.suspend)
+            .map(|_| last_backup.as_ref()),
+    );
     if let Some(e) = step_error {
         return Err(e.into());
     }

@@ -130,6 +130,9 @@ pub fn render(
         b.statefulset.metadata.name.as_ref(),
         &b.statefulset,
     )?;
+    if let Some(cron_job) = &b.backup {
+        push("CronJob", cron_job.metadata.name.as_ref(), cron_job)?;
+    }
     Ok(out)
 }
 

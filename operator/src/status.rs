@@ -11,12 +11,16 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::apply::WriteError;
+use k8s_openapi::api::batch::v1::CronJob;
+
 use crate::crd::{
-    CoordinationEnsemble, CoordinationEnsembleStatus, MembershipOperation, StepStatus,
+    BackupResult, CoordinationEnsemble, CoordinationEnsembleStatus, LastBackup,
+    MembershipOperation, RestoreStatus, StepStatus,
 };
 use crate::ensemble::EnsembleView;
 use crate::names::{EnsembleNames, FIELD_MANAGER};
 use crate::plan::{Phase, Plan};
+use crate::validate::Restore;
 
 /// What the status is computed from.
 #[derive(Debug, Clone)]
@@ -38,6 +42,10 @@ pub struct StatusInputs<'a> {
     pub operation: Option<&'a MembershipOperation>,
     /// Why the reseed the ensemble's annotation asks for is refused, if it is.
     pub refusal: Option<&'a str>,
+    /// The backup CronJob's last run (`last_backup`), with `spec.backup`.
+    pub last_backup: Option<LastBackup>,
+    /// `spec.restoreFrom`, accepted.
+    pub restore: Option<&'a Restore>,
 }
 
 /// The status for a reconciled ensemble.
@@ -144,7 +152,52 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         selector: Some(input.names.selector_string()),
         step,
         membership_operation: input.operation.cloned(),
+        last_backup: input.last_backup.clone(),
+        restore: restore_status(input),
     }
+}
+
+/// `status.restore`: the source, and when the restored ensemble first had a quorum (from
+/// then on new pods start without the restore). Kept when `spec.restoreFrom` is removed.
+fn restore_status(input: &StatusInputs<'_>) -> Option<RestoreStatus> {
+    let previous = input.previous.and_then(|p| p.restore.as_ref());
+    let Some(restore) = input.restore else {
+        return previous.cloned();
+    };
+    let source = restore.source.describe();
+    let completed_at = previous
+        .filter(|p| p.source == source)
+        .and_then(|p| p.completed_at.clone())
+        .or_else(|| input.view.has_quorum().then(|| input.now.to_string()));
+    Some(RestoreStatus {
+        source,
+        completed_at,
+    })
+}
+
+/// The last run of the backup CronJob, from its status: running while it lists an active Job;
+/// else succeeded if its last success is its last schedule, failed if not. The Job of a run is
+/// named as the CronJob controller names it (`CRONJOB-MINUTES_SINCE_EPOCH`).
+pub fn last_backup(cron_job: &CronJob) -> Option<LastBackup> {
+    let status = cron_job.status.as_ref()?;
+    let scheduled = status.last_schedule_time.as_ref()?.0;
+    let succeeded = status.last_successful_time.as_ref().map(|t| t.0);
+    let active = status
+        .active
+        .as_ref()
+        .and_then(|jobs| jobs.iter().find_map(|job| job.name.clone()));
+    let result = match (&active, succeeded) {
+        (Some(_), _) => BackupResult::Running,
+        (None, Some(success)) if success >= scheduled => BackupResult::Succeeded,
+        (None, _) => BackupResult::Failed,
+    };
+    let name = cron_job.metadata.name.as_deref().unwrap_or_default();
+    Some(LastBackup {
+        time: scheduled.to_string(),
+        result,
+        job: active.or_else(|| Some(format!("{name}-{}", scheduled.as_second().div_euclid(60)))),
+        last_success_time: succeeded.map(|t| t.to_string()),
+    })
 }
 
 /// The status for a spec that failed validation: nothing was applied.
@@ -307,6 +360,8 @@ mod tests {
             plain_client_port: false,
             operation: None,
             refusal: None,
+            last_backup: None,
+            restore: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Stage 2 of the reconcile pipeline: checks what the CRD schema already enforces (a client may
 //! bypass it, e.g. an older CRD) and what it cannot express, and fills in operator defaults.
 
-use crate::crd::CoordinationEnsemble;
+use crate::crd::{CoordinationEnsemble, CoordinationEnsembleStatus, PvcLocation, RestoreSource};
 
 /// Member counts a Raft ensemble may have here: odd, so that a majority survives a minority.
 pub const ALLOWED_REPLICAS: [i32; 4] = [1, 3, 5, 7];
@@ -31,6 +31,34 @@ pub enum InvalidSpec {
          need a DNS label"
     )]
     Name(String),
+    #[error("spec.backup.schedule {schedule:?} is not a cron schedule: {reason}")]
+    Schedule { schedule: String, reason: String },
+    #[error("{0}: set exactly one of pvc and s3")]
+    Target(&'static str),
+    #[error(
+        "{field} {value:?} is not a name of a Kubernetes object (lower-case letters, digits, '-' and '.')"
+    )]
+    ObjectName { field: &'static str, value: String },
+    #[error("{field} {value:?} must be relative to the claim's root, without '..' or empty parts")]
+    Path { field: &'static str, value: String },
+    #[error("{field} {value:?}: {reason}")]
+    S3 {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("spec.backup.keep is {0}; keep at least 1 backup")]
+    Keep(u32),
+    #[error(
+        "spec.restoreFrom was added after the ensemble was created: a restore only seeds the \
+         members of a new ensemble. Remove it, or create a new CoordinationEnsemble with it"
+    )]
+    RestoreAfterCreation,
+    #[error(
+        "spec.restoreFrom changed from {was} to {now} after the ensemble was created from it: \
+         set it back or remove it, or create a new CoordinationEnsemble from {now}"
+    )]
+    RestoreChanged { was: String, now: String },
 }
 
 /// A spec that passed validation, with defaults resolved: what `build` works from.
@@ -46,6 +74,55 @@ pub struct ValidSpec {
     pub plain_client_port: bool,
     /// Namespaces served besides the ensemble's own: sorted, each once, never its own.
     pub allowed_namespaces: Vec<String>,
+    /// Scheduled backups (`spec.backup`).
+    pub backup: Option<Backup>,
+    /// The restore the ensemble was (or is being) created from (`spec.restoreFrom`).
+    pub restore: Option<Restore>,
+}
+
+/// Where backups go, or the backup a restore reads: checked, prefixes normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// `path` relative to the claim's root (`""`: the root); a folder ends in `/`.
+    Pvc { claim_name: String, path: String },
+    /// `key` is an object's key, or a prefix ending in `/` (`""`: the bucket's root).
+    S3 {
+        bucket: String,
+        key: String,
+        endpoint: Option<String>,
+        region: Option<String>,
+        credentials_secret: String,
+    },
+}
+
+impl Location {
+    /// `pvc://CLAIM/PATH` or `s3://BUCKET/KEY`: what the status reports and compares.
+    pub fn describe(&self) -> String {
+        match self {
+            Location::Pvc { claim_name, path } => format!("pvc://{claim_name}/{path}"),
+            Location::S3 { bucket, key, .. } => format!("s3://{bucket}/{key}"),
+        }
+    }
+}
+
+/// `spec.backup`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backup {
+    pub schedule: String,
+    pub suspend: bool,
+    /// Backups of this ensemble kept at the target (at least 1).
+    pub keep: u32,
+    /// A PVC folder (its path ends in `/` unless it is the root) or an S3 prefix.
+    pub target: Location,
+}
+
+/// `spec.restoreFrom`, checked against what the ensemble was created with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    pub source: Location,
+    /// The restore is still to be done: the ensemble has not had a quorum yet, so its members
+    /// restore before their first start. False once it has (`status.restore.completedAt`).
+    pub pending: bool,
 }
 
 impl ValidSpec {
@@ -117,7 +194,51 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
     }
     allowed_namespaces.sort();
     allowed_namespaces.dedup();
+    let backup = match &spec.backup {
+        None => None,
+        Some(backup) => {
+            if let Err(reason) = check_cron(&backup.schedule) {
+                return Err(InvalidSpec::Schedule {
+                    schedule: backup.schedule.clone(),
+                    reason,
+                });
+            }
+            if backup.keep == 0 {
+                return Err(InvalidSpec::Keep(0));
+            }
+            let target = match (&backup.target.pvc, &backup.target.s3) {
+                (Some(pvc), None) => pvc_location("spec.backup.target.pvc", pvc, true)?,
+                (None, Some(s3)) => Location::S3 {
+                    bucket: bucket("spec.backup.target.s3.bucket", &s3.bucket)?,
+                    key: s3_key(
+                        "spec.backup.target.s3.prefix",
+                        s3.prefix.as_deref().unwrap_or(""),
+                        true,
+                    )?,
+                    endpoint: s3.endpoint.clone().filter(|e| !e.trim().is_empty()),
+                    region: s3.region.clone().filter(|r| !r.trim().is_empty()),
+                    credentials_secret: object_name(
+                        "spec.backup.target.s3.credentialsSecret",
+                        &s3.credentials_secret,
+                    )?,
+                },
+                _ => return Err(InvalidSpec::Target("spec.backup.target")),
+            };
+            Some(Backup {
+                schedule: backup.schedule.trim().to_string(),
+                suspend: backup.suspend,
+                keep: backup.keep,
+                target,
+            })
+        }
+    };
+    let restore = match &spec.restore_from {
+        None => None,
+        Some(source) => Some(restore(source, ce.status.as_ref())?),
+    };
     Ok(ValidSpec {
+        backup,
+        restore,
         allowed_namespaces,
         name,
         namespace,
@@ -127,6 +248,227 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         max_session_timeout: spec.session_timeout.max.clone(),
         plain_client_port: spec.plain_client_port,
     })
+}
+
+/// `spec.restoreFrom`, accepted only as the ensemble was created with it: a new ensemble (one
+/// never reconciled) takes any; a created one only the source its status records.
+fn restore(
+    source: &RestoreSource,
+    status: Option<&CoordinationEnsembleStatus>,
+) -> Result<Restore, InvalidSpec> {
+    let source = match (&source.pvc, &source.s3) {
+        (Some(pvc), None) => pvc_location("spec.restoreFrom.pvc", pvc, false)?,
+        (None, Some(s3)) => Location::S3 {
+            bucket: bucket("spec.restoreFrom.s3.bucket", &s3.bucket)?,
+            key: s3_key("spec.restoreFrom.s3.key", &s3.key, false)?,
+            endpoint: s3.endpoint.clone().filter(|e| !e.trim().is_empty()),
+            region: s3.region.clone().filter(|r| !r.trim().is_empty()),
+            credentials_secret: object_name(
+                "spec.restoreFrom.s3.credentialsSecret",
+                &s3.credentials_secret,
+            )?,
+        },
+        _ => return Err(InvalidSpec::Target("spec.restoreFrom")),
+    };
+    let now = source.describe();
+    match status.and_then(|s| s.restore.as_ref()) {
+        Some(recorded) if recorded.source == now => Ok(Restore {
+            source,
+            pending: recorded.completed_at.is_none(),
+        }),
+        Some(recorded) => Err(InvalidSpec::RestoreChanged {
+            was: recorded.source.clone(),
+            now,
+        }),
+        // Every reconcile that gets as far as applying writes the selector (and the restore
+        // with it); a spec refused from the start has none, and nothing was created for it.
+        None if status.is_some_and(|s| s.selector.is_some()) => {
+            Err(InvalidSpec::RestoreAfterCreation)
+        }
+        None => Ok(Restore {
+            source,
+            pending: true,
+        }),
+    }
+}
+
+fn pvc_location(
+    field: &'static str,
+    pvc: &PvcLocation,
+    folder: bool,
+) -> Result<Location, InvalidSpec> {
+    let claim_name = object_name(field, &pvc.claim_name)?;
+    let raw = pvc.path.as_deref().unwrap_or("").trim();
+    let path_field = if folder {
+        "spec.backup.target.pvc.path"
+    } else {
+        "spec.restoreFrom.pvc.path"
+    };
+    let bad = || InvalidSpec::Path {
+        field: path_field,
+        value: raw.to_string(),
+    };
+    let trimmed = raw.trim_end_matches('/');
+    let parts: Vec<&str> = if trimmed.is_empty() {
+        Vec::new()
+    } else {
+        trimmed.split('/').collect()
+    };
+    if raw.starts_with('/')
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == ".." || p.contains('\0'))
+    {
+        return Err(bad());
+    }
+    if !folder && parts.is_empty() && !raw.is_empty() {
+        return Err(bad());
+    }
+    let mut path = parts.join("/");
+    // A backup target is always a folder; a restore's is one when it says so (or is the root).
+    if !path.is_empty() && (folder || raw.ends_with('/')) {
+        path.push('/');
+    }
+    Ok(Location::Pvc { claim_name, path })
+}
+
+fn object_name(field: &'static str, value: &str) -> Result<String, InvalidSpec> {
+    let ok = value.len() <= 253
+        && value.split('.').all(|label| {
+            let b = label.as_bytes();
+            let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+            !b.is_empty()
+                && b.first().is_some_and(inner)
+                && b.last().is_some_and(inner)
+                && b.iter().all(|c| inner(c) || *c == b'-')
+        });
+    if ok {
+        Ok(value.to_string())
+    } else {
+        Err(InvalidSpec::ObjectName {
+            field,
+            value: value.to_string(),
+        })
+    }
+}
+
+fn bucket(field: &'static str, value: &str) -> Result<String, InvalidSpec> {
+    let ok = (3..=255).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+    if ok {
+        Ok(value.to_string())
+    } else {
+        Err(InvalidSpec::S3 {
+            field,
+            value: value.to_string(),
+            reason: "not a bucket name (letters, digits, '-', '.' and '_')",
+        })
+    }
+}
+
+/// An S3 key or prefix: no leading `/`, no spaces or control characters; a prefix gets its
+/// trailing `/`.
+fn s3_key(field: &'static str, value: &str, prefix: bool) -> Result<String, InvalidSpec> {
+    let bad = |reason| InvalidSpec::S3 {
+        field,
+        value: value.to_string(),
+        reason,
+    };
+    if value.starts_with('/') {
+        return Err(bad("starts with '/': keys are relative to the bucket"));
+    }
+    if value.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(bad("holds spaces or control characters"));
+    }
+    if !prefix && value.is_empty() {
+        return Err(bad("empty: name a backup's key, or a prefix ending in '/'"));
+    }
+    let mut key = value.to_string();
+    if prefix && !key.is_empty() && !key.ends_with('/') {
+        key.push('/');
+    }
+    Ok(key)
+}
+
+/// Checks a schedule as a CronJob's (the standard five fields, or `@hourly`, `@daily`,
+/// `@midnight`, `@weekly`, `@monthly`, `@yearly`, `@annually`); says what is wrong.
+pub fn check_cron(schedule: &str) -> Result<(), String> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+    let schedule = schedule.trim();
+    if schedule.starts_with("TZ=") || schedule.starts_with("CRON_TZ=") {
+        return Err("time zones are not taken in the schedule".into());
+    }
+    if let Some(name) = schedule.strip_prefix('@') {
+        return match name {
+            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => {
+                Ok(())
+            }
+            _ => Err(format!(
+                "unknown @{name}: use five fields or @hourly, @daily, @weekly, @monthly, @yearly"
+            )),
+        };
+    }
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    if fields.len() != 5 {
+        return Err(format!(
+            "{} fields; a schedule has five: minute hour day-of-month month day-of-week",
+            fields.len()
+        ));
+    }
+    let specs: [(&str, u32, u32, &[&str]); 5] = [
+        ("minute", 0, 59, &[]),
+        ("hour", 0, 23, &[]),
+        ("day of month", 1, 31, &[]),
+        ("month", 1, 12, &MONTHS),
+        ("day of week", 0, 6, &DAYS),
+    ];
+    for (field, (what, min, max, names)) in fields.iter().zip(specs) {
+        let value = |v: &str| -> Result<u32, String> {
+            let offset = if what == "month" { 1 } else { 0 };
+            let n = match names.iter().position(|n| n.eq_ignore_ascii_case(v)) {
+                Some(i) => i as u32 + offset,
+                None => v
+                    .parse::<u32>()
+                    .map_err(|_| format!("{what}: {v:?} is not a number"))?,
+            };
+            if n < min || n > max {
+                return Err(format!("{what}: {n} is outside {min}-{max}"));
+            }
+            Ok(n)
+        };
+        for item in field.split(',') {
+            let (range, step) = match item.split_once('/') {
+                Some((range, step)) => (range, Some(step)),
+                None => (item, None),
+            };
+            if let Some(step) = step {
+                match step.parse::<u32>() {
+                    Ok(n) if n >= 1 => {}
+                    _ => return Err(format!("{what}: step {step:?} is not a positive number")),
+                }
+            }
+            if range == "*" || range == "?" {
+                continue;
+            }
+            match range.split_once('-') {
+                Some((low, high)) => {
+                    let (low, high) = (value(low)?, value(high)?);
+                    if low > high {
+                        return Err(format!("{what}: range {range} runs backwards"));
+                    }
+                }
+                None => {
+                    value(range)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A namespace name (RFC 1123 label, as `NAMESPACE_PATTERN` in the CRD says).

@@ -1,6 +1,7 @@
 //! Stage 3 of the reconcile pipeline: pure functions from a validated spec (and the membership
 //! the plan chose) to the Kubernetes objects the operator applies. No I/O here.
 
+pub mod backup;
 mod config;
 pub mod identity;
 pub mod network;
@@ -10,6 +11,7 @@ mod statefulset;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -22,6 +24,7 @@ use crate::pki::Pki;
 use crate::pki::secrets::{self, CA_CERT_KEY, PkiSecrets};
 use crate::validate::ValidSpec;
 
+pub use backup::{BACKUP_SCRIPT, RESTORE_SCRIPT};
 pub use config::{BOOTSTRAP_KEY, REPLICAS_KEY, StoredMembership};
 pub use identity::SuperCredentials;
 pub use network::OperatorPods;
@@ -58,6 +61,8 @@ pub struct Built {
     /// Applied before the StatefulSet, so no member runs unguarded.
     pub network_policy: NetworkPolicy,
     pub statefulset: StatefulSet,
+    /// `NAME-backup`, with `spec.backup` (deleted without it).
+    pub backup: Option<CronJob>,
 }
 
 /// Builds every object for `ce` with the StatefulSet at `membership.replicas`, the
@@ -91,6 +96,7 @@ pub fn build(
         operator,
         client_namespaces: &client_namespaces,
         plain_client_port: spec.plain_client_port,
+        backup: spec.backup.is_some(),
     };
     Ok(Built {
         secrets: secrets::secrets(pki, &names, meta),
@@ -140,6 +146,16 @@ pub fn build(
             spec,
             membership.replicas,
         ),
+        backup: spec.backup.as_ref().map(|backup| {
+            backup::cron_job(
+                &names,
+                meta(names.backup_cron_job()),
+                &ce.spec,
+                spec,
+                backup,
+                membership.replicas,
+            )
+        }),
     })
 }
 

@@ -2,7 +2,7 @@
 //! many clusters enforce none, so the ports authenticate by TLS anyway).
 //!
 //! Ingress to member pods only: the peer port from the ensemble's own members, the admin port
-//! from the operator's pods, the client ports from the namespaces the ensemble serves. Egress
+//! from the operator's pods (and the ensemble's backup Jobs), the client ports from the namespaces the ensemble serves. Egress
 //! is left alone (members resolve DNS and reach each other). Kubelet probes of the admin port
 //! come from the node, which most network plugins let through whatever the policy says (the
 //! policy API cannot name the node), so the probes keep working.
@@ -39,6 +39,9 @@ pub struct Reach<'a> {
     pub client_namespaces: &'a [String],
     /// Whether the plain client port is served (else only the TLS one is opened).
     pub plain_client_port: bool,
+    /// Whether the ensemble's backup Jobs run (`spec.backup`): their pods, in the ensemble's
+    /// namespace, reach the admin port too.
+    pub backup: bool,
 }
 
 /// The policy for `names`' members.
@@ -76,16 +79,26 @@ pub fn network_policy(names: &EnsembleNames, meta: ObjectMeta, reach: &Reach<'_>
         }]),
         ports: ports(&[PEER_PORT]),
     };
-    let admin = NetworkPolicyIngressRule {
-        from: Some(vec![NetworkPolicyPeer {
-            namespace_selector: Some(namespace(vec![reach.operator.namespace.clone()])),
+    let mut admin_from = vec![NetworkPolicyPeer {
+        namespace_selector: Some(namespace(vec![reach.operator.namespace.clone()])),
+        pod_selector: Some(LabelSelector {
+            match_labels: Some(reach.operator.labels.clone()).filter(|labels| !labels.is_empty()),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    }];
+    if reach.backup {
+        // No namespace selector: the policy's own namespace, where the CronJob runs.
+        admin_from.push(NetworkPolicyPeer {
             pod_selector: Some(LabelSelector {
-                match_labels: Some(reach.operator.labels.clone())
-                    .filter(|labels| !labels.is_empty()),
+                match_labels: Some(names.backup_pod_labels()),
                 ..LabelSelector::default()
             }),
             ..NetworkPolicyPeer::default()
-        }]),
+        });
+    }
+    let admin = NetworkPolicyIngressRule {
+        from: Some(admin_from),
         ports: ports(&[ADMIN_PORT]),
     };
     let client_ports: &[i32] = if reach.plain_client_port {

@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::backup;
 use super::identity::SUPER_DIGEST_KEY;
 use crate::crd::{AntiAffinity, CoordinationEnsembleSpec};
 use crate::names::{
@@ -106,19 +107,10 @@ fn pod_spec(
     spec: &ValidSpec,
     selector: &BTreeMap<String, String>,
 ) -> PodSpec {
+    let restore = spec.restore.as_ref().filter(|r| r.pending);
     PodSpec {
         containers: vec![container(names, crd, spec)],
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(RUN_AS),
-            run_as_group: Some(RUN_AS),
-            fs_group: Some(RUN_AS),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".into(),
-                ..SeccompProfile::default()
-            }),
-            ..PodSecurityContext::default()
-        }),
+        security_context: Some(pod_security_context()),
         affinity: affinity(crd.scheduling.anti_affinity, selector),
         topology_spread_constraints: crd.scheduling.zone_spread.then(|| {
             vec![TopologySpreadConstraint {
@@ -139,25 +131,67 @@ fn pod_spec(
         service_account_name: Some(names.service_account()),
         automount_service_account_token: Some(true),
         termination_grace_period_seconds: Some(30),
-        volumes: Some(vec![
-            Volume {
-                name: "tmp".into(),
-                empty_dir: Some(Default::default()),
-                ..Volume::default()
-            },
-            Volume {
-                name: "tls".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(names.tls_secret()),
-                    // Owner and group (fsGroup) read, nobody else; the member runs as that group.
-                    default_mode: Some(0o440),
-                    optional: Some(false),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            },
-        ]),
+        volumes: Some({
+            let mut volumes = vec![
+                Volume {
+                    name: "tmp".into(),
+                    empty_dir: Some(Default::default()),
+                    ..Volume::default()
+                },
+                secret_volume("tls", names.tls_secret()),
+            ];
+            volumes.extend(restore.map(backup::restore_volume).into_iter().flatten());
+            volumes
+        }),
+        // A new ensemble restored from a backup: each bootstrapping member fills its empty
+        // data dir before its first start. Gone once the ensemble has had a quorum.
+        init_containers: restore.map(|r| vec![backup::restore_container(names, crd, spec, r)]),
         ..PodSpec::default()
+    }
+}
+
+/// A Secret mounted read-only: owner and group (fsGroup) read, nobody else; the containers
+/// run as that group.
+pub(super) fn secret_volume(name: &str, secret: String) -> Volume {
+    Volume {
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            default_mode: Some(0o440),
+            optional: Some(false),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// Non-root (distroless' "nonroot" uid and gid, which also owns the volumes), RuntimeDefault
+/// seccomp: every pod the operator makes.
+pub(super) fn pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(RUN_AS),
+        run_as_group: Some(RUN_AS),
+        fs_group: Some(RUN_AS),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// No privileges, no capabilities, a read-only root filesystem: every container.
+pub(super) fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
     }
 }
 
@@ -262,16 +296,7 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
         // Alive = the process answers; a member without a quorum is not restarted for it.
         liveness_probe: Some(probe("/healthz", 10, 6)),
         resources: crd.resources.clone(),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(container_security_context()),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: DATA_VOLUME.into(),
@@ -296,7 +321,7 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
     }
 }
 
-fn plain_env(name: &str, value: &str) -> EnvVar {
+pub(super) fn plain_env(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
         value: Some(value.into()),

@@ -395,6 +395,7 @@ fn network_policy_builder_takes_a_list_of_client_namespaces() {
             operator: &anyone_there,
             client_namespaces: &served,
             plain_client_port: false,
+            backup: false,
         },
     ));
     let ingress = &policy["spec"]["ingress"];
@@ -415,6 +416,7 @@ fn network_policy_builder_takes_a_list_of_client_namespaces() {
             operator: &anyone_there,
             client_namespaces: &[],
             plain_client_port: false,
+            backup: false,
         },
     ));
     assert_eq!(

@@ -64,6 +64,10 @@ pub struct World {
     pub foreign_config_maps: BTreeMap<String, Value>,
     /// Namespaces that exist besides prod (a ConfigMap elsewhere is answered 404).
     pub namespaces: Vec<String>,
+    /// The backup CronJob as last applied.
+    pub cron_job: Option<Value>,
+    /// The status the fake CronJob controller reports for it.
+    pub cron_job_status: Value,
 }
 
 /// When the volumes of the pods `run_pods` makes were created.
@@ -79,6 +83,8 @@ pub fn now() -> Timestamp {
 pub const NS: &str = "/api/v1/namespaces/prod";
 pub const APPS: &str = "/apis/apps/v1/namespaces/prod";
 pub const POLICY: &str = "/apis/policy/v1/namespaces/prod";
+/// The backup CronJob.
+pub const CRON_JOB: &str = "/apis/batch/v1/namespaces/prod/cronjobs/zk-backup";
 pub const NETWORKING: &str = "/apis/networking.k8s.io/v1/namespaces/prod";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 pub const CE: &str = "/apis/baton.dev/v1alpha1/namespaces/prod/coordinationensembles/zk";
@@ -113,6 +119,8 @@ spec: {spec}
             bindings: BTreeMap::new(),
             foreign_config_maps: BTreeMap::new(),
             namespaces: vec!["web".into(), "batch".into(), "team-c".into()],
+            cron_job: None,
+            cron_job_status: json!({}),
         }
     }
 
@@ -250,6 +258,24 @@ spec: {spec}
                     }
                 }
             }
+            (&Method::GET, CRON_JOB) => match &self.cron_job {
+                None => not_found(),
+                Some(cron_job) => {
+                    let mut cron_job = cron_job.clone();
+                    cron_job["status"] = self.cron_job_status.clone();
+                    ok(cron_job)
+                }
+            },
+            (&Method::PATCH, CRON_JOB) => {
+                self.cron_job = Some(s.body.clone());
+                ok(s.body.clone())
+            }
+            (&Method::DELETE, CRON_JOB) => match self.cron_job.take() {
+                Some(_) => ok(
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+                ),
+                None => not_found(),
+            },
             (&Method::GET, p) if p == format!("{NS}/pods") => {
                 let items: Vec<Value> = self
                     .pods
@@ -573,6 +599,7 @@ pub fn read_lines(with_pods: bool) -> Vec<String> {
         format!("GET {NS}/secrets/zk-super"),
         format!("GET {NS}/configmaps/zk-config"),
         format!("GET {APPS}/statefulsets/zk"),
+        format!("GET {CRON_JOB}"),
     ];
     if with_pods {
         v.push(format!("GET {NS}/pods"));

@@ -7,8 +7,8 @@ mod reseed;
 mod resume;
 
 use api_server::{
-    ALL_CONFIG_MAPS, APPS, CE, CRB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body,
-    identity_lines, lines, now, operator_pods,
+    ALL_CONFIG_MAPS, APPS, CE, CRB, CRON_JOB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines,
+    body, identity_lines, lines, now, operator_pods,
 };
 use baton_operator::build::{StoredMembership, build};
 use baton_operator::crd::CoordinationEnsemble;
@@ -127,6 +127,7 @@ async fn a_new_ensemble_gets_every_object_applied_in_order() {
         format!("GET {NS}/secrets/zk-super"),
         format!("GET {NS}/configmaps/zk-config"),
         format!("GET {APPS}/statefulsets/zk"),
+        format!("GET {CRON_JOB}"),
         format!("PATCH {NS}/secrets/zk-ca-key"),
         format!("PATCH {NS}/secrets/zk-tls"),
         format!("PATCH {NS}/secrets/zk-admin"),
@@ -247,7 +248,7 @@ async fn scale_up_three_to_five_adds_one_member_per_step() {
     // The operation is recorded before the StatefulSet grows, and its add step before the add.
     // Certificates for both new members come first, in the members' Secret alone.
     let mut expected = apply_lines(true, &["zk-tls"]);
-    expected.insert(7, format!("PATCH {CE}/status"));
+    expected.insert(8, format!("PATCH {CE}/status"));
     expected.push(format!("POST {EVENTS}"));
     expected.push(format!("PATCH {CE}/status"));
     expected.push(format!("POST {EVENTS}"));
