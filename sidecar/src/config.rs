@@ -20,6 +20,8 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 ///   GET  /leader[/NAME]/ready      200 on the leader, 503 elsewhere (a readinessProbe)
 ///   POST /leader[/NAME]/resign     step down and queue again at the back
 ///   POST /lock/NAME                ?wait=10s&ttl=30s&mode=exclusive|read|write
+///   POST /lock/NAME?hold=stream    held while the connection stays open: text/event-stream
+///                                  (event: granted, then lost or released; `: keep-alive`)
 ///   POST /lock/NAME/renew          ?token=T&ttl=30s (T: the grant's fencing token)
 ///   DELETE /lock/NAME              ?token=T  release (409 StaleToken if T is not the grant's)
 ///   GET  /lock/NAME                holders, waiters, whether this pod holds it

@@ -1,5 +1,10 @@
 //! Locks taken over HTTP: they belong to the application, not to the sidecar, so each has a
-//! lease (`ttl`) and the sidecar releases it when the lease runs out (DESIGN.md §2).
+//! lease (`ttl`) and the sidecar releases it when the lease runs out, or is bound to the app's
+//! connection (`hold=stream`) and released when that connection closes (DESIGN.md §2).
+//!
+//! Every grant has a guard task that notices a lost session (the grant is gone with it) and a
+//! lease running out. However a grant ends, the table publishes it on the [`EventHub`]
+//! (`released` or `lost`) and tells a stream hold's task, which ends the stream with it.
 //!
 //! One entry per lock name per pod: a second acquisition of a name this pod holds or is
 //! acquiring is refused (locks are not reentrant). Renew and release name the grant's fencing
@@ -7,17 +12,41 @@
 //! renew or release the grant another worker has taken since (DESIGN.md §4).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::duration::format_duration;
+use crate::events::EventHub;
 use crate::metrics::Metrics;
+use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{
-    LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName, SessionHandle,
+    ConnectionState, LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName,
+    SessionHandle,
 };
+
+/// How the application holds a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldKind {
+    /// A lease (`ttl`): renewed by the app, released by the sidecar when it runs out.
+    Lease,
+    /// Bound to the app's connection (`hold=stream`): released when that connection closes.
+    Stream,
+}
+
+impl HoldKind {
+    /// The name used in JSON answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldKind::Lease => "lease",
+            HoldKind::Stream => "stream",
+        }
+    }
+}
 
 /// What the application holds: the answer to acquire and renew.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +54,60 @@ pub struct Lease {
     pub lock: ResourceName,
     pub mode: LockMode,
     pub token: i64,
-    pub expires_at: SystemTime,
+    pub hold: HoldKind,
+    /// When a lease runs out; `None` for a stream hold.
+    pub expires_at: Option<SystemTime>,
+}
+
+impl Lease {
+    /// The JSON of a grant: `{lock, mode, token, hold, expiresAt}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "lock": self.lock,
+            "mode": self.mode,
+            "token": self.token,
+            "hold": self.hold.as_str(),
+            "expiresAt": self.expires_at.map(rfc3339),
+        })
+    }
+}
+
+/// How a grant ended, as the `released` or `lost` event (and a stream hold's last event)
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Let go on purpose: `released` (DELETE), `lease ran out`, `stream closed`, `shutdown`.
+    Released(&'static str),
+    /// Taken away: `session lost`, `app unhealthy`.
+    Lost(&'static str),
+}
+
+impl Ending {
+    /// The event name: `released` or `lost`.
+    pub fn event(self) -> &'static str {
+        match self {
+            Ending::Released(_) => "released",
+            Ending::Lost(_) => "lost",
+        }
+    }
+
+    /// Why, in a few words.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Ending::Released(why) | Ending::Lost(why) => why,
+        }
+    }
+
+    /// The event's JSON: `{lock, mode, token, hold, reason}`.
+    pub fn to_json(self, lease: &Lease) -> serde_json::Value {
+        serde_json::json!({
+            "lock": lease.lock,
+            "mode": lease.mode,
+            "token": lease.token,
+            "hold": lease.hold.as_str(),
+            "reason": self.reason(),
+        })
+    }
 }
 
 /// Why a lease operation failed.
@@ -48,6 +130,14 @@ pub enum LeaseError {
     StaleToken { lock: ResourceName, given: i64 },
     #[error("lock {lock} was lost with the session (or its node was deleted); acquire it again")]
     Lost { lock: ResourceName },
+    #[error(
+        "lock {lock} is held by a stream (hold=stream): it lasts as long as that connection, there is no lease to renew"
+    )]
+    StreamHold { lock: ResourceName },
+    #[error(
+        "the application is failing its health checks (--app-health): no new locks until it is healthy"
+    )]
+    AppUnhealthy,
     #[error(transparent)]
     Recipe(RecipeError),
 }
@@ -62,6 +152,9 @@ struct Inner {
     session: SessionHandle,
     identity: String,
     metrics: Arc<Metrics>,
+    events: EventHub,
+    /// False while the app fails its health checks: acquisitions are refused.
+    accepting: AtomicBool,
     slots: Mutex<HashMap<ResourceName, Slot>>,
 }
 
@@ -70,13 +163,21 @@ enum Slot {
     Held(Box<Held>),
 }
 
-struct Held {
-    /// Distinguishes this grant from a later one of the same name (for the reaper).
-    token: i64,
-    grant: LockGrant,
+/// A lease's clock; stream holds have none.
+struct LeaseClock {
     ttl: Duration,
     deadline: Instant,
     expires_at: SystemTime,
+}
+
+struct Held {
+    /// Distinguishes this grant from a later one of the same name (for the guard task).
+    token: i64,
+    grant: LockGrant,
+    /// `None`: a stream hold.
+    lease: Option<LeaseClock>,
+    /// A stream hold's task, told how the grant ended.
+    ended: Option<oneshot::Sender<Ending>>,
 }
 
 impl Held {
@@ -85,7 +186,12 @@ impl Held {
             lock: self.grant.name().clone(),
             mode: self.grant.mode(),
             token: self.token,
-            expires_at: self.expires_at,
+            hold: if self.lease.is_some() {
+                HoldKind::Lease
+            } else {
+                HoldKind::Stream
+            },
+            expires_at: self.lease.as_ref().map(|l| l.expires_at),
         }
     }
 }
@@ -119,19 +225,82 @@ impl Inner {
     fn release_bound(&self) -> Duration {
         self.session.session_timeout()
     }
+
+    /// Takes grant `token` of `lock` out of the table, if it is still there.
+    fn take(&self, lock: &ResourceName, token: i64) -> Option<Box<Held>> {
+        let mut slots = self.slots();
+        match slots.get(lock) {
+            Some(Slot::Held(h)) if h.token == token => match slots.remove(lock) {
+                Some(Slot::Held(h)) => Some(h),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Accounts for a grant taken out of the table: metrics, the log, the event, and the
+    /// stream hold's task. Returns the grant for the caller to release.
+    fn end(&self, mut held: Box<Held>, ending: Ending) -> LockGrant {
+        let ended = held.ended.take();
+        let lease = held.lease();
+        let token = held.token;
+        self.metrics.locks_held.dec();
+        match ending {
+            Ending::Released(why) => {
+                tracing::info!(lock = %lease.lock, token, hold = lease.hold.as_str(), why, "lock released")
+            }
+            Ending::Lost(why) => {
+                tracing::warn!(lock = %lease.lock, token, hold = lease.hold.as_str(), why, "lock lost")
+            }
+        }
+        self.events.publish(ending.event(), ending.to_json(&lease));
+        if let Some(ended) = ended {
+            let _ = ended.send(ending);
+        }
+        let Held { grant, .. } = *held;
+        grant
+    }
+}
+
+/// What a stream hold's task gets: the grant, and how it ended once it does.
+pub struct StreamHold {
+    pub lease: Lease,
+    pub ended: oneshot::Receiver<Ending>,
 }
 
 impl LockTable {
-    /// An empty table acting as `identity` on `session`.
+    /// An empty table acting as `identity` on `session`, publishing on a hub of its own.
     pub fn new(session: SessionHandle, identity: String, metrics: Arc<Metrics>) -> Self {
+        Self::with_events(session, identity, metrics, EventHub::new())
+    }
+
+    /// An empty table publishing grants, losses and releases on `events`.
+    pub fn with_events(
+        session: SessionHandle,
+        identity: String,
+        metrics: Arc<Metrics>,
+        events: EventHub,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 session,
                 identity,
                 metrics,
+                events,
+                accepting: AtomicBool::new(true),
                 slots: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// The hub this table publishes on (and the API's `/events` reads).
+    pub fn events(&self) -> &EventHub {
+        &self.inner.events
+    }
+
+    /// The session the locks are taken on.
+    pub fn session(&self) -> &SessionHandle {
+        &self.inner.session
     }
 
     /// Acquires `lock` in `mode`, waiting up to `wait`; the lease then runs for `ttl`.
@@ -142,7 +311,39 @@ impl LockTable {
         wait: Duration,
         ttl: Duration,
     ) -> Result<Lease, LeaseError> {
+        self.acquire_as(lock, mode, wait, Some(ttl))
+            .await
+            .map(|(lease, _)| lease)
+    }
+
+    /// Acquires `lock` in `mode`, waiting up to `wait`, held until
+    /// [`Self::release_stream`] (the app's connection closed) or until it is lost, released
+    /// or the sidecar stops: [`StreamHold::ended`] says which.
+    pub async fn acquire_stream(
+        &self,
+        lock: &ResourceName,
+        mode: LockMode,
+        wait: Duration,
+    ) -> Result<StreamHold, LeaseError> {
+        let (lease, ended) = self.acquire_as(lock, mode, wait, None).await?;
+        match ended {
+            Some(ended) => Ok(StreamHold { lease, ended }),
+            None => Err(LeaseError::NotHeld { lock: lock.clone() }),
+        }
+    }
+
+    async fn acquire_as(
+        &self,
+        lock: &ResourceName,
+        mode: LockMode,
+        wait: Duration,
+        ttl: Option<Duration>,
+    ) -> Result<(Lease, Option<oneshot::Receiver<Ending>>), LeaseError> {
         let inner = &self.inner;
+        if !inner.accepting.load(Ordering::SeqCst) {
+            inner.metrics.lock_outcome("refused");
+            return Err(LeaseError::AppUnhealthy);
+        }
         {
             let mut slots = inner.slots();
             match slots.get(lock) {
@@ -157,10 +358,13 @@ impl LockTable {
                     inner.metrics.lock_outcome("busy");
                     return Err(LeaseError::AcquireInProgress { lock: lock.clone() });
                 }
-                // A grant from a lost session is gone already: forget it.
+                // A grant from a lost session is gone already; its guard task reports it.
                 Some(Slot::Held(_)) | None => {}
             }
-            slots.insert(lock.clone(), Slot::Acquiring);
+            if let Some(Slot::Held(stale)) = slots.insert(lock.clone(), Slot::Acquiring) {
+                drop(slots);
+                drop(inner.end(stale, Ending::Lost("session lost")));
+            }
         }
         let mut guard = SlotGuard {
             table: inner,
@@ -182,17 +386,30 @@ impl LockTable {
                 return Err(LeaseError::Recipe(e));
             }
         };
-        let expires_at = SystemTime::now() + ttl;
+        let clock = ttl.map(|ttl| LeaseClock {
+            ttl,
+            deadline: Instant::now() + ttl,
+            expires_at: SystemTime::now() + ttl,
+        });
         // For observers (GET /lock on other pods); the lease is enforced here, not by the data.
-        if let Err(e) = grant.set_lease(expires_at).await {
+        if let Some(clock) = &clock
+            && let Err(e) = grant.set_lease(clock.expires_at).await
+        {
             tracing::warn!(lock = %lock, error = %e, "could not record the lease in the lock node");
         }
+        let (ended_tx, ended_rx) = match clock {
+            Some(_) => (None, None),
+            None => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+        };
+        let generation = grant.generation();
         let held = Held {
             token: grant.token(),
             grant,
-            ttl,
-            deadline: Instant::now() + ttl,
-            expires_at,
+            lease: clock,
+            ended: ended_tx,
         };
         let lease = held.lease();
         inner
@@ -201,9 +418,16 @@ impl LockTable {
         guard.armed = false;
         inner.metrics.lock_outcome("granted");
         inner.metrics.locks_held.inc();
-        tokio::spawn(reap(self.inner.clone(), lock.clone(), lease.token));
-        tracing::info!(lock = %lock, mode = mode.as_str(), token = lease.token, ttl_ms = ttl.as_millis() as u64, "lock granted");
-        Ok(lease)
+        tokio::spawn(guard_grant(
+            self.inner.clone(),
+            lock.clone(),
+            lease.token,
+            generation,
+        ));
+        tracing::info!(lock = %lock, mode = mode.as_str(), token = lease.token, hold = lease.hold.as_str(),
+            ttl_ms = ttl.map(|t| t.as_millis() as u64), "lock granted");
+        inner.events.publish("granted", lease.to_json());
+        Ok((lease, ended_rx))
     }
 
     /// Extends the lease of grant `token` of `lock` by `ttl` from now (default: the ttl it was
@@ -221,19 +445,24 @@ impl LockTable {
             if !held.grant.is_held() {
                 return Err(LeaseError::Recipe(RecipeError::Suspended));
             }
-            let ttl = ttl.unwrap_or(held.ttl);
-            held.ttl = ttl;
-            held.deadline = Instant::now() + ttl;
-            held.expires_at = SystemTime::now() + ttl;
+            let Some(clock) = held.lease.as_mut() else {
+                return Err(LeaseError::StreamHold { lock: lock.clone() });
+            };
+            let ttl = ttl.unwrap_or(clock.ttl);
+            clock.ttl = ttl;
+            clock.deadline = Instant::now() + ttl;
+            clock.expires_at = SystemTime::now() + ttl;
             held.lease()
         };
-        self.record_lease(lock, lease.token, lease.expires_at).await;
+        if let Some(expires_at) = lease.expires_at {
+            self.record_lease(lock, lease.token, expires_at).await;
+        }
         Ok(lease)
     }
 
-    /// Releases grant `token` of `lock`; the node is deleted before this returns unless the
-    /// session is down, in which case deletion finishes in the background (or the node dies
-    /// with the session).
+    /// Releases grant `token` of `lock` (a lease, or a stream hold, whose stream then ends);
+    /// the node is deleted before this returns unless the session is down, in which case
+    /// deletion finishes in the background (or the node dies with the session).
     pub async fn release(&self, lock: &ResourceName, token: i64) -> Result<(), LeaseError> {
         let held = {
             let mut slots = self.inner.slots();
@@ -243,15 +472,26 @@ impl LockTable {
                 _ => return Err(LeaseError::NotHeld { lock: lock.clone() }),
             }
         };
-        self.inner.metrics.locks_held.dec();
-        tracing::info!(lock = %lock, token = held.token, "lock released");
-        if let Err(e) = held.grant.release(self.inner.release_bound()).await {
+        let grant = self.inner.end(held, Ending::Released("released"));
+        if let Err(e) = grant.release(self.inner.release_bound()).await {
             tracing::warn!(lock = %lock, error = %e, "lock node not deleted yet; deletion continues");
         }
         Ok(())
     }
 
-    /// The lease this pod holds on `lock`, if its session is connected and current.
+    /// Releases stream hold `token` of `lock` because its stream closed (nothing if it ended
+    /// otherwise already).
+    pub async fn release_stream(&self, lock: &ResourceName, token: i64) {
+        let Some(held) = self.inner.take(lock, token) else {
+            return;
+        };
+        let grant = self.inner.end(held, Ending::Released("stream closed"));
+        if let Err(e) = grant.release(self.inner.release_bound()).await {
+            tracing::warn!(lock = %lock, error = %e, "lock node not deleted yet; deletion continues");
+        }
+    }
+
+    /// The grant this pod holds on `lock`, if its session is connected and current.
     pub fn held(&self, lock: &ResourceName) -> Option<Lease> {
         match self.inner.slots().get(lock) {
             Some(Slot::Held(held)) if held.grant.is_held() => Some(held.lease()),
@@ -261,6 +501,17 @@ impl LockTable {
 
     /// Releases every held lock at once (SIGTERM), waiting at most `bound` for the deletes.
     pub async fn release_all(&self, bound: Duration) {
+        self.end_all(bound, Ending::Released("shutdown")).await;
+    }
+
+    /// Refuses (false) or accepts (true) new acquisitions: false while the app is unhealthy.
+    pub fn set_accepting(&self, accepting: bool) {
+        self.inner.accepting.store(accepting, Ordering::SeqCst);
+    }
+
+    /// Ends every held lock with `ending` (published as its event, told to its stream),
+    /// deleting the nodes and waiting at most `bound` for that.
+    pub async fn end_all(&self, bound: Duration, ending: Ending) {
         let held: Vec<Box<Held>> = {
             let mut slots = self.inner.slots();
             let names: Vec<_> = slots
@@ -278,15 +529,15 @@ impl LockTable {
         };
         let mut releases = JoinSet::new();
         for h in held {
-            self.inner.metrics.locks_held.dec();
+            let grant = self.inner.end(h, ending);
             releases.spawn(async move {
-                let name = h.grant.name().clone();
-                (name, h.grant.release(bound).await)
+                let name = grant.name().clone();
+                (name, grant.release(bound).await)
             });
         }
         while let Some(done) = releases.join_next().await {
             if let Ok((name, Err(e))) = done {
-                tracing::warn!(lock = %name, error = %e, "lock not released cleanly at shutdown");
+                tracing::warn!(lock = %name, error = %e, "lock not released cleanly");
             }
         }
     }
@@ -303,8 +554,9 @@ impl LockTable {
         let lost =
             matches!(slots.get(lock), Some(Slot::Held(h)) if h.grant.generation() != current);
         if lost {
-            slots.remove(lock);
-            self.inner.metrics.locks_held.dec();
+            if let Some(Slot::Held(h)) = slots.remove(lock) {
+                drop(self.inner.end(h, Ending::Lost("session lost")));
+            }
             return Err(LeaseError::Lost { lock: lock.clone() });
         }
         match slots.get_mut(lock) {
@@ -334,34 +586,67 @@ impl LockTable {
     }
 }
 
-/// Releases `lock` when the lease of grant `token` runs out (renewals push the deadline).
-async fn reap(inner: Arc<Inner>, lock: ResourceName, token: i64) {
+/// Watches grant `token` of `lock` (taken on session `generation`) until it leaves the table:
+/// ends it as lost when its session is lost (every ephemeral node of that session is gone, so
+/// another pod may hold the lock now), and as released when its lease runs out (renewals push
+/// the deadline).
+async fn guard_grant(inner: Arc<Inner>, lock: ResourceName, token: i64, generation: u64) {
+    let mut session = inner.session.subscribe();
     loop {
         let deadline = match inner.slots().get(&lock) {
-            Some(Slot::Held(h)) if h.token == token => h.deadline,
+            Some(Slot::Held(h)) if h.token == token => h.lease.as_ref().map(|l| l.deadline),
             _ => return,
         };
-        if Instant::now() < deadline {
-            tokio::time::sleep_until(deadline).await;
+        let lost = {
+            let snap = session.borrow_and_update();
+            snap.closed || snap.generation != generation || snap.state == ConnectionState::Lost
+        };
+        if lost {
+            if let Some(held) = inner.take(&lock, token) {
+                // The node went with the session; the delete is a no-op kept for symmetry.
+                let grant = inner.end(held, Ending::Lost("session lost"));
+                tokio::spawn(async move { grant.release(Duration::from_secs(1)).await });
+            }
+            return;
+        }
+        if let Some(deadline) = deadline
+            && Instant::now() >= deadline
+        {
+            let expired = {
+                let mut slots = inner.slots();
+                match slots.get(&lock) {
+                    Some(Slot::Held(h))
+                        if h.token == token
+                            && h.lease
+                                .as_ref()
+                                .is_some_and(|l| Instant::now() >= l.deadline) =>
+                    {
+                        slots.remove(&lock)
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(Slot::Held(held)) = expired {
+                inner.metrics.lease_expirations.inc();
+                tracing::warn!(lock = %lock, token, "lease ran out; releasing the lock");
+                let grant = inner.end(held, Ending::Released("lease ran out"));
+                if let Err(e) = grant.release(inner.release_bound()).await {
+                    tracing::warn!(lock = %lock, error = %e, "expired lock node not deleted yet; deletion continues");
+                }
+                return;
+            }
             continue;
         }
-        let expired = {
-            let mut slots = inner.slots();
-            match slots.get(&lock) {
-                Some(Slot::Held(h)) if h.token == token && Instant::now() >= h.deadline => {
-                    slots.remove(&lock)
-                }
-                _ => None,
-            }
-        };
-        if let Some(Slot::Held(held)) = expired {
-            inner.metrics.locks_held.dec();
-            inner.metrics.lease_expirations.inc();
-            tracing::warn!(lock = %lock, token, "lease ran out; releasing the lock");
-            if let Err(e) = held.grant.release(inner.release_bound()).await {
-                tracing::warn!(lock = %lock, error = %e, "expired lock node not deleted yet; deletion continues");
-            }
+        tokio::select! {
+            _ = sleep_until(deadline) => {}
+            changed = session.changed() => if changed.is_err() { return },
         }
-        return;
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

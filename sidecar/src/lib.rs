@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod duration;
+pub mod events;
 pub mod http;
 pub mod leases;
 pub mod metrics;

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
+use crate::events::EventHub;
 use crate::http::{ApiState, Exposure, serve};
 use crate::leases::LockTable;
 use crate::metrics::{ElectionLabels, Metrics};
@@ -108,7 +109,13 @@ pub async fn run(
     let metrics = Arc::new(Metrics::with_ignored_nodes(
         session.ignored_nodes().family(),
     ));
-    let locks = LockTable::new(session.clone(), config.identity.clone(), metrics.clone());
+    let events = EventHub::new();
+    let locks = LockTable::with_events(
+        session.clone(),
+        config.identity.clone(),
+        metrics.clone(),
+        events.clone(),
+    );
     let (draining_tx, draining) = watch::channel(false);
     let (stop_tx, stop) = watch::channel(false);
     let state = Arc::new(ApiState {

@@ -47,7 +47,7 @@ fn runtime() -> &'static Runtime {
 fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
         Route::Leader(_) => &["wait", "token"],
-        Route::LockAcquire(_) => &["wait", "ttl", "mode"],
+        Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
         Route::LockRenew(_) => &["ttl"],
         _ => &[],
     }

@@ -9,9 +9,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::query::Query;
-use super::reply::{ApiError, Body, json, text};
+use super::reply::{ApiError, Body, event_stream, json, text};
 use super::route::Route;
-use crate::leases::{Lease, LockTable};
+use super::sse::{KEEP_ALIVE, SseSender};
+use crate::events::{sse_comment, sse_event};
+use crate::leases::{Ending, LockTable, StreamHold};
 use crate::metrics::Metrics;
 use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{
@@ -115,7 +117,7 @@ pub async fn handle(
             };
             let token = grant_token(&q, &name, "renew")?;
             let lease = state.locks.renew(&name, token, ttl).await?;
-            Ok(json(StatusCode::OK, &lease_body(&lease)))
+            Ok(json(StatusCode::OK, &lease.to_json()))
         }
         Route::LockRelease(name) => {
             let q = Query::parse(query, &["token"])?;
@@ -239,7 +241,7 @@ async fn acquire(
     name: &ResourceName,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "ttl", "mode"])?;
+    let q = Query::parse(query, &["wait", "ttl", "mode", "hold"])?;
     let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
     let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
     let mode = match q.get("mode") {
@@ -253,6 +255,22 @@ async fn acquire(
             ));
         }
     };
+    let stream = match q.get("hold") {
+        None | Some("lease") => false,
+        Some("stream") if q.get("ttl").is_some() => {
+            return Err(ApiError::bad_request(
+                "TtlWithStream",
+                "a stream hold (hold=stream) has no ttl: it lasts as long as the connection",
+            ));
+        }
+        Some("stream") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidHold",
+                format!("hold: {other:?} is not one of lease, stream"),
+            ));
+        }
+    };
     if state.is_draining() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -260,22 +278,53 @@ async fn acquire(
             "this sidecar is shutting down",
         ));
     }
+    let shutting_down = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        )
+    };
+    if stream {
+        let hold = tokio::select! {
+            hold = state.locks.acquire_stream(name, mode, wait) => hold?,
+            _ = state.drained() => return Err(shutting_down()),
+        };
+        return Ok(stream_hold(state, hold));
+    }
     let lease = tokio::select! {
         lease = state.locks.acquire(name, mode, wait, ttl) => lease?,
-        _ = state.drained() => {
-            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ShuttingDown", "this sidecar is shutting down"));
-        }
+        _ = state.drained() => return Err(shutting_down()),
     };
-    Ok(json(StatusCode::OK, &lease_body(&lease)))
+    Ok(json(StatusCode::OK, &lease.to_json()))
 }
 
-fn lease_body(lease: &Lease) -> serde_json::Value {
-    json!({
-        "lock": lease.lock,
-        "mode": lease.mode,
-        "token": lease.token,
-        "expiresAt": rfc3339(lease.expires_at),
-    })
+/// The answer to `hold=stream`: `event: granted`, keep-alives, and `event: lost` or
+/// `event: released` if the grant ends while the stream is open (then the stream ends). When
+/// the app's connection closes, hyper drops the body and the task releases the lock at once.
+fn stream_hold(state: &ApiState, hold: StreamHold) -> Response<Body> {
+    let (mut sse, rx) = SseSender::channel(state.draining.clone());
+    let locks = state.locks.clone();
+    let StreamHold { lease, mut ended } = hold;
+    tokio::spawn(async move {
+        let mut open = sse.send(sse_event("granted", &lease.to_json())).await;
+        let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        while open {
+            tokio::select! {
+                ending = &mut ended => {
+                    // Lost, released by DELETE, or the sidecar stopping: say so and end.
+                    let ending = ending.unwrap_or(Ending::Released("released"));
+                    sse.send_last(sse_event(ending.event(), &ending.to_json(&lease)));
+                    return;
+                }
+                _ = sse.closed() => open = false,
+                _ = keep_alive.tick() => open = sse.send(sse_comment("keep-alive")).await,
+            }
+        }
+        // The app's connection closed (or the sidecar is draining): let go of the lock.
+        locks.release_stream(&lease.lock, lease.token).await;
+    });
+    event_stream(rx)
 }
 
 async fn inspect(state: &ApiState, name: &ResourceName) -> Result<Response<Body>, ApiError> {
@@ -305,7 +354,8 @@ async fn inspect(state: &ApiState, name: &ResourceName) -> Result<Response<Body>
                 "holds": held.is_some(),
                 "mode": held.as_ref().map(|l| l.mode),
                 "token": held.as_ref().map(|l| l.token),
-                "expiresAt": held.as_ref().map(|l| rfc3339(l.expires_at)),
+                "hold": held.as_ref().map(|l| l.hold.as_str()),
+                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
                 "state": state.session.state(),
             },
         }),

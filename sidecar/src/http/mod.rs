@@ -5,6 +5,7 @@ mod handlers;
 mod query;
 mod reply;
 mod route;
+mod sse;
 
 use std::convert::Infallible;
 use std::sync::Arc;

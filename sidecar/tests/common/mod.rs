@@ -9,6 +9,7 @@
 
 pub mod fake_zk;
 pub mod proxy;
+pub mod sse;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
