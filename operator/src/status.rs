@@ -396,4 +396,90 @@ mod tests {
         assert_eq!(degraded.map(|c| c.reason.as_str()), Some("StepStuck"));
         assert_eq!(s2.observed_generation, Some(3));
     }
+
+    fn cron_job(status: serde_json::Value) -> CronJob {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "zk-backup"},
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {}},
+            "status": status,
+        }))
+        .expect("a CronJob")
+    }
+
+    #[test]
+    fn the_last_backup_comes_from_the_cron_jobs_status() {
+        use serde_json::json;
+        assert_eq!(last_backup(&cron_job(json!({}))), None, "never ran");
+        let ok = last_backup(&cron_job(json!({
+            "lastScheduleTime": "2026-11-23T03:00:00Z",
+            "lastSuccessfulTime": "2026-11-23T03:00:41Z",
+        })))
+        .expect("ran");
+        assert_eq!(ok.result, BackupResult::Succeeded);
+        assert_eq!(ok.time, "2026-11-23T03:00:00Z");
+        assert_eq!(
+            ok.last_success_time.as_deref(),
+            Some("2026-11-23T03:00:41Z")
+        );
+        // Named as the CronJob controller names it: minutes since the epoch.
+        let minutes = "2026-11-23T03:00:00Z"
+            .parse::<Timestamp>()
+            .map(|t| t.as_second() / 60)
+            .unwrap_or_default();
+        assert_eq!(ok.job, Some(format!("zk-backup-{minutes}")));
+        let failed = last_backup(&cron_job(json!({
+            "lastScheduleTime": "2026-11-24T03:00:00Z",
+            "lastSuccessfulTime": "2026-11-23T03:00:41Z",
+        })))
+        .expect("ran");
+        assert_eq!(failed.result, BackupResult::Failed);
+        assert_eq!(
+            failed.last_success_time.as_deref(),
+            Some("2026-11-23T03:00:41Z")
+        );
+        let never = last_backup(&cron_job(
+            json!({"lastScheduleTime": "2026-11-24T03:00:00Z"}),
+        ));
+        assert_eq!(never.map(|b| b.result), Some(BackupResult::Failed));
+        let running = last_backup(&cron_job(json!({
+            "lastScheduleTime": "2026-11-24T03:00:00Z",
+            "lastSuccessfulTime": "2026-11-23T03:00:41Z",
+            "active": [{"kind": "Job", "name": "zk-backup-29000000", "namespace": "prod"}],
+        })))
+        .expect("runs");
+        assert_eq!(running.result, BackupResult::Running);
+        assert_eq!(running.job.as_deref(), Some("zk-backup-29000000"));
+    }
+
+    #[test]
+    fn a_restore_completes_when_the_ensemble_first_has_a_quorum() {
+        use crate::validate::{Location, Restore};
+        let names = EnsembleNames::new("zk", "prod");
+        let plan = waiting("creating");
+        let restore = Restore {
+            source: Location::S3 {
+                bucket: "bkt".into(),
+                key: "prod/".into(),
+                endpoint: None,
+                region: None,
+                credentials_secret: "c".into(),
+            },
+            pending: true,
+        };
+        let no_quorum = EnsembleView::default();
+        let mut input = inputs(&names, &plan, &no_quorum, None, "2026-01-01T00:00:00Z");
+        input.restore = Some(&restore);
+        let first = compute(&input);
+        assert_eq!(
+            first.restore,
+            Some(RestoreStatus {
+                source: "s3://bkt/prod/".into(),
+                completed_at: None
+            })
+        );
+        // Removed from the spec: the record stays.
+        input.restore = None;
+        input.previous = Some(&first);
+        assert_eq!(compute(&input).restore, first.restore);
+    }
 }

@@ -517,3 +517,5 @@ fn allowed_namespaces_get_the_ca_and_the_client_port() {
     );
     assert!(built("{}", 3, 3).published_ca_config_maps.is_empty());
 }
+
+mod backup;
