@@ -75,7 +75,7 @@ async fn dashboards_and_alerts_name_only_exported_metrics() {
     }
 }
 
-/// The operator's registry after one reconcile and one review: a family split by labels shows
+/// The operator's registry after one reconcile (of an ensemble with a backup) and one review: a family split by labels shows
 /// nothing until it has a series.
 fn operator_metrics() -> String {
     let metrics = std::sync::Arc::new(baton_operator::metrics::Metrics::new());
@@ -88,6 +88,13 @@ fn operator_metrics() -> String {
         ..Default::default()
     };
     metrics.observe_ensemble("prod/zk", &status);
+    let backup = baton_operator::crd::LastBackup {
+        time: "2026-11-23T03:00:00Z".into(),
+        result: baton_operator::crd::BackupResult::Succeeded,
+        job: Some("zk-backup-29399580".into()),
+        last_success_time: Some("2026-11-23T03:00:41Z".into()),
+    };
+    metrics.observe_backup("prod/zk", Some(Some(&backup)));
     metrics.record_review("injected");
     metrics.render()
 }

@@ -68,6 +68,8 @@ pub struct World {
     pub cron_job: Option<Value>,
     /// The status the fake CronJob controller reports for it.
     pub cron_job_status: Value,
+    /// The operator's metrics, kept across reconciles (as one running operator's are).
+    pub metrics: Arc<Metrics>,
 }
 
 /// When the volumes of the pods `run_pods` makes were created.
@@ -121,6 +123,7 @@ spec: {spec}
             namespaces: vec!["web".into(), "batch".into(), "team-c".into()],
             cron_job: None,
             cron_job_status: json!({}),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 
@@ -171,7 +174,7 @@ spec: {spec}
                 client,
                 self.ensemble.clone(),
                 settings,
-                Arc::new(Metrics::new()),
+                self.metrics.clone(),
             )
             .with_clock(now),
         );

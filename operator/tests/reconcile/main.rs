@@ -2,6 +2,7 @@
 //! requests made (method, path, body) in order and the admin calls in order.
 
 mod api_server;
+mod backup;
 mod fake_ensemble;
 mod reseed;
 mod resume;
