@@ -17,7 +17,10 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 /// takes locks on the application's behalf, and serves:
 ///
 ///   GET  /leader[/NAME]            leader and this pod's role (?wait=30s&token=T long-polls)
+///   GET  /leader[/NAME]?follow=stream   the answer now, then every change (text/event-stream)
 ///   GET  /leader[/NAME]/ready      200 on the leader, 503 elsewhere (a readinessProbe)
+///   GET  /events                   text/event-stream: leader, state (CONNECTED, SUSPENDED,
+///                                  LOST), and lock granted/lost/released events
 ///   POST /leader[/NAME]/resign     step down and queue again at the back
 ///   POST /lock/NAME                ?wait=10s&ttl=30s&mode=exclusive|read|write
 ///   POST /lock/NAME?hold=stream    held while the connection stays open: text/event-stream

@@ -9,8 +9,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::Value;
-use tokio::sync::broadcast;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+
+use crate::http::leader_body;
+use crate::recipe::{ElectionRecipe, SessionHandle};
 
 /// Events kept for listeners that are behind; past it the slowest skip ahead.
 pub const EVENT_BUFFER: usize = 256;
@@ -68,6 +72,76 @@ impl EventHub {
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
+}
+
+/// What makes two `leader` answers different events: the leader's token, whether this pod
+/// leads, and the session state (not `since` or `validUntil`, which move on their own).
+pub fn leader_key(body: &Value) -> [Value; 3] {
+    [
+        body["leader"]["token"].clone(),
+        body["self"]["isLeader"].clone(),
+        body["self"]["state"].clone(),
+    ]
+}
+
+/// The `state` event's data: `{state, generation}` (a new generation is a new session).
+pub fn state_data(session: &SessionHandle) -> Value {
+    let snap = session.snapshot();
+    json!({ "state": snap.state, "generation": snap.generation })
+}
+
+/// Publishes `state` on every session state change and `leader` whenever an election's
+/// `GET /leader` answer changes ([`leader_key`]), until `stop` is set.
+pub async fn publish_changes(
+    hub: EventHub,
+    session: SessionHandle,
+    elections: Vec<ElectionRecipe>,
+    identity: String,
+    stop: watch::Receiver<bool>,
+) {
+    let mut tasks = JoinSet::new();
+    for election in elections {
+        let (hub, session, identity) = (hub.clone(), session.clone(), identity.clone());
+        let mut stop = stop.clone();
+        tasks.spawn(async move {
+            let mut views = election.subscribe();
+            let mut snapshots = session.subscribe();
+            let mut last = None;
+            loop {
+                views.borrow_and_update();
+                snapshots.borrow_and_update();
+                let body = leader_body(&identity, &election.view());
+                let key = leader_key(&body);
+                if last.as_ref() != Some(&key) {
+                    hub.publish("leader", body);
+                    last = Some(key);
+                }
+                tokio::select! {
+                    changed = views.changed() => if changed.is_err() { break },
+                    changed = snapshots.changed() => if changed.is_err() { break },
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            }
+        });
+    }
+    let mut snapshots = session.subscribe();
+    let mut stop = stop;
+    let mut last = None;
+    loop {
+        let now = {
+            let snap = snapshots.borrow_and_update();
+            (snap.state, snap.generation)
+        };
+        if last != Some(now) {
+            hub.publish("state", state_data(&session));
+            last = Some(now);
+        }
+        tokio::select! {
+            changed = snapshots.changed() => if changed.is_err() { break },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    tasks.join_all().await;
 }
 
 #[cfg(test)]

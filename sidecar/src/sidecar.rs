@@ -130,6 +130,13 @@ pub async fn run(
         .map(|l| tokio::spawn(serve(l, state.clone(), Exposure::ProbesOnly, stop.clone())));
     let http = tokio::spawn(serve(listener, state, Exposure::Full, stop.clone()));
     let pod_view = tokio::spawn(run_pod_view(elections.clone(), labeler, stop.clone()));
+    let publisher = tokio::spawn(crate::events::publish_changes(
+        events,
+        session.clone(),
+        elections.clone(),
+        config.identity.clone(),
+        stop.clone(),
+    ));
     let observer = tokio::spawn(observe(
         session.clone(),
         elections.clone(),
@@ -165,6 +172,7 @@ pub async fn run(
         let _ = probes.await;
     }
     let _ = observer.await;
+    let _ = publisher.await;
     session_control.close(bound).await;
     tracing::info!("stopped");
     Ok(())

@@ -46,7 +46,7 @@ fn runtime() -> &'static Runtime {
 /// The query parameters each route takes, as in `http/handlers.rs`.
 fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
-        Route::Leader(_) => &["wait", "token"],
+        Route::Leader(_) => &["wait", "token", "follow"],
         Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
         Route::LockRenew(_) => &["ttl"],
         _ => &[],

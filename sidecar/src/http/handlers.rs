@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use hyper::{Response, StatusCode};
 use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -12,7 +13,7 @@ use super::query::Query;
 use super::reply::{ApiError, Body, event_stream, json, text};
 use super::route::Route;
 use super::sse::{KEEP_ALIVE, SseSender};
-use crate::events::{sse_comment, sse_event};
+use crate::events::{leader_key, sse_comment, sse_event, state_data};
 use crate::leases::{Ending, LockTable, StreamHold};
 use crate::metrics::Metrics;
 use crate::recipe::timestamp::rfc3339;
@@ -132,6 +133,10 @@ pub async fn handle(
             Query::parse(query, &[])?;
             inspect(state, &name).await
         }
+        Route::Events => {
+            Query::parse(query, &[])?;
+            Ok(events(state))
+        }
         Route::Healthz => {
             Query::parse(query, &[])?;
             Ok(json(StatusCode::OK, &json!({ "status": "ok" })))
@@ -183,7 +188,7 @@ async fn leader(
     name: Option<&ResourceName>,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "token"])?;
+    let q = Query::parse(query, &["wait", "token", "follow"])?;
     let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
     let token = match q.get("token") {
         None => 0,
@@ -194,7 +199,26 @@ async fn leader(
             )
         })?,
     };
+    let follow = match q.get("follow") {
+        None => false,
+        Some("stream") if q.get("wait").is_some() || q.get("token").is_some() => {
+            return Err(ApiError::bad_request(
+                "FollowWithWait",
+                "follow=stream sends every change as it happens; it takes no wait or token",
+            ));
+        }
+        Some("stream") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidFollow",
+                format!("follow: {other:?} is not stream"),
+            ));
+        }
+    };
     let election = state.election(name)?;
+    if follow {
+        return Ok(follow_leader(state, election).await);
+    }
     let deadline = Instant::now() + wait;
     // A fresh look first: followers far from the head of the queue do not watch the leader.
     let mut view = election.refresh(REFRESH_BOUND).await;
@@ -205,6 +229,95 @@ async fn leader(
         };
     }
     Ok(json(StatusCode::OK, &leader_body(&state.identity, &view)))
+}
+
+/// `GET /leader[/NAME]?follow=stream`: `event: leader` with the current answer at once, then
+/// one per change ([`leader_key`]) until the client goes away or the sidecar stops.
+async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<Body> {
+    // Listen first, then look: a change between the two is sent, not lost.
+    let interest = election.follow_leader();
+    let mut events = state.locks.events().subscribe();
+    let view = election.refresh(REFRESH_BOUND).await;
+    let first = leader_body(&state.identity, &view);
+    let (mut sse, rx) = SseSender::channel(state.draining.clone());
+    let (election, identity) = (election.clone(), state.identity.clone());
+    tokio::spawn(async move {
+        let _interest = interest;
+        let mut last = leader_key(&first);
+        let mut open = sse.send(sse_event("leader", &first)).await;
+        let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        while open {
+            let body = tokio::select! {
+                received = events.recv() => match received {
+                    Ok(event) if event.name == "leader"
+                        && event.data["election"] == election.name().as_str() => event.data.clone(),
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(n)) => {
+                        open = sse.send(sse_comment(&format!("lagged {n}"))).await;
+                        leader_body(&identity, &election.view())
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = sse.closed() => break,
+                _ = keep_alive.tick() => {
+                    open = sse.send(sse_comment("keep-alive")).await;
+                    continue;
+                }
+            };
+            let key = leader_key(&body);
+            if open && key != last {
+                last = key;
+                open = sse.send(sse_event("leader", &body)).await;
+            }
+        }
+    });
+    event_stream(rx)
+}
+
+/// `GET /events`: the session's state and every election's leader at once, then every
+/// change, lock grant, loss and release as it happens. A reader more than
+/// [`crate::events::EVENT_BUFFER`] events behind gets `: lagged N` and the current state again.
+fn events(state: &ApiState) -> Response<Body> {
+    let interests: Vec<_> = state.elections.iter().map(|e| e.follow_leader()).collect();
+    let mut events = state.locks.events().subscribe();
+    let (mut sse, rx) = SseSender::channel(state.draining.clone());
+    let (elections, identity) = (state.elections.clone(), state.identity.clone());
+    let session = state.session.clone();
+    let snapshot = move || {
+        let mut all = vec![sse_event("state", &state_data(&session))];
+        for election in &elections {
+            all.push(sse_event(
+                "leader",
+                &leader_body(&identity, &election.view()),
+            ));
+        }
+        all
+    };
+    tokio::spawn(async move {
+        let _interests = interests;
+        let mut open = true;
+        for chunk in snapshot() {
+            open = open && sse.send(chunk).await;
+        }
+        let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        while open {
+            tokio::select! {
+                received = events.recv() => match received {
+                    Ok(event) => open = sse.send(event.to_sse()).await,
+                    Err(RecvError::Lagged(n)) => {
+                        open = sse.send(sse_comment(&format!("lagged {n}"))).await;
+                        for chunk in snapshot() {
+                            open = open && sse.send(chunk).await;
+                        }
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = sse.closed() => break,
+                _ = keep_alive.tick() => open = sse.send(sse_comment("keep-alive")).await,
+            }
+        }
+    });
+    event_stream(rx)
 }
 
 /// The body of `GET /leader`.

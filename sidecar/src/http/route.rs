@@ -22,6 +22,8 @@ pub enum Route {
     LockRelease(ResourceName),
     /// `GET /lock/NAME`.
     LockInspect(ResourceName),
+    /// `GET /events`.
+    Events,
     Healthz,
     Readyz,
     Metrics,
@@ -38,6 +40,7 @@ impl Route {
             Route::LockRenew(_) => "lock_renew",
             Route::LockRelease(_) => "lock_release",
             Route::LockInspect(_) => "lock_inspect",
+            Route::Events => "events",
             Route::Healthz => "healthz",
             Route::Readyz => "readyz",
             Route::Metrics => "metrics",
@@ -74,6 +77,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         ["healthz"] => only(Method::GET, "GET").map(|()| Route::Healthz),
         ["readyz"] => only(Method::GET, "GET").map(|()| Route::Readyz),
         ["metrics"] => only(Method::GET, "GET").map(|()| Route::Metrics),
+        ["events"] => only(Method::GET, "GET").map(|()| Route::Events),
         ["leader"] => {
             only(Method::GET, "GET")?;
             Ok(Route::Leader(None))
@@ -159,6 +163,7 @@ mod tests {
             (Method::GET, "/healthz", Route::Healthz),
             (Method::GET, "/readyz", Route::Readyz),
             (Method::GET, "/metrics", Route::Metrics),
+            (Method::GET, "/events", Route::Events),
         ];
         for (method, path, expected) in cases {
             assert_eq!(route(&method, path), Ok(expected), "{method} {path}");

@@ -15,9 +15,12 @@ use super::election_task::CandidateTask;
 use super::election_types::{Candidate, Command, ElectionView, Interest};
 use super::{ConnectionState, RecipeError, ResourceName, SessionHandle};
 
-struct InterestGuard(Arc<Interest>);
+/// While alive, the candidate task watches the leader's node as well as its predecessor, so
+/// every leader change reaches the published view ([`ElectionRecipe::follow_leader`]).
+#[must_use = "the leader is watched only while this is held"]
+pub struct LeaderInterest(Arc<Interest>);
 
-impl Drop for InterestGuard {
+impl Drop for LeaderInterest {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
@@ -104,9 +107,7 @@ impl ElectionRecipe {
     /// `deadline` passes, and returns the view then. While it waits, the task watches the
     /// leader's node, so a change anywhere in the queue is seen.
     pub async fn wait_for_leader_change(&self, token: i64, deadline: Instant) -> ElectionView {
-        self.interest.waiting.fetch_add(1, Ordering::SeqCst);
-        let _guard = InterestGuard(self.interest.clone());
-        self.interest.arrived.notify_one();
+        let _interest = self.follow_leader();
         let mut views = self.view.clone();
         let mut session = self.session.subscribe();
         loop {
@@ -120,6 +121,15 @@ impl ElectionRecipe {
                 _ = tokio::time::sleep_until(deadline) => return view,
             }
         }
+    }
+
+    /// Makes the candidate task watch the leader until the returned value is dropped: a
+    /// follower otherwise watches only its predecessor (no herd effect), and learns of a new
+    /// leader further ahead only when asked.
+    pub fn follow_leader(&self) -> LeaderInterest {
+        self.interest.waiting.fetch_add(1, Ordering::SeqCst);
+        self.interest.arrived.notify_one();
+        LeaderInterest(self.interest.clone())
     }
 
     /// Steps down if this process leads and queues again at the back. `Ok(true)` if it led.

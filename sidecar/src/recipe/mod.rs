@@ -46,7 +46,7 @@ pub mod timestamp;
 pub mod trust;
 
 pub use access::{Access, DigestCredentials, TokenFileError};
-pub use election::ElectionRecipe;
+pub use election::{ElectionRecipe, LeaderInterest};
 pub use election_types::{Candidate, CandidateData, ElectionView, LeaderInfo};
 pub use error::RecipeError;
 pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
