@@ -190,4 +190,30 @@ mod tests {
             Err(RenderError::Parse(_) | RenderError::Invalid(_))
         ));
     }
+
+    #[test]
+    fn backups_and_restores_render_a_cron_job_and_an_init_container() {
+        let example = include_str!("../examples/coordinationensemble.yaml")
+            .replace(
+                "# backup: {schedule: \"@daily\"",
+                "backup: {schedule: \"@daily\"",
+            )
+            .replace("# restoreFrom:", "restoreFrom:");
+        let files =
+            render(&example, "prod", "baton:test", &OperatorPods::default()).expect("rendered");
+        let (last, text) = files.last().expect("files");
+        assert_eq!(last, "14-cronjob-demo-backup.yaml");
+        let cron_job: serde_json::Value = serde_saphyr::from_str(text).expect("YAML parses");
+        assert_eq!(cron_job["kind"], "CronJob");
+        assert_eq!(cron_job["spec"]["schedule"], "@daily");
+        let (_, sts) = files
+            .iter()
+            .find(|(f, _)| f.contains("statefulset"))
+            .expect("the StatefulSet");
+        let sts: serde_json::Value = serde_saphyr::from_str(sts).expect("YAML parses");
+        assert_eq!(
+            sts["spec"]["template"]["spec"]["initContainers"][0]["name"], "restore",
+            "a new ensemble restores"
+        );
+    }
 }

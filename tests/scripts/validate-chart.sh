@@ -5,8 +5,9 @@
 #   2. the objects the operator itself applies for an ensemble (`baton-operator render`: the
 #      certificate and super Secrets, ServiceAccount, token-review ClusterRoleBinding,
 #      ConfigMaps (the CA also as published into allowed namespaces), Services,
-#      PodDisruptionBudget, NetworkPolicy and StatefulSet), for the example ensemble with and
-#      without the plain client port and with allowed namespaces;
+#      PodDisruptionBudget, NetworkPolicy, StatefulSet and backup CronJob), for the example
+#      ensemble with and without the plain client port, with allowed namespaces, with backups
+#      to a claim and to S3, and restored from S3 and from a claim;
 #   3. the pod-label ValidatingAdmissionPolicy's CEL, run with cel-python on sample admission
 #      requests (charts/tests/pod_label_policy_cel.py), with and without exemptions;
 #   4. the alerts: `promtool check rules` and `promtool test rules` (charts/tests/alerts_test.yaml),
@@ -123,6 +124,21 @@ sed 's/# allowedNamespaces: \[web\]/allowedNamespaces: [web, batch]/' operator/e
 grep -q 'allowedNamespaces: \[web, batch\]' "$out/allowed.yaml"
 "$operator" render --file "$out/allowed.yaml" --namespace prod --out "$out/operator-allowed"
 ls "$out/operator-allowed" | grep -q 'configmap-prod.demo-ca' || { echo "no published CA rendered" >&2; exit 1; }
+# Backups to a claim and to S3 (the CronJob, the NetworkPolicy's rule for its pods), and a new
+# ensemble restored from S3 and from a claim (the StatefulSet's init container and volume).
+sed 's|# backup: {schedule: "0 3 \* \* \*"|backup: {schedule: "0 3 * * *"|' operator/examples/coordinationensemble.yaml >"$out/backup-pvc.yaml"
+sed 's|# backup: {schedule: "@daily"|backup: {schedule: "@daily"|; s|# restoreFrom:|restoreFrom:|' operator/examples/coordinationensemble.yaml >"$out/backup-s3.yaml"
+{ cat operator/examples/coordinationensemble.yaml; echo '  restoreFrom: {pvc: {claimName: baton-backups, path: demo/}}'; } >"$out/restore-pvc.yaml"
+for case in backup-pvc backup-s3 restore-pvc; do
+  grep -q '^  \(backup\|restoreFrom\): {' "$out/$case.yaml" || { echo "$case: nothing uncommented" >&2; exit 1; }
+  "$operator" render --file "$out/$case.yaml" --namespace prod --out "$out/operator-$case"
+done
+for case in backup-pvc backup-s3; do
+  ls "$out/operator-$case" | grep -q 'cronjob-demo-backup' || { echo "$case: no CronJob rendered" >&2; exit 1; }
+done
+for case in backup-s3 restore-pvc; do
+  grep -q 'initContainers' "$out/operator-$case/"*statefulset-demo.yaml || { echo "$case: no restore init container" >&2; exit 1; }
+done
 
 # 3. The pod-label policy's CEL on sample requests (the chart's own rendering of it).
 for combo in defaults pod-label-policy-exempt; do
@@ -160,7 +176,8 @@ if validate "$out/bad.yaml" >/dev/null 2>&1; then
 fi
 rm "$out/bad.yaml"
 
-mapfile -t files < <(find "$out" \( -path "$out/plain.yaml" -o -path "$out/allowed.yaml" \) -prune -o -name '*.yaml' -print | sort)
+# Every rendered object (the edited example ensembles, at the top, are inputs).
+mapfile -t files < <(find "$out" -mindepth 2 -name '*.yaml' | sort)
 echo "validating ${#files[@]} files against Kubernetes $KUBE_VERSION (strict)" >&2
 validate "${files[@]}" operator/examples/coordinationensemble.yaml operator/examples/injected-deployment.yaml
 echo "chart and operator objects: valid" >&2
