@@ -30,6 +30,10 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 ///   GET  /lock/NAME                holders, waiters, whether this pod holds it
 ///   GET  /healthz, /readyz, /metrics
 ///
+/// Answers about this pod's leadership and grants carry `validUntil`: until when it may act
+/// without the sidecar hearing from the ensemble again (2/3 of the session timeout after the
+/// newest request the ensemble answered; DESIGN.md §2).
+///
 /// Elections and locks live in /baton/<namespace>/elections/NAME and
 /// /baton/<namespace>/locks/NAME; only live (ephemeral) nodes there lead or hold.
 ///

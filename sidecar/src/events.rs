@@ -110,7 +110,7 @@ pub async fn publish_changes(
             loop {
                 views.borrow_and_update();
                 snapshots.borrow_and_update();
-                let body = leader_body(&identity, &election.view());
+                let body = leader_body(&identity, &session, &election.view());
                 let key = leader_key(&body);
                 if last.as_ref() != Some(&key) {
                     hub.publish("leader", body);

@@ -57,10 +57,14 @@ pub struct Lease {
     pub hold: HoldKind,
     /// When a lease runs out; `None` for a stream hold.
     pub expires_at: Option<SystemTime>,
+    /// Until when the app may act on the grant without the sidecar hearing from the ensemble
+    /// again: the session's bound ([`SessionHandle::valid_until`]), and no later than the
+    /// lease. `None` unless the grant certainly holds now (session CONNECTED).
+    pub valid_until: Option<SystemTime>,
 }
 
 impl Lease {
-    /// The JSON of a grant: `{lock, mode, token, hold, expiresAt}`.
+    /// The JSON of a grant: `{lock, mode, token, hold, expiresAt, validUntil}`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "lock": self.lock,
@@ -68,6 +72,7 @@ impl Lease {
             "token": self.token,
             "hold": self.hold.as_str(),
             "expiresAt": self.expires_at.map(rfc3339),
+            "validUntil": self.valid_until.map(rfc3339),
         })
     }
 }
@@ -182,6 +187,11 @@ struct Held {
 
 impl Held {
     fn lease(&self) -> Lease {
+        let expires_at = self.lease.as_ref().map(|l| l.expires_at);
+        let valid_until = self
+            .grant
+            .valid_until()
+            .map(|v| expires_at.map_or(v, |e| v.min(e)));
         Lease {
             lock: self.grant.name().clone(),
             mode: self.grant.mode(),
@@ -191,7 +201,8 @@ impl Held {
             } else {
                 HoldKind::Stream
             },
-            expires_at: self.lease.as_ref().map(|l| l.expires_at),
+            expires_at,
+            valid_until,
         }
     }
 }

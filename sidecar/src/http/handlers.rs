@@ -1,7 +1,7 @@
 //! What each route does. Every answer is JSON; errors use the envelope in [`super::reply`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hyper::{Response, StatusCode};
 use serde_json::json;
@@ -228,7 +228,10 @@ async fn leader(
             _ = state.drained() => election.view(),
         };
     }
-    Ok(json(StatusCode::OK, &leader_body(&state.identity, &view)))
+    Ok(json(
+        StatusCode::OK,
+        &leader_body(&state.identity, &state.session, &view),
+    ))
 }
 
 /// `GET /leader[/NAME]?follow=stream`: `event: leader` with the current answer at once, then
@@ -238,9 +241,10 @@ async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<
     let interest = election.follow_leader();
     let mut events = state.locks.events().subscribe();
     let view = election.refresh(REFRESH_BOUND).await;
-    let first = leader_body(&state.identity, &view);
+    let first = leader_body(&state.identity, &state.session, &view);
     let (mut sse, rx) = SseSender::channel(state.draining.clone());
     let (election, identity) = (election.clone(), state.identity.clone());
+    let session = state.session.clone();
     tokio::spawn(async move {
         let _interest = interest;
         let mut last = leader_key(&first);
@@ -254,7 +258,7 @@ async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<
                     Ok(_) => continue,
                     Err(RecvError::Lagged(n)) => {
                         open = sse.send(sse_comment(&format!("lagged {n}"))).await;
-                        leader_body(&identity, &election.view())
+                        leader_body(&identity, &session, &election.view())
                     }
                     Err(RecvError::Closed) => break,
                 },
@@ -288,7 +292,7 @@ fn events(state: &ApiState) -> Response<Body> {
         for election in &elections {
             all.push(sse_event(
                 "leader",
-                &leader_body(&identity, &election.view()),
+                &leader_body(&identity, &session, &election.view()),
             ));
         }
         all
@@ -320,13 +324,31 @@ fn events(state: &ApiState) -> Response<Body> {
     event_stream(rx)
 }
 
-/// The body of `GET /leader`.
-pub fn leader_body(identity: &str, view: &ElectionView) -> serde_json::Value {
+/// The body of `GET /leader`. `self.validUntil`: while this pod leads, until when it may act
+/// as the leader without hearing from the ensemble again ([`SessionHandle::valid_until`]).
+pub fn leader_body(
+    identity: &str,
+    session: &SessionHandle,
+    view: &ElectionView,
+) -> serde_json::Value {
     json!({
         "election": view.election,
         "leader": view.leader,
-        "self": { "identity": identity, "isLeader": view.is_leader, "state": view.state },
+        "self": {
+            "identity": identity,
+            "isLeader": view.is_leader,
+            "state": view.state,
+            "validUntil": leadership_valid_until(session, view).map(rfc3339),
+        },
     })
+}
+
+fn leadership_valid_until(session: &SessionHandle, view: &ElectionView) -> Option<SystemTime> {
+    if view.is_leader {
+        session.valid_until(view.generation)
+    } else {
+        None
+    }
 }
 
 fn ready(state: &ApiState, election: &ElectionRecipe) -> Result<Response<Body>, ApiError> {
@@ -334,7 +356,12 @@ fn ready(state: &ApiState, election: &ElectionRecipe) -> Result<Response<Body>, 
     if view.is_leader && !state.is_draining() {
         return Ok(json(
             StatusCode::OK,
-            &json!({ "election": view.election, "isLeader": true, "token": view.leader_token() }),
+            &json!({
+                "election": view.election,
+                "isLeader": true,
+                "token": view.leader_token(),
+                "validUntil": leadership_valid_until(&state.session, &view).map(rfc3339),
+            }),
         ));
     }
     let why = match view.state {
@@ -469,6 +496,7 @@ async fn inspect(state: &ApiState, name: &ResourceName) -> Result<Response<Body>
                 "token": held.as_ref().map(|l| l.token),
                 "hold": held.as_ref().map(|l| l.hold.as_str()),
                 "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
+                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
                 "state": state.session.state(),
             },
         }),

@@ -483,6 +483,15 @@ impl LockGrant {
             .is_some_and(|c| c.generation == self.generation())
     }
 
+    /// Until when this grant certainly stands without hearing from the ensemble again
+    /// ([`SessionHandle::valid_until`]); `None` unless it certainly holds now.
+    pub fn valid_until(&self) -> Option<SystemTime> {
+        if !self.is_held() {
+            return None;
+        }
+        self.session.valid_until(self.generation())
+    }
+
     /// Records a new lease expiry in the node's data, for observers; the lease itself is
     /// enforced by whoever holds this grant.
     pub async fn set_lease(&self, expires_at: SystemTime) -> Result<(), RecipeError> {
