@@ -237,13 +237,13 @@ pub struct BackupSpec {
     /// each successful backup).
     #[serde(default = "default_keep")]
     #[schemars(range(min = 1, max = 1000))]
-    pub keep: u32,
+    pub keep: i32,
     /// Pause the schedule (the CronJob's `suspend`); the backup alert is quiet meanwhile.
     #[serde(default)]
     pub suspend: bool,
 }
 
-fn default_keep() -> u32 {
+fn default_keep() -> i32 {
     7
 }
 

@@ -47,8 +47,8 @@ pub enum InvalidSpec {
         value: String,
         reason: &'static str,
     },
-    #[error("spec.backup.keep is {0}; keep at least 1 backup")]
-    Keep(u32),
+    #[error("spec.backup.keep is {0}; keep at least 1 backup (at most 1000)")]
+    Keep(i32),
     #[error(
         "spec.restoreFrom was added after the ensemble was created: a restore only seeds the \
          members of a new ensemble. Remove it, or create a new CoordinationEnsemble with it"
@@ -110,8 +110,8 @@ impl Location {
 pub struct Backup {
     pub schedule: String,
     pub suspend: bool,
-    /// Backups of this ensemble kept at the target (at least 1).
-    pub keep: u32,
+    /// Backups of this ensemble kept at the target (1 to 1000).
+    pub keep: i32,
     /// A PVC folder (its path ends in `/` unless it is the root) or an S3 prefix.
     pub target: Location,
 }
@@ -203,8 +203,8 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
                     reason,
                 });
             }
-            if backup.keep == 0 {
-                return Err(InvalidSpec::Keep(0));
+            if !(1..=1000).contains(&backup.keep) {
+                return Err(InvalidSpec::Keep(backup.keep));
             }
             let target = match (&backup.target.pvc, &backup.target.s3) {
                 (Some(pvc), None) => pvc_location("spec.backup.target.pvc", pvc, true)?,
