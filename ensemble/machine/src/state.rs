@@ -421,6 +421,30 @@ impl StateMachine {
         }
     }
 
+    /// Ends every session and deletes its ephemeral nodes, as closing each would, but outside
+    /// the log: no index is taken and `last_applied` stays (the parents' pzxid becomes at most
+    /// that). For a state restored from a backup into a new ensemble, whose clients never had
+    /// these sessions. Returns how many sessions and ephemeral nodes went.
+    pub fn drop_all_sessions(&mut self) -> (usize, usize) {
+        let zxid = self.last_applied;
+        let sessions = std::mem::take(&mut self.sessions);
+        let mut events = Vec::new();
+        let mut ephemerals = 0;
+        for id in sessions.keys() {
+            let doomed: Vec<String> = self.tree.ephemerals(*id).map(str::to_owned).collect();
+            for path in doomed {
+                // An ephemeral never has children, so this cannot fail.
+                if self
+                    .step(zxid, 0, Txn::Delete { path }, &mut events)
+                    .is_ok()
+                {
+                    ephemerals += 1;
+                }
+            }
+        }
+        (sessions.len(), ephemerals)
+    }
+
     /// The zxid of the last applied entry (0 for a fresh machine).
     pub fn last_applied(&self) -> i64 {
         self.last_applied

@@ -181,3 +181,32 @@ fn restored_machine_keeps_sequence_counters() {
     let a = restored.apply(h.zxid + 1, &cmd);
     assert_eq!(created_path(&a), "/q/x0000000001");
 }
+
+#[test]
+fn dropping_every_session_takes_their_ephemerals_and_nothing_else() {
+    let mut h = Harness::with_sessions();
+    h.mk("/p");
+    let kept = h.mk("/p/kept");
+    h.write_as(1, &[], create("/p/e1", 1));
+    h.write_as(2, &[], create("/p/e2", 1));
+    h.write_as(2, &[], create("/e3", 1));
+    let last = h.zxid;
+    let before = h.stat("/p");
+    let mut restored = StateMachine::restore(&h.sm.snapshot()).expect("restore");
+    assert_eq!(restored.drop_all_sessions(), (2, 3));
+    assert_eq!(restored.sessions().count(), 0);
+    assert_eq!(restored.ephemeral_count(), 0);
+    assert_eq!(restored.last_applied(), last, "no index is taken");
+    assert!(restored.stat("/p/e1").is_none() && restored.stat("/e3").is_none());
+    assert_eq!(restored.stat("/p/kept"), Some(kept));
+    let after = restored.stat("/p").expect("/p");
+    assert_eq!(after.num_children, 1);
+    assert_eq!(
+        (after.version, after.czxid, after.mzxid),
+        (before.version, before.czxid, before.mzxid)
+    );
+    assert!(after.pzxid <= last);
+    // What it leaves is a state like any other: it snapshots and restores.
+    let again = StateMachine::restore(&restored.snapshot()).expect("restore again");
+    assert_eq!(again.snapshot(), restored.snapshot());
+}

@@ -1,4 +1,5 @@
-//! The admin HTTP API on `--admin-addr`: health, readiness, metrics and status (DESIGN.md §1).
+//! The admin HTTP API on `--admin-addr`: health, readiness, metrics, status, membership and
+//! backups (DESIGN.md §1).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::core::CoreMsg;
+use crate::core::backup::BackupRefused;
 use crate::core::membership::{AdminCommand, AdminError};
 
 use crate::metrics::Metrics;
@@ -53,6 +55,10 @@ pub struct AdminTls {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub cluster: String,
 }
+
+/// How long `GET /v1/snapshot` waits for the leader to confirm the state is current and for
+/// this member to apply that far.
+const SNAPSHOT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Largest request body the admin API reads.
 const MAX_BODY: usize = 64 * 1024;
@@ -221,6 +227,7 @@ pub async fn route(
             };
             return json(StatusCode::OK, &status);
         }
+        (&Method::GET, "/v1/snapshot") => return snapshot(ctx).await,
         _ => return route_parts(ctx, &method, &path),
     };
     run_command(ctx, command).await
@@ -309,6 +316,67 @@ async fn run_command(ctx: &AdminContext, command: AdminCommand) -> Response<Full
     }
 }
 
+/// `GET /v1/snapshot`: a backup file (`crate::backup::format`) of the state as applied through
+/// at least the commit index the leader confirmed when asked.
+async fn snapshot(ctx: &AdminContext) -> Response<Full<Bytes>> {
+    let shutting_down = || {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "the server is shutting down",
+        )
+    };
+    let (tx, rx) = oneshot::channel();
+    if ctx.core.send(CoreMsg::Backup(tx)).await.is_err() {
+        return shutting_down();
+    }
+    let snap = match tokio::time::timeout(SNAPSHOT_DEADLINE, rx).await {
+        Ok(Ok(Ok(snap))) => snap,
+        Ok(Ok(Err(refused))) => {
+            let code = match refused {
+                BackupRefused::NoLeader => "NoLeader",
+                BackupRefused::LeaderChanged => "LeaderChanged",
+            };
+            return error(StatusCode::SERVICE_UNAVAILABLE, code, &refused.to_string());
+        }
+        Ok(Err(_)) => return shutting_down(),
+        Err(_) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "NotConfirmed",
+                &format!(
+                    "the leader did not confirm this member's state within {SNAPSHOT_DEADLINE:?} \
+                     (no quorum?); try again or ask another member"
+                ),
+            );
+        }
+    };
+    let cluster = ctx.status.borrow().cluster_id.clone();
+    let (index, term) = (snap.index, snap.term);
+    // Hashing a large state takes a while: not on a runtime thread.
+    let encoded = tokio::task::spawn_blocking(move || {
+        crate::backup::format::Backup {
+            cluster_id: &cluster,
+            index,
+            term,
+            body: &snap.data,
+        }
+        .encode()
+    })
+    .await;
+    let Ok(file) = encoded else {
+        return shutting_down();
+    };
+    tracing::info!(index, term, bytes = file.len(), "served a backup snapshot");
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header("x-baton-index", index)
+        .header("x-baton-term", term)
+        .body(Full::new(Bytes::from(file)))
+        .unwrap_or_default()
+}
+
 fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full<Bytes>> {
     let status = ctx.status.borrow().clone();
     match (method, path) {
@@ -356,7 +424,10 @@ fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full
                 .collect();
             json(StatusCode::OK, &serde_json::json!({ "members": members }))
         }
-        (_, "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members") => error(
+        (
+            _,
+            "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members" | "/v1/snapshot",
+        ) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             "this path does not take that method",

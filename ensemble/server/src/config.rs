@@ -271,7 +271,7 @@ impl Config {
     }
 }
 
-fn parse_member(s: &str) -> Result<(u64, String), String> {
+pub(crate) fn parse_member(s: &str) -> Result<(u64, String), String> {
     let (id, addr) = s
         .split_once('=')
         .ok_or_else(|| format!("member {s:?} is not ID=HOST:PORT"))?;

@@ -3,6 +3,7 @@
 //! (sans-IO); this crate only moves bytes and time to and from it.
 
 pub mod admin_api;
+pub mod backup;
 pub mod certs_cmd;
 pub mod config;
 pub mod core;

@@ -11,7 +11,7 @@ use baton_ensemble::Config;
 fn main() -> std::process::ExitCode {
     // One crypto provider for the process (the workspace also builds aws-lc for other crates).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // `certs` is the one subcommand; everything else is the server's flat flag set
+    // `certs` and `snapshot` are the subcommands; everything else is the server's flat flag set
     // (DESIGN.md §1), which a clap subcommand tree would break.
     if std::env::args_os().nth(1).is_some_and(|a| a == "certs") {
         let args = baton_ensemble::certs_cmd::CertsArgs::parse_from(std::env::args_os().skip(1));
@@ -22,6 +22,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    if std::env::args_os().nth(1).is_some_and(|a| a == "snapshot") {
+        return snapshot(std::env::args_os().skip(1));
     }
     let cfg = Config::parse();
     tracing_subscriber::fmt()
@@ -55,6 +58,31 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             tracing::error!("{e}");
             std::process::ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// `baton-ensemble snapshot save|restore` (backup and restore).
+fn snapshot(args: impl Iterator<Item = std::ffi::OsString>) -> std::process::ExitCode {
+    let args = baton_ensemble::backup::SnapshotArgs::parse_from(args);
+    let name = args.command.name();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .and_then(|rt| rt.block_on(baton_ensemble::backup::run(args)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("baton-ensemble snapshot {name}: {e}");
+            std::process::ExitCode::FAILURE
         }
     }
 }

@@ -16,7 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-/// Largest answer read: our APIs answer with kilobytes of JSON or Prometheus text.
+/// Largest answer read unless `with_max_body` says otherwise: our APIs answer with kilobytes
+/// of JSON or Prometheus text.
 const MAX_BODY: usize = 8 << 20;
 
 /// Why a call got no answer.
@@ -60,6 +61,7 @@ impl Response {
 pub struct HttpClient {
     tls: Option<TlsConnector>,
     timeout: Duration,
+    max_body: usize,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -67,6 +69,7 @@ impl std::fmt::Debug for HttpClient {
         f.debug_struct("HttpClient")
             .field("tls", &self.tls.is_some())
             .field("timeout", &self.timeout)
+            .field("max_body", &self.max_body)
             .finish()
     }
 }
@@ -74,7 +77,11 @@ impl std::fmt::Debug for HttpClient {
 impl HttpClient {
     /// Plain HTTP.
     pub fn plain(timeout: Duration) -> Self {
-        HttpClient { tls: None, timeout }
+        HttpClient {
+            tls: None,
+            timeout,
+            max_body: MAX_BODY,
+        }
     }
 
     /// HTTPS with `config` (see `configs::client_config`).
@@ -82,7 +89,15 @@ impl HttpClient {
         HttpClient {
             tls: Some(TlsConnector::from(config)),
             timeout,
+            max_body: MAX_BODY,
         }
+    }
+
+    /// Reads answers of up to `bytes` (default 8 MiB) instead: a backup snapshot
+    /// (`GET /v1/snapshot`) is as large as the tree.
+    pub fn with_max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
     }
 
     /// Whether calls use TLS.
@@ -121,7 +136,7 @@ impl HttpClient {
             })?;
         let _ = tcp.set_nodelay(true);
         match &self.tls {
-            None => send(addr, tcp, method, path, json_body).await,
+            None => send(addr, tcp, method, path, json_body, self.max_body).await,
             Some(tls) => {
                 // The CA verifier ignores the name (see `configs`); it only has to parse.
                 let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
@@ -135,7 +150,7 @@ impl HttpClient {
                         addr: addr.to_string(),
                         source,
                     })?;
-                send(addr, stream, method, path, json_body).await
+                send(addr, stream, method, path, json_body, self.max_body).await
             }
         }
     }
@@ -147,6 +162,7 @@ async fn send<S>(
     method: Method,
     path: &str,
     json_body: Option<Vec<u8>>,
+    max_body: usize,
 ) -> Result<Response, HttpError>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
@@ -175,7 +191,7 @@ where
         .map_err(|e| http_error(e.to_string()))?;
     let status = answer.status();
     let headers = answer.headers().clone();
-    let body = Limited::new(answer.into_body(), MAX_BODY)
+    let body = Limited::new(answer.into_body(), max_body)
         .collect()
         .await
         .map_err(|e| http_error(format!("reading the answer: {e}")))?

@@ -90,6 +90,7 @@ fn from_control_queue(msg: &CoreMsg) -> bool {
             | CoreMsg::Peer(_)
             | CoreMsg::PeerEvent(_)
             | CoreMsg::Admin { .. }
+            | CoreMsg::Backup(_)
             | CoreMsg::Shutdown
     )
 }

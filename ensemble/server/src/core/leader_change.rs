@@ -69,6 +69,7 @@ impl Core {
         self.fail_requests_of_old_terms();
         // ReadIndex requests do not outlive a term; their connections were just closed.
         self.reads.forget_pending();
+        self.forget_pending_backups();
         self.redirect_claims();
         if change != LeaderChange::Leader {
             return;

@@ -200,6 +200,8 @@ pub enum CoreMsg {
         command: super::membership::AdminCommand,
         reply: oneshot::Sender<Result<serde_json::Value, super::membership::AdminError>>,
     },
+    /// Asks for a snapshot of the state, confirmed up to date with the leader (a backup).
+    Backup(super::backup::BackupReply),
     /// Asks for the current status, built fresh.
     Status(oneshot::Sender<crate::status::Status>),
     Tick,

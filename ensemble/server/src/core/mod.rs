@@ -18,9 +18,11 @@
 //! - `replicate`: Raft's `Ready` (persist, send, apply) and snapshots.
 //! - `sessions`: expiry, touches, closing; `leader_change`: what a new leader or term means.
 //! - `membership`: the admin API's membership and leadership commands.
+//! - `backup`: consistent snapshots of the state for `GET /v1/snapshot`.
 //! - `publish`: status and gauges for the admin API and four-letter words.
 
 mod auth;
+pub mod backup;
 mod check_forwarded;
 mod clients;
 pub mod clock;
@@ -159,6 +161,8 @@ pub struct Core {
     connects: PendingConnects,
     watches: WatchManager,
     reads: ReadIndexQueue,
+    /// Backups waiting for a confirmed read index, then for apply to reach it.
+    backups: backup::BackupWaiters,
     /// Sessions active on this follower since the last batch sent to the leader.
     touched: BTreeSet<i64>,
     next_session_id: i64,
@@ -231,6 +235,7 @@ impl Core {
             touched: BTreeSet::new(),
             // Unique across restarts too: the leader drops a ReadIndex whose context is pending.
             reads: ReadIndexQueue::new((wall_ms as u64) << 16),
+            backups: backup::BackupWaiters::default(),
             transport,
             clock,
             conf_state,
@@ -378,6 +383,7 @@ impl Core {
                 self.node.report_snapshot(peer, status)
             }
             CoreMsg::Admin { command, reply } => self.on_admin(command, reply),
+            CoreMsg::Backup(reply) => self.start_backup(reply),
             CoreMsg::Status(reply) => {
                 self.publish_status();
                 let _ = reply.send(self.status.borrow().clone());
@@ -392,6 +398,7 @@ impl Core {
         self.node.tick();
         self.publish_status();
         self.expire_stuck_requests();
+        self.drop_abandoned_backups();
         if !self.is_leader() {
             self.flush_touches();
             return;

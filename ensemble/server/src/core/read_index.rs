@@ -38,6 +38,13 @@ impl ReadIndexQueue {
         ctx
     }
 
+    /// A context no sync uses, for another kind of ReadIndex (a backup's).
+    pub fn fresh_context(&mut self) -> u64 {
+        let ctx = self.next_ctx;
+        self.next_ctx += 1;
+        ctx
+    }
+
     /// Raft answered `ctx`: the connection that asked, once.
     pub fn resolve(&mut self, ctx: u64) -> Option<ConnId> {
         self.pending.remove(&ctx)
@@ -106,6 +113,9 @@ impl Core {
 
     /// Records the commit index Raft confirmed for a sync, then answers what became answerable.
     pub(super) fn on_read_state(&mut self, ctx: u64, index: u64) {
+        if self.on_backup_read_state(ctx, index) {
+            return;
+        }
         let Some(conn_id) = self.reads.resolve(ctx) else {
             return;
         };

@@ -179,6 +179,7 @@ impl Core {
         self.apply_committed(light.take_committed_entries())?;
         self.node.advance_apply();
         self.release_syncs();
+        self.release_backups();
         self.maybe_snapshot()
     }
 
