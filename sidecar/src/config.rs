@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::app_health::HealthUrl;
 use crate::duration::parse_duration;
 use crate::recipe::{DigestCredentials, Namespace, ResourceName};
 
@@ -36,6 +37,9 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 ///
 /// Elections and locks live in /baton/<namespace>/elections/NAME and
 /// /baton/<namespace>/locks/NAME; only live (ephemeral) nodes there lead or hold.
+///
+/// With --app-health, an app that fails its checks loses leadership and its locks until it is
+/// healthy again.
 ///
 /// SIGTERM resigns every election and releases every lock at once, closes the session and
 /// exits 0.
@@ -109,6 +113,25 @@ pub struct Config {
     /// nothing to anyone else.
     #[arg(long, env = "BATON_ZK_DIGEST", value_parser = DigestCredentials::parse, hide_env_values = true)]
     pub zk_digest: Option<DigestCredentials>,
+
+    /// The app's health endpoint, http://HOST:PORT/PATH (e.g. http://127.0.0.1:8080/healthz),
+    /// checked with a GET every --app-health-interval. After --app-health-failures checks in a
+    /// row fail (not 2xx, refused, or no answer within the interval), the sidecar stands aside
+    /// in every election (the next candidate leads), ends the app's locks and stream holds
+    /// (`lost` events, reason "app unhealthy") and refuses new ones (503 AppUnhealthy); after
+    /// as many healthy answers in a row it stands again, at the back of each queue. The app
+    /// counts as healthy until checks say otherwise. Absent: no checks.
+    #[arg(long, env = "BATON_APP_HEALTH", value_parser = HealthUrl::parse)]
+    pub app_health: Option<HealthUrl>,
+
+    /// Time between two app health checks, and how long one may take. 100ms to 1m.
+    #[arg(long, env = "BATON_APP_HEALTH_INTERVAL", default_value = "2s", value_parser = parse_health_interval)]
+    pub app_health_interval: Duration,
+
+    /// Checks in a row that must fail to stand aside, and succeed to stand again. 1 to 100.
+    #[arg(long, env = "BATON_APP_HEALTH_FAILURES", default_value = "3",
+        value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub app_health_failures: u32,
 }
 
 impl Config {
@@ -171,6 +194,14 @@ fn parse_election(value: &str) -> Result<ResourceName, String> {
 
 fn parse_namespace(value: &str) -> Result<Namespace, String> {
     Namespace::new(value).map_err(|e| e.to_string())
+}
+
+fn parse_health_interval(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value).map_err(|e| e.to_string())?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&d) {
+        return Err("must be between 100ms and 1m".into());
+    }
+    Ok(d)
 }
 
 fn parse_session_timeout(value: &str) -> Result<Duration, String> {
@@ -253,6 +284,24 @@ mod tests {
         assert!(parse(&["--ensemble", "a:0", "--identity", "x"]).is_err());
         assert!(parse(&["--ensemble", "a:2181/chroot", "--identity", "x"]).is_err());
         assert!(parse(&["--ensemble", "a:2181", "--identity", ""]).is_err());
+        assert!(with(&["--app-health", "https://127.0.0.1:8080/"]).is_err());
+        assert!(with(&["--app-health", "127.0.0.1:8080"]).is_err());
+        assert!(with(&["--app-health-interval", "10ms"]).is_err());
+        assert!(with(&["--app-health-failures", "0"]).is_err());
+        let health = with(&[
+            "--app-health",
+            "http://127.0.0.1:8080/healthz?deep=1",
+            "--app-health-failures",
+            "2",
+        ])
+        .expect("parses");
+        let url = health.app_health.expect("set");
+        assert_eq!(
+            (url.authority(), url.path()),
+            ("127.0.0.1:8080", "/healthz?deep=1")
+        );
+        assert_eq!(health.app_health_interval, Duration::from_secs(2));
+        assert_eq!(health.app_health_failures, 2);
         let twice = with(&["--election", "e", "--election", "e"]).expect("parses");
         assert!(twice.validate().is_err());
     }

@@ -4,6 +4,7 @@
 //! [`recipe`] is usable on its own by Rust applications; the rest wires it to HTTP,
 //! Prometheus metrics and the pod's labels.
 
+pub mod app_health;
 pub mod config;
 pub mod duration;
 pub mod events;

@@ -28,6 +28,12 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Labels of an app health transition: the state it went to (`healthy`, `unhealthy`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    pub to: String,
+}
+
 /// Labels of an HTTP answer: the route's name (not the raw path) and the status code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
@@ -47,6 +53,9 @@ pub struct Metrics {
     pub locks_held: Gauge,
     pub lease_expirations: Counter,
     pub http_requests: Family<HttpLabels, Counter>,
+    /// 1 while the app counts as healthy (always without `--app-health`).
+    pub app_healthy: Gauge,
+    pub app_health_transitions: Family<TransitionLabels, Counter>,
     /// Shared with the session's recipes, which count the planted nodes they skip.
     pub ignored_queue_nodes: Family<IgnoredLabels, Counter>,
 }
@@ -78,8 +87,11 @@ impl Metrics {
             locks_held: Gauge::default(),
             lease_expirations: Counter::default(),
             http_requests: Family::default(),
+            app_healthy: Gauge::default(),
+            app_health_transitions: Family::default(),
             ignored_queue_nodes: ignored,
         };
+        m.app_healthy.set(1);
         registry.register(
             "session_state",
             "1 for the session's current state (CONNECTED, SUSPENDED, LOST)",
@@ -121,6 +133,16 @@ impl Metrics {
             m.http_requests.clone(),
         );
         registry.register(
+            "app_healthy",
+            "1 while the app counts as healthy (--app-health; always 1 without it)",
+            m.app_healthy.clone(),
+        );
+        registry.register(
+            "app_health_transitions",
+            "Times the app's health verdict changed, by the state it went to (healthy, unhealthy)",
+            m.app_health_transitions.clone(),
+        );
+        registry.register(
             "ignored_queue_nodes",
             "Persistent (planted) nodes in election and lock queues that were ignored, by kind",
             m.ignored_queue_nodes.clone(),
@@ -134,6 +156,15 @@ impl Metrics {
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_owned(),
             })
+            .inc();
+    }
+
+    /// Records the app's health verdict changing to `healthy`.
+    pub fn app_health_changed(&self, healthy: bool) {
+        self.app_healthy.set(i64::from(healthy));
+        let to = if healthy { "healthy" } else { "unhealthy" };
+        self.app_health_transitions
+            .get_or_create(&TransitionLabels { to: to.to_owned() })
             .inc();
     }
 

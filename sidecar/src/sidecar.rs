@@ -137,6 +137,19 @@ pub async fn run(
         config.identity.clone(),
         stop.clone(),
     ));
+    let app_health = config.app_health.clone().map(|url| {
+        tokio::spawn(crate::app_health::watch_app(
+            crate::app_health::AppHealth {
+                url,
+                interval: config.app_health_interval,
+                threshold: config.app_health_failures,
+            },
+            elections.clone(),
+            locks.clone(),
+            metrics.clone(),
+            stop.clone(),
+        ))
+    });
     let observer = tokio::spawn(observe(
         session.clone(),
         elections.clone(),
@@ -173,6 +186,9 @@ pub async fn run(
     }
     let _ = observer.await;
     let _ = publisher.await;
+    if let Some(app_health) = app_health {
+        let _ = app_health.await;
+    }
     session_control.close(bound).await;
     tracing::info!("stopped");
     Ok(())

@@ -258,6 +258,9 @@ fn flags_are_documented_and_checked() {
         "--session-timeout",
         "--pod",
         "--namespace",
+        "--app-health",
+        "--app-health-interval",
+        "--app-health-failures",
     ] {
         assert!(text.contains(flag), "--help documents {flag}:\n{text}");
     }
@@ -268,6 +271,7 @@ fn flags_are_documented_and_checked() {
         "BATON_ELECTION",
         "BATON_POD",
         "BATON_NAMESPACE",
+        "BATON_APP_HEALTH",
     ] {
         assert!(text.contains(env), "--help names {env}");
     }

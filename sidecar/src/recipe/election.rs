@@ -34,6 +34,7 @@ pub struct ElectionRecipe {
     view: watch::Receiver<ElectionView>,
     commands: mpsc::Sender<Command>,
     interest: Arc<Interest>,
+    standing: Arc<watch::Sender<bool>>,
     task: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -44,6 +45,7 @@ impl ElectionRecipe {
         let (view_tx, view_rx) = watch::channel(ElectionView::empty(name.clone()));
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let interest = Arc::new(Interest::default());
+        let (standing_tx, standing_rx) = watch::channel(true);
         let task = CandidateTask::new(
             session.clone(),
             name.clone(),
@@ -51,6 +53,7 @@ impl ElectionRecipe {
             view_tx,
             cmd_rx,
             interest.clone(),
+            standing_rx,
         );
         let join = tokio::spawn(task.run());
         Self {
@@ -59,8 +62,23 @@ impl ElectionRecipe {
             view: view_rx,
             commands: cmd_tx,
             interest,
+            standing: Arc::new(standing_tx),
             task: Arc::new(std::sync::Mutex::new(Some(join))),
         }
+    }
+
+    /// Stands in the election (`true`, the default) or stands aside (`false`): the
+    /// candidacy is withdrawn (stepping down if leading, so the next candidate leads) and not
+    /// renewed until standing again, when it queues at the back. The view keeps showing who
+    /// leads meanwhile.
+    pub fn set_standing(&self, standing: bool) {
+        self.standing
+            .send_if_modified(|s| std::mem::replace(s, standing) != standing);
+    }
+
+    /// Whether this process stands in the election (see [`Self::set_standing`]).
+    pub fn is_standing(&self) -> bool {
+        *self.standing.borrow()
     }
 
     /// The election's name.

@@ -56,6 +56,8 @@ pub(crate) struct CandidateTask {
     view: watch::Sender<ElectionView>,
     commands: mpsc::Receiver<Command>,
     interest: Arc<Interest>,
+    /// False while the candidacy stands aside ([`super::ElectionRecipe::set_standing`]).
+    standing: watch::Receiver<bool>,
     /// Session generation the fields below belong to.
     generation: u64,
     create: Option<OwnedCreate>,
@@ -93,6 +95,7 @@ impl CandidateTask {
         view: watch::Sender<ElectionView>,
         commands: mpsc::Receiver<Command>,
         interest: Arc<Interest>,
+        standing: watch::Receiver<bool>,
     ) -> Self {
         Self {
             dir: name.election_dir(session.namespace()),
@@ -102,6 +105,7 @@ impl CandidateTask {
             view,
             commands,
             interest,
+            standing,
             generation: 0,
             create: None,
             node: None,
@@ -123,7 +127,13 @@ impl CandidateTask {
                 self.node = None;
                 self.leader_since = None;
             }
-            match self.step(&conn).await {
+            let standing = *self.standing.borrow_and_update();
+            let step = if standing {
+                self.step(&conn).await
+            } else {
+                self.aside(&conn).await
+            };
+            match step {
                 Ok(Flow::Continue) | Err(RecipeError::Suspended) => {}
                 Ok(Flow::Stop) | Err(RecipeError::ShuttingDown) => break,
                 Err(RecipeError::SessionLost) => min_generation = conn.generation + 1,
@@ -229,7 +239,57 @@ impl CandidateTask {
             _ = changed(leader_watch) => Ok(Flow::Continue),
             _ = session.left_connected(generation) => Ok(Flow::Continue),
             _ = self.interest.arrived.notified(), if !watching_leader => Ok(Flow::Continue),
+            Ok(()) = self.standing.changed() => Ok(Flow::Continue),
             command = self.commands.recv() => self.handle(command, conn, &node).await,
+        }
+    }
+
+    /// One round while standing aside: withdraw our node if we have one (stepping down
+    /// first), then publish who leads and wait for a change, a command, or standing again.
+    async fn aside(&mut self, conn: &Connection) -> Result<Flow, RecipeError> {
+        let session = self.session.clone();
+        let generation = conn.generation;
+        let client = &conn.client;
+        if self.node.is_some() || self.create.as_ref().is_some_and(OwnedCreate::maybe_created) {
+            self.step_down("standing aside");
+            self.unpublish_leadership();
+            let known = self.node.clone();
+            if let Some(create) = self.create.as_mut() {
+                guarded(&session, generation, create.cleanup(client, known.as_ref())).await?;
+            } else if let Some(node) = &known {
+                guarded(&session, generation, delete_node(client, &node.path)).await?;
+            }
+            tracing::info!(election = %self.name, "stood aside: candidacy withdrawn");
+        }
+        self.node = None;
+        self.create = None;
+        let (leader, watch) = guarded(
+            &session,
+            generation,
+            observe(client, &self.dir, self.session.ignored_nodes()),
+        )
+        .await?;
+        self.publish(leader, false);
+        self.answer_refreshes();
+        tokio::select! {
+            _ = changed(watch) => Ok(Flow::Continue),
+            _ = session.left_connected(generation) => Ok(Flow::Continue),
+            Ok(()) = self.standing.changed() => Ok(Flow::Continue),
+            command = self.commands.recv() => match command {
+                Some(Command::Refresh(reply)) => {
+                    self.refreshes.push(reply);
+                    Ok(Flow::Continue)
+                }
+                Some(Command::Resign(reply)) => {
+                    let _ = reply.send(Ok(false));
+                    Ok(Flow::Continue)
+                }
+                Some(Command::Leave(reply)) => {
+                    let _ = reply.send(());
+                    Ok(Flow::Stop)
+                }
+                None => Ok(Flow::Stop),
+            },
         }
     }
 
@@ -433,6 +493,68 @@ impl CandidateTask {
     }
 }
 
+/// Who leads, for a process with no node in the queue: the first live candidate, and a watch
+/// on the folder's children (any change may change the head).
+async fn observe(
+    client: &zk::Client,
+    dir: &str,
+    ignored: &IgnoredNodes,
+) -> Result<(Option<LeaderInfo>, Option<zk::OneshotWatcher>), RecipeError> {
+    loop {
+        let (children, watcher) = match client.list_and_watch_children(dir).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => {
+                // No folder yet: watch for it to appear.
+                let (_, watcher) = client
+                    .check_and_watch_stat(dir)
+                    .await
+                    .map_err(|e| RecipeError::from_zk("exists", dir, e))?;
+                return Ok((None, Some(watcher)));
+            }
+            Err(e) => return Err(RecipeError::from_zk("list", dir, e)),
+        };
+        let mut queue = Queue::new(&children, NodeKind::ELECTION_KINDS);
+        let head = loop {
+            let Some(head) = queue.head().cloned() else {
+                break Some(None);
+            };
+            let path = format!("{dir}/{}", head.name);
+            match client.get_data(&path).await {
+                Ok((_, stat)) if !is_trusted(&stat) => {
+                    ignored.report(head.kind, &path, stat.czxid);
+                    queue.remove(&head.name);
+                }
+                Ok((data, stat)) => break Some(Some(leader_info(head.name, &data, stat.czxid))),
+                // Gone between the list and the read: list again.
+                Err(zk::Error::NoNode) => break None,
+                Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
+            }
+        };
+        if let Some(leader) = head {
+            return Ok((leader, Some(watcher)));
+        }
+    }
+}
+
+/// The leader as its candidate node `name` (data, czxid) says.
+fn leader_info(name: String, data: &[u8], czxid: i64) -> LeaderInfo {
+    let parsed: CandidateData = serde_json::from_slice(data).unwrap_or_else(|_| CandidateData {
+        identity: String::new(),
+        address: None,
+        pod: None,
+        since: String::new(),
+        owner: None,
+    });
+    LeaderInfo {
+        identity: parsed.identity,
+        address: parsed.address,
+        pod: parsed.pod,
+        since: parsed.since,
+        token: czxid,
+        node: name,
+    }
+}
+
 /// Reads the folder once and decides where `node` stands.
 ///
 /// Only live ephemeral candidates count ([`super::trust`]). `getChildren` carries no per-child
@@ -520,22 +642,8 @@ async fn evaluate(
             Err(e) => return Err(RecipeError::from_zk("get", &path, e)),
         }
     };
-    let parsed: CandidateData = serde_json::from_slice(&data).unwrap_or_else(|_| CandidateData {
-        identity: String::new(),
-        address: None,
-        pod: None,
-        since: String::new(),
-        owner: None,
-    });
     let behind_leader = head.name == predecessor.name;
-    let leader = LeaderInfo {
-        identity: parsed.identity,
-        address: parsed.address,
-        pod: parsed.pod,
-        since: parsed.since,
-        token: stat.czxid,
-        node: head.name,
-    };
+    let leader = leader_info(head.name, &data, stat.czxid);
     Ok(Evaluation::Following {
         leader,
         predecessor: predecessor_watch,
