@@ -222,6 +222,8 @@ async fn the_probe_port_serves_only_read_only_routes() {
         ("DELETE", format!("/lock/{lock}")),
         ("GET", format!("/lock/{lock}")),
         ("POST", format!("/leader/{election}/resign")),
+        ("POST", format!("/lock/{lock}?hold=stream")),
+        ("GET", "/events".to_owned()),
     ] {
         let answer = http(probe, method, &path, None).await;
         assert_eq!(
