@@ -35,8 +35,8 @@ const METHODS: [Method; 9] = [
 /// The query parameters each route takes, as in `http/handlers.rs`.
 fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
-        Route::Leader(_) => &["wait", "token"],
-        Route::LockAcquire(_) => &["wait", "ttl", "mode"],
+        Route::Leader(_) => &["wait", "token", "follow"],
+        Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
         Route::LockRenew(_) => &["ttl"],
         _ => &[],
     }
