@@ -15,6 +15,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+# moto_server, a real S3-compatible server for the backup tests (tests/e2e/tests/backup.rs), in the
+# tools' virtualenv that validate-chart.sh uses too (Debian's python refuses `pip install` into the
+# system); the tests look for it there, or at $BATON_MOTO_SERVER.
+tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
+if [ -z "${BATON_MOTO_SERVER:-}" ] && [ ! -x "$tools/venv/bin/moto_server" ]; then
+  if [ ! -x "$tools/venv/bin/pip" ]; then
+    mkdir -p "$tools"
+    if ! python3 -m venv "$tools/venv" >/dev/null 2>&1; then
+      echo "installing python3-venv" >&2
+      apt-get update
+      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv python3-pip
+      rm -rf "$tools/venv"
+      python3 -m venv "$tools/venv"
+    fi
+  fi
+  echo "installing moto[server] into $tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start target/<profile>/baton-ensemble: build the binaries first.

@@ -98,6 +98,23 @@ impl Cluster {
 
     /// `start`, with `flags` added to every member's command line.
     pub async fn start_with_flags(n: usize, flags: &[&str]) -> Result<Cluster> {
+        let pki = crate::pki::Pki::new(CLUSTER_ID, &(1..=n as u64).collect::<Vec<_>>())?;
+        Self::start_prepared(n, pki, flags, async |_: &Member| Ok(())).await
+    }
+
+    /// Starts `n` members with the certificates of `pki` (members 1..=n), after `prepare` has
+    /// been run for each, before any starts (with its data dir still missing and its ports and
+    /// `--members` chosen): a test restores a backup into the data dirs so. On a retry (a port
+    /// lost to a race) every member gets a new data dir and `prepare` runs again.
+    pub async fn start_prepared<F>(
+        n: usize,
+        pki: crate::pki::Pki,
+        flags: &[&str],
+        mut prepare: F,
+    ) -> Result<Cluster>
+    where
+        F: AsyncFnMut(&Member) -> Result<()>,
+    {
         if n == 0 {
             bail!("a cluster needs at least one member");
         }
@@ -106,7 +123,7 @@ impl Cluster {
             members: BTreeMap::new(),
             removed: Vec::new(),
             used_ports: HashSet::new(),
-            pki: crate::pki::Pki::new(CLUSTER_ID, &(1..=n as u64).collect::<Vec<_>>())?,
+            pki,
         };
         let mut attempt = 1;
         loop {
@@ -118,6 +135,11 @@ impl Cluster {
                 let mut member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
                 member.add_flags(flags);
                 cluster.members.insert(id, member);
+            }
+            for member in cluster.members.values() {
+                prepare(member)
+                    .await
+                    .with_context(|| format!("prepare member {}", member.id()))?;
             }
             let binary = cluster.binary.clone();
             for member in cluster.members.values_mut() {

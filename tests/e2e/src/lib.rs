@@ -19,6 +19,7 @@
 
 pub mod cluster;
 pub mod command;
+pub mod moto;
 pub mod pki;
 pub mod raw;
 mod server;

@@ -93,6 +93,11 @@ impl Member {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.peer))
     }
 
+    /// `--members` as it is started with: `ID=127.0.0.1:PEER_PORT,...`.
+    pub fn members_flag(&self) -> &str {
+        &self.members_flag
+    }
+
     pub(super) fn ports(&self) -> Ports {
         self.ports
     }
