@@ -1,0 +1,249 @@
+//! The validation stage's checks, from inline YAML specs.
+
+use super::*;
+
+fn parse(yaml: &str) -> CoordinationEnsemble {
+    serde_saphyr::from_str(yaml).expect("test YAML parses")
+}
+
+const BASE: &str = "
+apiVersion: baton.dev/v1alpha1
+kind: CoordinationEnsemble
+metadata: {name: demo, namespace: default, uid: u-1}
+spec: {}
+";
+
+#[test]
+fn defaults_fill_an_empty_spec() {
+    let valid = validate(&parse(BASE), "baton:1").expect("valid");
+    assert_eq!(valid.replicas, 3);
+    assert_eq!(valid.image, "baton:1");
+    assert_eq!(valid.min_session_timeout, "4s");
+    assert_eq!(valid.max_session_timeout, "40s");
+}
+
+#[test]
+fn replicas_must_be_odd_and_at_most_seven() {
+    for (n, ok) in [
+        (1, true),
+        (2, false),
+        (3, true),
+        (7, true),
+        (9, false),
+        (0, false),
+    ] {
+        let ce = parse(&BASE.replace("spec: {}", &format!("spec: {{replicas: {n}}}")));
+        assert_eq!(validate(&ce, "i").is_ok(), ok, "replicas {n}");
+    }
+}
+
+#[test]
+fn sizes_and_durations_are_checked() {
+    assert!(is_quantity("1Gi") && is_quantity("500M") && is_quantity("1.5Gi"));
+    assert!(!is_quantity("0") && !is_quantity("Gi") && !is_quantity("1GB") && !is_quantity(""));
+    let ce = parse(&BASE.replace("spec: {}", "spec: {storage: {size: lots}}"));
+    assert_eq!(
+        validate(&ce, "i"),
+        Err(InvalidSpec::StorageSize("lots".into()))
+    );
+    let ce = parse(&BASE.replace("spec: {}", "spec: {sessionTimeout: {min: 10s, max: 2s}}"));
+    assert!(matches!(
+        validate(&ce, "i"),
+        Err(InvalidSpec::SessionTimeoutBounds { .. })
+    ));
+    let ce = parse(&BASE.replace("spec: {}", "spec: {sessionTimeout: {min: 1h}}"));
+    assert!(matches!(
+        validate(&ce, "i"),
+        Err(InvalidSpec::Duration { .. })
+    ));
+    assert_eq!(duration_ms("f", "2m"), Ok(120_000));
+}
+
+#[test]
+fn allowed_namespaces_are_names_never_wildcards() {
+    let ce = parse(&BASE.replace(
+        "spec: {}",
+        "spec: {allowedNamespaces: [web, default, batch, web]}",
+    ));
+    let valid = validate(&ce, "i").expect("valid");
+    assert_eq!(
+        valid.allowed_namespaces,
+        ["batch", "web"],
+        "sorted, once, not its own"
+    );
+    assert_eq!(valid.served_namespaces(), ["default", "batch", "web"]);
+    for bad in ["*", "", "Web", "a.b", "-a", "prod/*"] {
+        let ce = parse(&BASE.replace(
+            "spec: {}",
+            &format!("spec: {{allowedNamespaces: [{bad:?}]}}"),
+        ));
+        assert_eq!(
+            validate(&ce, "i"),
+            Err(InvalidSpec::AllowedNamespace(bad.into())),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn an_image_is_required_somewhere() {
+    assert_eq!(validate(&parse(BASE), ""), Err(InvalidSpec::NoImage));
+    let ce = parse(&BASE.replace("spec: {}", "spec: {image: 'own:2'}"));
+    assert_eq!(validate(&ce, "").map(|v| v.image), Ok("own:2".into()));
+}
+
+#[test]
+fn a_backup_needs_one_target_a_schedule_and_sane_paths() {
+    let with = |backup: &str| {
+        let ce = parse(&BASE.replace("spec: {}", &format!("spec: {{backup: {backup}}}")));
+        validate(&ce, "i").map(|v| v.backup.expect("a backup"))
+    };
+    let b = with("{schedule: '0 3 * * *', target: {pvc: {claimName: backups}}}").expect("ok");
+    assert_eq!(b.keep, 7, "the default");
+    assert!(!b.suspend);
+    assert_eq!(
+        b.target,
+        Location::Pvc {
+            claim_name: "backups".into(),
+            path: String::new()
+        }
+    );
+    let b = with("{schedule: '@daily', target: {pvc: {claimName: b, path: 'x//y'}}}");
+    assert!(matches!(b, Err(InvalidSpec::Path { .. })), "{b:?}");
+    let b = with("{schedule: '@daily', target: {pvc: {claimName: b, path: zk/daily}}}");
+    assert_eq!(
+        b.map(|b| b.target.describe()),
+        Ok("pvc://b/zk/daily/".into())
+    );
+    let b = with("{schedule: '*/15 1-5 * JAN-jun MON,fri', keep: 3, target: {s3: {bucket: bkt, prefix: a/b, credentialsSecret: c}}}")
+        .expect("ok");
+    assert_eq!(
+        b.target.describe(),
+        "s3://bkt/a/b/",
+        "the prefix gets its slash"
+    );
+    assert_eq!(b.keep, 3);
+    for bad in ["/abs", "../up", "a/../b", "./a"] {
+        let b = with(&format!(
+            "{{schedule: '@daily', target: {{pvc: {{claimName: b, path: '{bad}'}}}}}}"
+        ));
+        assert!(matches!(b, Err(InvalidSpec::Path { .. })), "{bad}: {b:?}");
+    }
+    let both = "{schedule: '@daily', target: {pvc: {claimName: b}, s3: {bucket: bkt, credentialsSecret: c}}}";
+    assert_eq!(with(both), Err(InvalidSpec::Target("spec.backup.target")));
+    assert_eq!(
+        with("{schedule: '@daily', target: {}}"),
+        Err(InvalidSpec::Target("spec.backup.target"))
+    );
+    assert_eq!(
+        with("{schedule: '@daily', keep: 0, target: {pvc: {claimName: b}}}"),
+        Err(InvalidSpec::Keep(0))
+    );
+    let bad_claim = with("{schedule: '@daily', target: {pvc: {claimName: Backups}}}");
+    assert!(matches!(bad_claim, Err(InvalidSpec::ObjectName { .. })));
+    let bad_schedule = with("{schedule: '0 25 * * *', target: {pvc: {claimName: b}}}");
+    let message = bad_schedule.map(|_| ()).unwrap_err().to_string();
+    assert!(message.contains("hour: 25 is outside 0-23"), "{message}");
+}
+
+#[test]
+fn cron_schedules_as_a_cron_job_takes_them() {
+    for ok in [
+        "0 3 * * *",
+        "*/5 * * * *",
+        "0 0 1,15 * ?",
+        "30 2 * * sun",
+        "0 0 1 jan-mar *",
+        "0-59/10 0-23/2 1-31 1-12 0-6",
+        "@hourly",
+        "@weekly",
+        "@annually",
+    ] {
+        assert_eq!(check_cron(ok), Ok(()), "{ok}");
+    }
+    for bad in [
+        "",
+        "* * * *",
+        "* * * * * *",
+        "60 * * * *",
+        "* * 0 * *",
+        "* * * 13 *",
+        "* * * * 7",
+        "5-1 * * * *",
+        "*/0 * * * *",
+        "a * * * *",
+        "@fortnightly",
+        "TZ=UTC 0 3 * * *",
+    ] {
+        assert!(check_cron(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn restore_from_is_taken_only_at_creation() {
+    let spec = "spec: {restoreFrom: {s3: {bucket: bkt, key: prod/, credentialsSecret: c}}}";
+    let fresh = parse(&BASE.replace("spec: {}", spec));
+    let restore = validate(&fresh, "i")
+        .expect("valid")
+        .restore
+        .expect("restore");
+    assert!(restore.pending);
+    assert_eq!(restore.source.describe(), "s3://bkt/prod/");
+    // Refused from the start for another reason (nothing created): still new.
+    let mut refused = fresh.clone();
+    refused.status = Some(CoordinationEnsembleStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    assert!(validate(&refused, "i").is_ok());
+    // Created from it, restored: the same source stays valid, the restore no longer pending.
+    let mut created = fresh.clone();
+    created.status = Some(CoordinationEnsembleStatus {
+        selector: Some("x".into()),
+        restore: Some(crate::crd::RestoreStatus {
+            source: "s3://bkt/prod/".into(),
+            completed_at: Some("2026-01-01T00:00:00Z".into()),
+        }),
+        ..Default::default()
+    });
+    let again = validate(&created, "i")
+        .expect("valid")
+        .restore
+        .expect("restore");
+    assert!(!again.pending);
+    // Changed later: refused, naming both.
+    let mut changed = created.clone();
+    changed.spec = parse(&BASE.replace(
+        "spec: {}",
+        "spec: {restoreFrom: {pvc: {claimName: b, path: f.baton-backup}}}",
+    ))
+    .spec;
+    assert_eq!(
+        validate(&changed, "i"),
+        Err(InvalidSpec::RestoreChanged {
+            was: "s3://bkt/prod/".into(),
+            now: "pvc://b/f.baton-backup".into()
+        })
+    );
+    // Added to an ensemble created without it: refused.
+    let mut added = fresh;
+    added.status = Some(CoordinationEnsembleStatus {
+        selector: Some("x".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        validate(&added, "i"),
+        Err(InvalidSpec::RestoreAfterCreation)
+    );
+    let message = InvalidSpec::RestoreAfterCreation.to_string();
+    assert!(message.contains("new CoordinationEnsemble"), "{message}");
+    // Exactly one source; a key is required.
+    for bad in [
+        "{}",
+        "{s3: {bucket: bkt, key: '', credentialsSecret: c}}",
+        "{s3: {bucket: bkt, key: /abs, credentialsSecret: c}}",
+    ] {
+        let ce = parse(&BASE.replace("spec: {}", &format!("spec: {{restoreFrom: {bad}}}")));
+        assert!(validate(&ce, "i").is_err(), "{bad}");
+    }
+}
