@@ -11,7 +11,7 @@ use clap::Parser;
 /// Clients (Apache ZooKeeper's Java client, Curator, kazoo, zkCli.sh, the zookeeper-client crate)
 /// connect to --client-addr. Every write is durable on a quorum's disks before it is acknowledged.
 /// Members authenticate each other with certificates of the ensemble's CA (--tls-*); make them
-/// with `baton-ensemble certs --help`.
+/// with `baton-ensemble certs --help`. Back up and restore with `baton-ensemble snapshot --help`.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "baton-ensemble", version, about, long_about)]
 pub struct Config {

@@ -14,7 +14,11 @@ use super::{restore, save};
 /// ensemble; restore every member from the same backup, each with its own --id, then start
 /// them as usual. Run `baton-ensemble snapshot save --help` and `... restore --help` for more.
 #[derive(Parser, Debug)]
-#[command(name = "baton-ensemble snapshot", version)]
+#[command(
+    name = "baton-ensemble snapshot",
+    bin_name = "baton-ensemble snapshot",
+    version
+)]
 pub struct SnapshotArgs {
     #[command(subcommand)]
     pub command: SnapshotCommand,
