@@ -281,3 +281,28 @@ fn a_request_of_a_session_the_leader_expired_is_answered_session_expired() {
     assert_eq!((hdr.xid, hdr.err), (7, -112), "SessionExpired");
     assert!(closed);
 }
+
+#[test]
+fn a_backup_holds_every_write_answered_before_it() {
+    let mut m = OneMember::new();
+    let (mut client, _) = m.session();
+    m.request(&client, 1, create("/kept"));
+    let (hdr, _, _) = client.reply(OpCode::Create);
+    assert_eq!(hdr.err, 0);
+    let (tx, mut rx) = oneshot::channel();
+    m.step(vec![CoreMsg::Backup(tx)]);
+    let snap = rx
+        .try_recv()
+        .expect("answered within the step")
+        .expect("a snapshot");
+    assert!(snap.index as i64 >= hdr.zxid);
+    let sm = baton_machine::StateMachine::restore(&snap.data).expect("restores");
+    assert_eq!(sm.last_applied() as u64, snap.index);
+    assert!(sm.stat("/kept").is_some());
+    assert_eq!(
+        sm.sessions().count(),
+        1,
+        "sessions are in it; a restore drops them"
+    );
+    assert!(snap.term >= 1);
+}
