@@ -61,19 +61,34 @@ pub struct Lease {
     /// again: the session's bound ([`SessionHandle::valid_until`]), and no later than the
     /// lease. `None` unless the grant certainly holds now (session CONNECTED).
     pub valid_until: Option<SystemTime>,
+    /// A semaphore permit's count (`mode` is `permit`); `None` for a lock.
+    pub permits: Option<u32>,
 }
 
 impl Lease {
     /// The JSON of a grant: `{lock, mode, token, hold, expiresAt, validUntil}`.
+    /// A semaphore permit says `semaphore` (and `permits`) instead of `lock`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "lock": self.lock,
             "mode": self.mode,
             "token": self.token,
             "hold": self.hold.as_str(),
             "expiresAt": self.expires_at.map(rfc3339),
             "validUntil": self.valid_until.map(rfc3339),
-        })
+        });
+        self.name_semaphore(&mut json);
+        json
+    }
+
+    /// Renames `lock` to `semaphore` and adds `permits` in a semaphore permit's JSON.
+    fn name_semaphore(&self, json: &mut serde_json::Value) {
+        if let (Some(permits), Some(object)) = (self.permits, json.as_object_mut())
+            && let Some(name) = object.remove("lock")
+        {
+            object.insert("semaphore".to_owned(), name);
+            object.insert("permits".to_owned(), permits.into());
+        }
     }
 }
 
@@ -105,13 +120,15 @@ impl Ending {
 
     /// The event's JSON: `{lock, mode, token, hold, reason}`.
     pub fn to_json(self, lease: &Lease) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "lock": lease.lock,
             "mode": lease.mode,
             "token": lease.token,
             "hold": lease.hold.as_str(),
             "reason": self.reason(),
-        })
+        });
+        lease.name_semaphore(&mut json);
+        json
     }
 }
 
@@ -126,6 +143,14 @@ pub enum LeaseError {
     NotGranted {
         lock: ResourceName,
         waited: Duration,
+    },
+    #[error(
+        "semaphore {lock}: this request asks for permits={ours}, a pod queued on it for permits={theirs}; every pod must use the same count"
+    )]
+    PermitsMismatch {
+        lock: ResourceName,
+        ours: u32,
+        theirs: u32,
     },
     #[error("this pod does not hold lock {lock} (never taken, released, or its lease ran out)")]
     NotHeld { lock: ResourceName },
@@ -161,6 +186,9 @@ struct Inner {
     /// False while the app fails its health checks: acquisitions are refused.
     accepting: AtomicBool,
     slots: Mutex<HashMap<ResourceName, Slot>>,
+    /// The lock table's semaphore permits, a table of their own (names apart from locks');
+    /// `None` in that table itself.
+    semaphores: Option<LockTable>,
 }
 
 enum Slot {
@@ -203,6 +231,7 @@ impl Held {
             },
             expires_at,
             valid_until,
+            permits: self.grant.permits(),
         }
     }
 }
@@ -292,6 +321,23 @@ impl LockTable {
         metrics: Arc<Metrics>,
         events: EventHub,
     ) -> Self {
+        let semaphores = Self::table(
+            session.clone(),
+            identity.clone(),
+            metrics.clone(),
+            events.clone(),
+            None,
+        );
+        Self::table(session, identity, metrics, events, Some(semaphores))
+    }
+
+    fn table(
+        session: SessionHandle,
+        identity: String,
+        metrics: Arc<Metrics>,
+        events: EventHub,
+        semaphores: Option<LockTable>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 session,
@@ -300,8 +346,29 @@ impl LockTable {
                 events,
                 accepting: AtomicBool::new(true),
                 slots: Mutex::new(HashMap::new()),
+                semaphores,
             }),
         }
+    }
+
+    /// The semaphore permits this pod holds over HTTP: renew, release and `held` by name there;
+    /// acquire with [`Self::acquire_permit`]. The table itself for the semaphore table.
+    pub fn semaphores(&self) -> &LockTable {
+        self.inner.semaphores.as_ref().unwrap_or(self)
+    }
+
+    /// Acquires one of `permits` permits of semaphore `name`, waiting up to `wait`; `ttl`:
+    /// a lease, `None`: a stream hold (then the receiver says how it ended).
+    pub async fn acquire_permit(
+        &self,
+        name: &ResourceName,
+        permits: u32,
+        wait: Duration,
+        ttl: Option<Duration>,
+    ) -> Result<(Lease, Option<oneshot::Receiver<Ending>>), LeaseError> {
+        self.semaphores()
+            .acquire_as(name, LockMode::Permit, wait, ttl, Some(permits))
+            .await
     }
 
     /// The hub this table publishes on (and the API's `/events` reads).
@@ -322,7 +389,7 @@ impl LockTable {
         wait: Duration,
         ttl: Duration,
     ) -> Result<Lease, LeaseError> {
-        self.acquire_as(lock, mode, wait, Some(ttl))
+        self.acquire_as(lock, mode, wait, Some(ttl), None)
             .await
             .map(|(lease, _)| lease)
     }
@@ -336,7 +403,7 @@ impl LockTable {
         mode: LockMode,
         wait: Duration,
     ) -> Result<StreamHold, LeaseError> {
-        let (lease, ended) = self.acquire_as(lock, mode, wait, None).await?;
+        let (lease, ended) = self.acquire_as(lock, mode, wait, None, None).await?;
         match ended {
             Some(ended) => Ok(StreamHold { lease, ended }),
             None => Err(LeaseError::NotHeld { lock: lock.clone() }),
@@ -349,6 +416,7 @@ impl LockTable {
         mode: LockMode,
         wait: Duration,
         ttl: Option<Duration>,
+        permits: Option<u32>,
     ) -> Result<(Lease, Option<oneshot::Receiver<Ending>>), LeaseError> {
         let inner = &self.inner;
         if !inner.accepting.load(Ordering::SeqCst) {
@@ -382,7 +450,11 @@ impl LockTable {
             lock,
             armed: true,
         };
-        let recipe = LockRecipe::new(inner.session.clone(), lock.clone(), inner.identity.clone());
+        let (session, identity) = (inner.session.clone(), inner.identity.clone());
+        let recipe = match permits {
+            Some(permits) => LockRecipe::semaphore(session, lock.clone(), identity, permits),
+            None => LockRecipe::new(session, lock.clone(), identity),
+        };
         let grant = match recipe.acquire(mode, wait, None).await {
             Ok(grant) => grant,
             Err(LockError::NotGranted { waited }) => {
@@ -390,6 +462,14 @@ impl LockTable {
                 return Err(LeaseError::NotGranted {
                     lock: lock.clone(),
                     waited,
+                });
+            }
+            Err(LockError::PermitsMismatch { ours, theirs, .. }) => {
+                inner.metrics.lock_outcome("error");
+                return Err(LeaseError::PermitsMismatch {
+                    lock: lock.clone(),
+                    ours,
+                    theirs,
                 });
             }
             Err(LockError::Recipe(e)) => {
@@ -518,11 +598,17 @@ impl LockTable {
     /// Refuses (false) or accepts (true) new acquisitions: false while the app is unhealthy.
     pub fn set_accepting(&self, accepting: bool) {
         self.inner.accepting.store(accepting, Ordering::SeqCst);
+        if let Some(semaphores) = &self.inner.semaphores {
+            semaphores.set_accepting(accepting);
+        }
     }
 
     /// Ends every held lock with `ending` (published as its event, told to its stream),
     /// deleting the nodes and waiting at most `bound` for that.
     pub async fn end_all(&self, bound: Duration, ending: Ending) {
+        if let Some(semaphores) = &self.inner.semaphores {
+            Box::pin(semaphores.end_all(bound, ending)).await;
+        }
         let held: Vec<Box<Held>> = {
             let mut slots = self.inner.slots();
             let names: Vec<_> = slots

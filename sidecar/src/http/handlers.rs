@@ -133,6 +133,31 @@ pub async fn handle(
             Query::parse(query, &[])?;
             inspect(state, &name).await
         }
+        Route::SemaphoreAcquire(name) => acquire_permit(state, &name, query).await,
+        Route::SemaphoreRenew(name) => {
+            let q = Query::parse(query, &["token", "ttl"])?;
+            let ttl = match q.get("ttl") {
+                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
+                None => None,
+            };
+            let token = grant_token(&q, &name, "renew")?;
+            let lease = state.locks.semaphores().renew(&name, token, ttl).await?;
+            Ok(json(StatusCode::OK, &lease.to_json()))
+        }
+        Route::SemaphoreRelease(name) => {
+            let q = Query::parse(query, &["token"])?;
+            let token = grant_token(&q, &name, "release")?;
+            state.locks.semaphores().release(&name, token).await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "semaphore": name, "released": true }),
+            ))
+        }
+        Route::SemaphoreInspect(name) => {
+            let q = Query::parse(query, &["permits"])?;
+            let permits = permits(&q)?;
+            inspect_semaphore(state, &name, permits).await
+        }
         Route::Events => {
             Query::parse(query, &[])?;
             Ok(events(state))
@@ -382,8 +407,7 @@ async fn acquire(
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let q = Query::parse(query, &["wait", "ttl", "mode", "hold"])?;
-    let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
-    let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
+    let (wait, ttl, stream) = hold_params(state, &q)?;
     let mode = match q.get("mode") {
         None | Some("exclusive") => LockMode::Exclusive,
         Some("read") => LockMode::Read,
@@ -395,6 +419,81 @@ async fn acquire(
             ));
         }
     };
+    let shutting_down = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        )
+    };
+    if stream {
+        let hold = tokio::select! {
+            hold = state.locks.acquire_stream(name, mode, wait) => hold?,
+            _ = state.drained() => return Err(shutting_down()),
+        };
+        return Ok(stream_hold(state, hold));
+    }
+    let lease = tokio::select! {
+        lease = state.locks.acquire(name, mode, wait, ttl) => lease?,
+        _ = state.drained() => return Err(shutting_down()),
+    };
+    Ok(json(StatusCode::OK, &lease.to_json()))
+}
+
+/// Most holders a semaphore may have.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// `?permits=N` (1 to [`MAX_PERMITS`]); `None` when absent.
+fn permits(q: &Query) -> Result<Option<u32>, ApiError> {
+    let Some(raw) = q.get("permits") else {
+        return Ok(None);
+    };
+    match raw.parse::<u32>() {
+        Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(Some(n)),
+        _ => Err(ApiError::bad_request(
+            "InvalidPermits",
+            format!("permits: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
+        )),
+    }
+}
+
+/// `POST /semaphore/NAME?permits=N`: one of N permits, held as a lock is (`ttl` or
+/// `hold=stream`), first come first served.
+async fn acquire_permit(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "ttl", "hold", "permits"])?;
+    let Some(permits) = permits(&q)? else {
+        return Err(ApiError::bad_request(
+            "MissingPermits",
+            "a semaphore needs ?permits=N: how many pods may hold it at once (the same on every pod)",
+        ));
+    };
+    let (wait, ttl, stream) = hold_params(state, &q)?;
+    let ttl = (!stream).then_some(ttl);
+    let (lease, ended) = tokio::select! {
+        held = state.locks.acquire_permit(name, permits, wait, ttl) => held?,
+        _ = state.drained() => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ShuttingDown",
+                "this sidecar is shutting down",
+            ));
+        }
+    };
+    match ended {
+        Some(ended) => Ok(stream_hold(state, StreamHold { lease, ended })),
+        None => Ok(json(StatusCode::OK, &lease.to_json())),
+    }
+}
+
+/// The `wait`, `ttl` and `hold` of an acquisition (true: `hold=stream`); refused while the
+/// sidecar drains.
+fn hold_params(state: &ApiState, q: &Query) -> Result<(Duration, Duration, bool), ApiError> {
+    let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
+    let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
     let stream = match q.get("hold") {
         None | Some("lease") => false,
         Some("stream") if q.get("ttl").is_some() => {
@@ -418,25 +517,7 @@ async fn acquire(
             "this sidecar is shutting down",
         ));
     }
-    let shutting_down = || {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
-            "this sidecar is shutting down",
-        )
-    };
-    if stream {
-        let hold = tokio::select! {
-            hold = state.locks.acquire_stream(name, mode, wait) => hold?,
-            _ = state.drained() => return Err(shutting_down()),
-        };
-        return Ok(stream_hold(state, hold));
-    }
-    let lease = tokio::select! {
-        lease = state.locks.acquire(name, mode, wait, ttl) => lease?,
-        _ = state.drained() => return Err(shutting_down()),
-    };
-    Ok(json(StatusCode::OK, &lease.to_json()))
+    Ok((wait, ttl, stream))
 }
 
 /// The answer to `hold=stream`: `event: granted`, keep-alives, and `event: lost` or
@@ -462,9 +543,75 @@ fn stream_hold(state: &ApiState, hold: StreamHold) -> Response<Body> {
             }
         }
         // The app's connection closed (or the sidecar is draining): let go of the lock.
-        locks.release_stream(&lease.lock, lease.token).await;
+        let table = match lease.permits {
+            Some(_) => locks.semaphores(),
+            None => &locks,
+        };
+        table.release_stream(&lease.lock, lease.token).await;
     });
     event_stream(rx)
+}
+
+/// `GET /semaphore/NAME[?permits=N]`: holders and waiters in order. The count is the one
+/// given, else this pod's own grant's, else the one the first node carries.
+async fn inspect_semaphore(
+    state: &ApiState,
+    name: &ResourceName,
+    permits: Option<u32>,
+) -> Result<Response<Body>, ApiError> {
+    let held = state.locks.semaphores().held(name);
+    let mut permits = permits.or(held.as_ref().and_then(|l| l.permits));
+    if permits.is_none() {
+        // A first look with no count: every node is a waiter; read the count they carry.
+        let probe = LockRecipe::semaphore(
+            state.session.clone(),
+            name.clone(),
+            state.identity.clone(),
+            MAX_PERMITS,
+        );
+        permits = probe
+            .inspect()
+            .await?
+            .holders
+            .iter()
+            .find_map(|e| e.permits);
+    }
+    let recipe = LockRecipe::semaphore(
+        state.session.clone(),
+        name.clone(),
+        state.identity.clone(),
+        permits.unwrap_or(1),
+    );
+    let queue = recipe.inspect().await?;
+    let entry = |e: &LockEntry| {
+        json!({
+            "identity": e.identity,
+            "token": e.token,
+            "permits": e.permits,
+            "leaseExpiresAt": e.lease_expires_at,
+            "node": e.node,
+        })
+    };
+    let holders: Vec<_> = queue.holders.iter().map(entry).collect();
+    let waiters: Vec<_> = queue.waiters.iter().map(entry).collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "semaphore": name,
+            "permits": permits,
+            "holders": holders,
+            "waiters": waiters,
+            "self": {
+                "identity": state.identity,
+                "holds": held.is_some(),
+                "token": held.as_ref().map(|l| l.token),
+                "hold": held.as_ref().map(|l| l.hold.as_str()),
+                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
+                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
+                "state": state.session.state(),
+            },
+        }),
+    ))
 }
 
 async fn inspect(state: &ApiState, name: &ResourceName) -> Result<Response<Body>, ApiError> {

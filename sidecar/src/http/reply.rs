@@ -164,6 +164,7 @@ impl From<LeaseError> for ApiError {
             LeaseError::StaleToken { .. } => "StaleToken",
             LeaseError::Lost { .. } => "LockLost",
             LeaseError::StreamHold { .. } => "StreamHold",
+            LeaseError::PermitsMismatch { .. } => "PermitsMismatch",
             LeaseError::AppUnhealthy => {
                 return Self::new(StatusCode::SERVICE_UNAVAILABLE, "AppUnhealthy", message);
             }

@@ -22,6 +22,14 @@ pub enum Route {
     LockRelease(ResourceName),
     /// `GET /lock/NAME`.
     LockInspect(ResourceName),
+    /// `POST /semaphore/NAME`.
+    SemaphoreAcquire(ResourceName),
+    /// `POST /semaphore/NAME/renew`.
+    SemaphoreRenew(ResourceName),
+    /// `DELETE /semaphore/NAME`.
+    SemaphoreRelease(ResourceName),
+    /// `GET /semaphore/NAME`.
+    SemaphoreInspect(ResourceName),
     /// `GET /events`.
     Events,
     Healthz,
@@ -40,6 +48,10 @@ impl Route {
             Route::LockRenew(_) => "lock_renew",
             Route::LockRelease(_) => "lock_release",
             Route::LockInspect(_) => "lock_inspect",
+            Route::SemaphoreAcquire(_) => "semaphore_acquire",
+            Route::SemaphoreRenew(_) => "semaphore_renew",
+            Route::SemaphoreRelease(_) => "semaphore_release",
+            Route::SemaphoreInspect(_) => "semaphore_inspect",
             Route::Events => "events",
             Route::Healthz => "healthz",
             Route::Readyz => "readyz",
@@ -121,6 +133,25 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
             only(Method::POST, "POST")?;
             Ok(Route::LockRenew(name("lock", raw)?))
         }
+        ["semaphore", raw] => {
+            let route = match *method {
+                Method::POST => Route::SemaphoreAcquire,
+                Method::DELETE => Route::SemaphoreRelease,
+                Method::GET => Route::SemaphoreInspect,
+                _ => {
+                    return Err(ApiError::method_not_allowed(
+                        method,
+                        path,
+                        "GET, POST, DELETE",
+                    ));
+                }
+            };
+            Ok(route(name("semaphore", raw)?))
+        }
+        ["semaphore", raw, "renew"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::SemaphoreRenew(name("semaphore", raw)?))
+        }
         _ => Err(ApiError::no_route(path)),
     }
 }
@@ -160,6 +191,22 @@ mod tests {
             (Method::GET, "/lock/db", Route::LockInspect(n("db"))),
             (Method::POST, "/lock/db/renew", Route::LockRenew(n("db"))),
             (Method::POST, "/lock/renew", Route::LockAcquire(n("renew"))),
+            (
+                Method::POST,
+                "/semaphore/s",
+                Route::SemaphoreAcquire(n("s")),
+            ),
+            (
+                Method::DELETE,
+                "/semaphore/s",
+                Route::SemaphoreRelease(n("s")),
+            ),
+            (Method::GET, "/semaphore/s", Route::SemaphoreInspect(n("s"))),
+            (
+                Method::POST,
+                "/semaphore/s/renew",
+                Route::SemaphoreRenew(n("s")),
+            ),
             (Method::GET, "/healthz", Route::Healthz),
             (Method::GET, "/readyz", Route::Readyz),
             (Method::GET, "/metrics", Route::Metrics),

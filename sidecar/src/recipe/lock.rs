@@ -27,6 +27,8 @@ pub enum LockMode {
     Read,
     /// `write-<seq>`: one holder at a time, like exclusive, ordered with readers.
     Write,
+    /// `permit-<seq>`: one of a semaphore's N holders ([`LockRecipe::semaphore`]).
+    Permit,
 }
 
 impl LockMode {
@@ -36,6 +38,7 @@ impl LockMode {
             LockMode::Exclusive => NodeKind::Exclusive,
             LockMode::Read => NodeKind::Read,
             LockMode::Write => NodeKind::Write,
+            LockMode::Permit => NodeKind::Permit,
         }
     }
 
@@ -44,6 +47,7 @@ impl LockMode {
             NodeKind::Exclusive => Some(LockMode::Exclusive),
             NodeKind::Read => Some(LockMode::Read),
             NodeKind::Write => Some(LockMode::Write),
+            NodeKind::Permit => Some(LockMode::Permit),
             NodeKind::Candidate => None,
         }
     }
@@ -54,6 +58,7 @@ impl LockMode {
             LockMode::Exclusive => "exclusive",
             LockMode::Read => "read",
             LockMode::Write => "write",
+            LockMode::Permit => "permit",
         }
     }
 }
@@ -69,6 +74,9 @@ pub struct LockData {
     /// When the holder's lease runs out (RFC 3339); `None` for holders without a lease.
     #[serde(default)]
     pub lease_expires_at: Option<String>,
+    /// A semaphore node's permit count: every pod must ask for the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
 }
 
 /// Why an acquisition did not produce a grant.
@@ -76,6 +84,14 @@ pub struct LockData {
 pub enum LockError {
     #[error("not granted within {}ms", .waited.as_millis())]
     NotGranted { waited: Duration },
+    #[error(
+        "semaphore node {node} asks for permits={theirs}, this request for permits={ours}: every pod must use the same count"
+    )]
+    PermitsMismatch {
+        ours: u32,
+        theirs: u32,
+        node: String,
+    },
     #[error(transparent)]
     Recipe(#[from] RecipeError),
 }
@@ -91,6 +107,8 @@ pub struct LockEntry {
     /// The czxid of the node: its fencing token once granted.
     pub token: i64,
     pub lease_expires_at: Option<String>,
+    /// The permit count a semaphore node carries.
+    pub permits: Option<u32>,
 }
 
 /// A lock's queue split into who holds it and who waits, in order.
@@ -107,6 +125,8 @@ pub struct LockRecipe {
     name: ResourceName,
     dir: String,
     identity: String,
+    /// `Some(n)`: a semaphore of `n` permits ([`LockRecipe::semaphore`]).
+    permits: Option<u32>,
 }
 
 /// The node of an acquisition in progress, deleted in the background if the acquisition is
@@ -187,7 +207,32 @@ impl LockRecipe {
             session,
             name,
             identity: identity.into(),
+            permits: None,
         }
+    }
+
+    /// A semaphore named `name` of `permits` holders (at least 1), requested as `identity`
+    /// with [`LockMode::Permit`]: nodes `permit-<seq>` in `/baton/<namespace>/semaphores/<name>`,
+    /// first come first served, each carrying `permits` so pods that disagree are refused
+    /// ([`LockError::PermitsMismatch`]).
+    pub fn semaphore(
+        session: SessionHandle,
+        name: ResourceName,
+        identity: impl Into<String>,
+        permits: u32,
+    ) -> Self {
+        Self {
+            dir: name.semaphore_dir(session.namespace()),
+            session,
+            name,
+            identity: identity.into(),
+            permits: Some(permits.max(1)),
+        }
+    }
+
+    /// A semaphore's permit count; `None` for a lock.
+    pub fn permits(&self) -> Option<u32> {
+        self.permits
     }
 
     /// The lock's name.
@@ -220,9 +265,20 @@ impl LockRecipe {
         let owner = self.session.next_owner_id(&self.identity, &conn);
         let data = self.data(&owner, lease_expires_at);
         let namespace = self.session.namespace();
+        let parent = match self.permits {
+            Some(_) => namespace.semaphores(),
+            None => namespace.locks(),
+        };
+        let mode = if self.permits.is_some() {
+            LockMode::Permit
+        } else if mode == LockMode::Permit {
+            LockMode::Exclusive
+        } else {
+            mode
+        };
         let create = OwnedCreate::new(
             namespace,
-            namespace.locks(),
+            parent,
             self.dir.clone(),
             mode.kind().prefix(),
             owner,
@@ -254,6 +310,7 @@ impl LockRecipe {
                     mode,
                     node,
                     identity: self.identity.clone(),
+                    permits: self.permits,
                     session: self.session.clone(),
                     pending,
                 })
@@ -288,7 +345,11 @@ impl LockRecipe {
                     Err(e) => return Err(e.into()),
                 },
             };
-            match self.look(&client, &node).await {
+            let look = match self.permits {
+                Some(permits) => self.look_permit(&client, &node, permits).await,
+                None => self.look(&client, &node).await.map_err(LockError::from),
+            };
+            match look {
                 Ok(Look::Granted) => return Ok(()),
                 Ok(Look::Again) => {}
                 Ok(Look::Blocked(watcher)) => {
@@ -304,10 +365,65 @@ impl LockRecipe {
                         _ = tokio::time::sleep_until(deadline) => return Err(not_granted),
                     }
                 }
-                Err(RecipeError::Suspended) => wait_reconnected(&client).await?,
-                Err(e) => return Err(e.into()),
+                Err(LockError::Recipe(RecipeError::Suspended)) => wait_reconnected(&client).await?,
+                Err(e) => return Err(e),
             }
         }
+    }
+
+    /// One look at a semaphore's folder: granted once fewer than `permits` live nodes precede
+    /// ours. Any earlier node leaving may grant us, so a waiter watches the folder's children
+    /// (set with the listing, so no departure is missed); each earlier node is read to drop
+    /// planted ones ([`is_trusted`]) and to compare its permit count with ours.
+    async fn look_permit(
+        &self,
+        client: &zk::Client,
+        node: &OwnedNode,
+        permits: u32,
+    ) -> Result<Look, LockError> {
+        let (children, watcher) = match client.list_and_watch_children(&self.dir).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => {
+                return Err(RecipeError::NodeVanished(node.path.clone()).into());
+            }
+            Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e).into()),
+        };
+        let queue = Queue::new(&children, NodeKind::SEMAPHORE_KINDS);
+        let Some(index) = queue.position(&node.name) else {
+            return Err(RecipeError::NodeVanished(node.path.clone()).into());
+        };
+        let mut ahead = 0u32;
+        for earlier in queue.nodes()[..index].iter().rev() {
+            let path = format!("{}/{}", self.dir, earlier.name);
+            let (data, stat) = match client.get_data(&path).await {
+                Ok(found) => found,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(RecipeError::from_zk("get", &path, e).into()),
+            };
+            if !is_trusted(&stat) {
+                self.session
+                    .ignored_nodes()
+                    .report(earlier.kind, &path, stat.czxid);
+                continue;
+            }
+            let theirs = serde_json::from_slice::<LockData>(&data)
+                .ok()
+                .and_then(|d| d.permits);
+            if let Some(theirs) = theirs
+                && theirs != permits
+            {
+                return Err(LockError::PermitsMismatch {
+                    ours: permits,
+                    theirs,
+                    node: earlier.name.clone(),
+                });
+            }
+            ahead += 1;
+            if ahead >= permits {
+                return Ok(Look::Blocked(watcher));
+            }
+        }
+        Ok(Look::Granted)
     }
 
     /// One look at the queue: granted, or the watch on the one node we wait for.
@@ -366,7 +482,11 @@ impl LockRecipe {
             Err(zk::Error::NoNode) => return Ok(LockState::default()),
             Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
         };
-        let mut queue = Queue::new(&children, NodeKind::LOCK_KINDS);
+        let kinds = match self.permits {
+            Some(_) => NodeKind::SEMAPHORE_KINDS,
+            None => NodeKind::LOCK_KINDS,
+        };
+        let mut queue = Queue::new(&children, kinds);
         let mut read = Vec::new();
         for node in queue.nodes() {
             let path = format!("{}/{}", self.dir, node.name);
@@ -399,6 +519,7 @@ impl LockRecipe {
                 identity: String::new(),
                 owner: String::new(),
                 lease_expires_at: None,
+                permits: None,
             });
             let entry = LockEntry {
                 node: node.name.clone(),
@@ -407,8 +528,13 @@ impl LockRecipe {
                 owner: data.owner,
                 token: stat.czxid,
                 lease_expires_at: data.lease_expires_at,
+                permits: data.permits,
             };
-            if queue.is_granted(index) {
+            let granted = match self.permits {
+                Some(permits) => queue.holds_permit(index, permits),
+                None => queue.is_granted(index),
+            };
+            if granted {
                 state.holders.push(entry);
             } else {
                 state.waiters.push(entry);
@@ -422,6 +548,7 @@ impl LockRecipe {
             identity: self.identity.clone(),
             owner: owner.to_owned(),
             lease_expires_at: lease_expires_at.map(rfc3339),
+            permits: self.permits,
         };
         serde_json::to_vec(&data).unwrap_or_default()
     }
@@ -434,6 +561,7 @@ pub struct LockGrant {
     mode: LockMode,
     node: OwnedNode,
     identity: String,
+    permits: Option<u32>,
     session: SessionHandle,
     pending: PendingNode,
 }
@@ -458,6 +586,11 @@ impl LockGrant {
     /// The lock's name.
     pub fn name(&self) -> &ResourceName {
         &self.name
+    }
+
+    /// A semaphore grant's permit count; `None` for a lock.
+    pub fn permits(&self) -> Option<u32> {
+        self.permits
     }
 
     /// The mode it was granted in.
@@ -508,6 +641,7 @@ impl LockGrant {
             identity: self.identity.clone(),
             owner: self.pending.create.owner().to_owned(),
             lease_expires_at: Some(rfc3339(expires_at)),
+            permits: self.permits,
         };
         let bytes = serde_json::to_vec(&data).unwrap_or_default();
         let client = self.pending.conn.client.clone();

@@ -70,6 +70,11 @@ impl ResourceName {
         format!("{}/{}", namespace.elections(), self.0)
     }
 
+    /// The folder holding this semaphore's permits in `namespace`.
+    pub fn semaphore_dir(&self, namespace: &Namespace) -> String {
+        format!("{}/{}", namespace.semaphores(), self.0)
+    }
+
     /// The folder holding this lock's queue in `namespace`.
     pub fn lock_dir(&self, namespace: &Namespace) -> String {
         format!("{}/{}", namespace.locks(), self.0)
@@ -131,6 +136,11 @@ impl Namespace {
     /// `/baton/<namespace>/locks`: the parent of every lock folder.
     pub fn locks(&self) -> String {
         format!("{ROOT}/{}/locks", self.0)
+    }
+
+    /// `/baton/<namespace>/semaphores`: the parent of every semaphore folder.
+    pub fn semaphores(&self) -> String {
+        format!("{ROOT}/{}/semaphores", self.0)
     }
 }
 

@@ -16,6 +16,8 @@ pub enum NodeKind {
     Read,
     /// `write-<seq>`: an exclusive (write) lock request.
     Write,
+    /// `permit-<seq>`: a semaphore permit request (one of N holders).
+    Permit,
 }
 
 impl NodeKind {
@@ -26,6 +28,7 @@ impl NodeKind {
             NodeKind::Exclusive => "lock-",
             NodeKind::Read => "read-",
             NodeKind::Write => "write-",
+            NodeKind::Permit => "permit-",
         }
     }
 
@@ -38,6 +41,8 @@ impl NodeKind {
     /// other, and a plain `lock-` behaves as a writer.
     pub const LOCK_KINDS: &'static [NodeKind] =
         &[NodeKind::Exclusive, NodeKind::Read, NodeKind::Write];
+    /// The kinds of a semaphore folder.
+    pub const SEMAPHORE_KINDS: &'static [NodeKind] = &[NodeKind::Permit];
     /// The kinds of an election folder.
     pub const ELECTION_KINDS: &'static [NodeKind] = &[NodeKind::Candidate];
 }
@@ -131,6 +136,12 @@ impl Queue {
         } else {
             earlier.iter().rev().find(|n| n.kind.is_exclusive())
         }
+    }
+
+    /// Whether the node at `index` holds one of `permits` permits: fewer than `permits` nodes
+    /// precede it (first come, first served; a later node never overtakes an earlier one).
+    pub fn holds_permit(&self, index: usize, permits: u32) -> bool {
+        index < self.nodes.len() && index < permits as usize
     }
 
     /// Whether the node at `index` may proceed (holds the lock, leads the election).
@@ -263,6 +274,18 @@ mod tests {
         queue.remove(&name(Write, 1));
         assert_eq!(queue.head().map(|n| n.sequence), Some(2));
         assert!(queue.is_granted(0) && queue.is_granted(1));
+    }
+
+    #[test]
+    fn the_first_permits_nodes_hold_a_semaphore() {
+        let children: Vec<_> = [9, 4, 6, 2].iter().map(|&s| name(Permit, s)).collect();
+        let mut queue = Queue::new(&children, NodeKind::SEMAPHORE_KINDS);
+        let held: Vec<_> = (0..4).filter(|&i| queue.holds_permit(i, 2)).collect();
+        assert_eq!(held, [0, 1]);
+        assert!(!queue.holds_permit(4, 9), "out of range never holds");
+        queue.remove(&name(Permit, 2));
+        assert!(queue.holds_permit(queue.position(&name(Permit, 6)).unwrap(), 2));
+        assert!(!queue.holds_permit(queue.position(&name(Permit, 9)).unwrap(), 2));
     }
 
     #[test]

@@ -59,6 +59,7 @@ fn kind_label(kind: NodeKind) -> &'static str {
         NodeKind::Exclusive => "lock",
         NodeKind::Read => "read",
         NodeKind::Write => "write",
+        NodeKind::Permit => "permit",
     }
 }
 
@@ -71,6 +72,7 @@ impl Default for IgnoredNodes {
             NodeKind::Exclusive,
             NodeKind::Read,
             NodeKind::Write,
+            NodeKind::Permit,
         ] {
             family
                 .get_or_create(&IgnoredLabels {
