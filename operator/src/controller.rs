@@ -19,10 +19,12 @@ use crate::ensemble::AdminConnector;
 use crate::names::FIELD_MANAGER;
 use crate::reconcile::{Context, error_policy, reconcile};
 
-/// Reconciles until `shutdown` completes (or the watch streams end).
+/// Reconciles until `shutdown` completes (or the watch streams end); each `()` from
+/// `reconcile_all` (the missing-sidecar audit's findings changed) reconciles every ensemble.
 pub async fn run<A: AdminConnector>(
     ctx: Arc<Context<A>>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    reconcile_all: impl futures::Stream<Item = ()> + Send + 'static,
 ) {
     let client = ctx.client.clone();
     // Only objects we made: the watches stay small in a busy cluster.
@@ -45,6 +47,7 @@ pub async fn run<A: AdminConnector>(
     )
     // The backup CronJob: a run's result reaches status.lastBackup and the metrics at once.
     .owns(Api::<CronJob>::all(client), owned)
+    .reconcile_all_on(reconcile_all)
     .graceful_shutdown_on(shutdown)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {

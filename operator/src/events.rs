@@ -2,6 +2,7 @@
 //! failure, so `kubectl describe ce` tells the story. Publishing is best effort: an Event that
 //! cannot be written is logged, never a reason to fail a reconcile.
 
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
@@ -82,9 +83,33 @@ impl EventSink {
             .await;
     }
 
+    /// A Warning Event on a pod (e.g. `SidecarMissing`).
+    pub async fn pod_warning(&self, pod: &Pod, reason: &str, note: &str) {
+        self.publish_on(
+            &pod.object_ref(&()),
+            EventType::Warning,
+            reason,
+            "Audit",
+            note,
+        )
+        .await;
+    }
+
     async fn publish(
         &self,
         ce: &CoordinationEnsemble,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        self.publish_on(&ce.object_ref(&()), type_, reason, action, note)
+            .await;
+    }
+
+    async fn publish_on(
+        &self,
+        object: &ObjectReference,
         type_: EventType,
         reason: &str,
         action: &str,
@@ -98,7 +123,7 @@ impl EventSink {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &ce.object_ref(&())).await {
+        if let Err(e) = self.recorder.publish(&event, object).await {
             tracing::warn!(error = %e, reason, "cannot publish an Event");
         }
     }

@@ -26,6 +26,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod render;
 pub mod reseed;
+pub mod sidecar_audit;
 pub mod status;
 pub mod validate;
 pub mod webhook;

@@ -13,9 +13,11 @@ use tracing_subscriber::EnvFilter;
 
 use baton_operator::build::OperatorPods;
 use baton_operator::ensemble::HttpAdmins;
+use baton_operator::events::EventSink;
 use baton_operator::leader_lease::{LeaderLease, LeaseConfig};
 use baton_operator::metrics::Metrics;
 use baton_operator::reconcile::{Context, Settings};
+use baton_operator::sidecar_audit::{MissingSidecars, SidecarAudit};
 use baton_operator::webhook::cert_store::CertStore;
 use baton_operator::webhook::certs;
 use baton_operator::webhook::inject::InjectSettings;
@@ -90,6 +92,10 @@ struct RunArgs {
     /// This replica's identity in the Lease (POD_NAME in a pod).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Look for pods annotated baton.dev/inject that run without the sidecar (in namespaces
+    /// labelled baton.dev/injection=enabled) every this many seconds.
+    #[arg(long, env = "BATON_SIDECAR_AUDIT_SECS", default_value_t = 60)]
+    sidecar_audit_secs: u64,
     /// Report a membership or rollout step as stuck (Degraded) after this many seconds.
     #[arg(long, default_value_t = 600)]
     stuck_after_secs: u64,
@@ -242,14 +248,32 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         ..Settings::default()
     };
-    let ctx = Arc::new(Context::new(
-        client,
-        HttpAdmins::new(Duration::from_secs(3)),
-        settings,
+    let missing = Arc::new(MissingSidecars::default());
+    let (changed, reconcile_all) = tokio::sync::mpsc::channel(1);
+    let audit = SidecarAudit::new(
+        client.clone(),
+        KubeEnsembles::new(client.clone()),
+        EventSink::new(client.clone(), Some(identity.clone())),
         metrics.clone(),
-    ));
+        missing.clone(),
+    );
+    let audit =
+        tokio::spawn(audit.run(Duration::from_secs(args.sidecar_audit_secs.max(1)), changed));
+    let ctx = Arc::new(
+        Context::new(
+            client,
+            HttpAdmins::new(Duration::from_secs(3)),
+            settings,
+            metrics.clone(),
+        )
+        .with_missing_sidecars(missing),
+    );
+    let reconcile_all = futures::stream::unfold(reconcile_all, |mut rx| async move {
+        rx.recv().await.map(|()| ((), rx))
+    });
+    let _audit = AbortOnDrop(audit);
     tokio::select! {
-        _ = controller::run(ctx, shutdown_signal()) => {
+        _ = controller::run(ctx, shutdown_signal(), reconcile_all) => {
             metrics.set_leader(false);
             if let Err(e) = lease.release().await {
                 tracing::warn!(error = %e, "cannot release the leader lease; it expires by itself");
@@ -261,6 +285,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             // Exit rather than keep reconciling: another replica may be leading already.
             anyhow::bail!("lost the leader lease")
         }
+    }
+}
+
+/// Stops a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

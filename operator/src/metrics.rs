@@ -27,6 +27,7 @@ pub struct Metrics {
     webhook_reviews: Family<Labels, Counter>,
     backup_last_success: Family<Labels, Gauge>,
     backup_last_failed: Family<Labels, Gauge>,
+    pods_missing_sidecar: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -95,8 +96,17 @@ impl Metrics {
             "1 if the last backup run of the ensemble failed (0 while it runs or after a success)",
             backup_last_failed.clone(),
         );
+        let pods_missing_sidecar = Family::<Labels, Gauge>::default();
+        registry.register(
+            "pods_missing_sidecar",
+            "Pods annotated baton.dev/inject: \"true\" in namespaces labelled \
+             baton.dev/injection=enabled that run without the baton-sidecar container, by the \
+             ensemble they name (unresolved: none, or several, answer)",
+            pods_missing_sidecar.clone(),
+        );
         Metrics {
             registry,
+            pods_missing_sidecar,
             backup_last_success,
             backup_last_failed,
             reconciles,
@@ -157,6 +167,17 @@ impl Metrics {
         self.backup_last_failed
             .get_or_create(&labels)
             .set(i64::from(failed));
+    }
+
+    /// Records the pods missing their sidecar per ensemble (`NAMESPACE/NAME`): series of
+    /// ensembles no longer listed are dropped.
+    pub fn observe_missing_sidecars(&self, counts: &std::collections::BTreeMap<String, usize>) {
+        self.pods_missing_sidecar.clear();
+        for (ensemble, count) in counts {
+            self.pods_missing_sidecar
+                .get_or_create(&vec![("ensemble".to_string(), ensemble.clone())])
+                .set(*count as i64);
+        }
     }
 
     /// Counts one AdmissionReview by what the webhook answered.

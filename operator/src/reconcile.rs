@@ -25,6 +25,7 @@ use crate::operation::{self, Decision};
 use crate::pki::{self, PkiError};
 use crate::plan::{self, Action, Phase};
 use crate::reseed;
+use crate::sidecar_audit::MissingSidecars;
 use crate::status::{self, OperationRecord, StatusInputs};
 use crate::validate::validate;
 
@@ -69,6 +70,8 @@ pub struct Context<A> {
     pub now: fn() -> Timestamp,
     /// Where steps and failures are reported as Kubernetes Events.
     pub events: EventSink,
+    /// Pods missing their sidecar, per ensemble (found by `sidecar_audit`).
+    pub missing_sidecars: Arc<MissingSidecars>,
     /// Consecutive failures per ensemble (`namespace/name`), for exponential requeue.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -83,8 +86,15 @@ impl<A> Context<A> {
             settings,
             metrics,
             now: Timestamp::now,
+            missing_sidecars: Arc::default(),
             failures: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same, reading pods missing their sidecar from `found`.
+    pub fn with_missing_sidecars(mut self, found: Arc<MissingSidecars>) -> Self {
+        self.missing_sidecars = found;
+        self
     }
 
     /// The same with another clock.
@@ -257,6 +267,7 @@ async fn reconcile_inner<A: AdminConnector>(
         &settings.operator_pods,
         new_super.as_ref(),
     )?;
+    let sidecars_missing = ctx.missing_sidecars.pods_of(&key(ce));
     let mut record = OperationRecord::new(ce.status.as_ref());
     if operation.is_some() {
         // Before the apply, which takes the replica steps.
@@ -293,6 +304,7 @@ async fn reconcile_inner<A: AdminConnector>(
             refusal: refusal.as_deref(),
             last_backup: last_backup.clone(),
             restore: spec.restore.as_ref(),
+            sidecars_missing: &sidecars_missing,
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -334,6 +346,7 @@ async fn reconcile_inner<A: AdminConnector>(
         refusal: refusal.as_deref(),
         last_backup: last_backup.clone(),
         restore: spec.restore.as_ref(),
+        sidecars_missing: &sidecars_missing,
     });
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);

@@ -46,6 +46,9 @@ pub struct StatusInputs<'a> {
     pub last_backup: Option<LastBackup>,
     /// `spec.restoreFrom`, accepted.
     pub restore: Option<&'a Restore>,
+    /// Pods (`NAMESPACE/POD`) naming this ensemble that run without the sidecar
+    /// (`sidecar_audit`): the condition `SidecarsMissing` while there are any.
+    pub sidecars_missing: &'a [String],
 }
 
 /// The status for a reconciled ensemble.
@@ -120,12 +123,23 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         ),
         (None, None) => (false, "AsExpected", String::new()),
     };
+    let missing = (!input.sidecars_missing.is_empty()).then(|| {
+        (
+            crate::sidecar_audit::CONDITION,
+            (
+                true,
+                "PodsWithoutSidecar",
+                crate::sidecar_audit::condition_message(input.sidecars_missing),
+            ),
+        )
+    });
     let conditions = [
         ("Available", available),
         ("Progressing", progressing),
         ("Degraded", degraded),
     ]
     .into_iter()
+    .chain(missing)
     .map(|(type_, (status, reason, message))| {
         condition(
             input.previous,
@@ -362,6 +376,7 @@ mod tests {
             refusal: None,
             last_backup: None,
             restore: None,
+            sidecars_missing: &[],
         }
     }
 

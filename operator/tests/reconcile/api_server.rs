@@ -11,6 +11,7 @@ use baton_operator::build::OperatorPods;
 use baton_operator::crd::CoordinationEnsemble;
 use baton_operator::metrics::Metrics;
 use baton_operator::reconcile::{Context, Settings, reconcile};
+use baton_operator::sidecar_audit::MissingSidecars;
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
@@ -70,6 +71,8 @@ pub struct World {
     pub cron_job_status: Value,
     /// The operator's metrics, kept across reconciles (as one running operator's are).
     pub metrics: Arc<Metrics>,
+    /// Pods missing their sidecar, as the audit would have found them.
+    pub missing_sidecars: Arc<MissingSidecars>,
 }
 
 /// When the volumes of the pods `run_pods` makes were created.
@@ -124,6 +127,7 @@ spec: {spec}
             cron_job: None,
             cron_job_status: json!({}),
             metrics: Arc::new(Metrics::new()),
+            missing_sidecars: Arc::default(),
         }
     }
 
@@ -176,7 +180,8 @@ spec: {spec}
                 settings,
                 self.metrics.clone(),
             )
-            .with_clock(now),
+            .with_clock(now)
+            .with_missing_sidecars(self.missing_sidecars.clone()),
         );
         let ce: CoordinationEnsemble =
             serde_json::from_value(self.ce.clone()).expect("the world's ensemble deserializes");

@@ -6,6 +6,7 @@ mod backup;
 mod fake_ensemble;
 mod reseed;
 mod resume;
+mod sidecars_missing;
 
 use api_server::{
     ALL_CONFIG_MAPS, APPS, CE, CRB, CRON_JOB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines,
