@@ -18,8 +18,8 @@ use crate::leases::{Ending, LockTable, StreamHold};
 use crate::metrics::Metrics;
 use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{
-    ConnectionState, ElectionRecipe, ElectionView, LockEntry, LockMode, LockRecipe, ResourceName,
-    SessionHandle,
+    BarrierError, BarrierRecipe, ConnectionState, ElectionRecipe, ElectionView, LockEntry,
+    LockMode, LockRecipe, ResourceName, SessionHandle, read_members,
 };
 
 /// Longest accepted `wait` for long-polls and lock acquisitions.
@@ -133,6 +133,8 @@ pub async fn handle(
             Query::parse(query, &[])?;
             inspect(state, &name).await
         }
+        Route::Members(name) => members(state, &name, query).await,
+        Route::Barrier(name) => barrier(state, &name, query).await,
         Route::SemaphoreAcquire(name) => acquire_permit(state, &name, query).await,
         Route::SemaphoreRenew(name) => {
             let q = Query::parse(query, &["token", "ttl"])?;
@@ -438,6 +440,102 @@ async fn acquire(
         _ = state.drained() => return Err(shutting_down()),
     };
     Ok(json(StatusCode::OK, &lease.to_json()))
+}
+
+/// `GET /members/NAME[?wait=30s&version=V]`: the live members of election NAME. With a
+/// `version` equal to the current one, waits up to `wait` for a change; answers at once
+/// otherwise (and always answers when `wait` runs out, with the version then current).
+async fn members(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "version"])?;
+    let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
+    let deadline = Instant::now() + wait;
+    loop {
+        let (found, watcher) = read_members(&state.session, name).await?;
+        if q.get("version") != Some(found.version.as_str())
+            || Instant::now() >= deadline
+            || state.is_draining()
+        {
+            return Ok(json(StatusCode::OK, &json!(found)));
+        }
+        tokio::select! {
+            _ = watcher.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = state.drained() => return Ok(json(StatusCode::OK, &json!(found))),
+        }
+    }
+}
+
+/// Default `wait` at a barrier.
+pub const DEFAULT_BARRIER_WAIT: Duration = Duration::from_secs(60);
+
+/// `POST /barrier/NAME?parties=N&wait=60s`: 200 once N pods are in, 409 `NotPassed` when
+/// `wait` runs out; this pod has left the barrier when the answer comes (or the call drops).
+async fn barrier(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["parties", "wait"])?;
+    let wait = q.duration("wait", DEFAULT_BARRIER_WAIT, Duration::ZERO, MAX_WAIT)?;
+    let parties = match q.get("parties").map(|raw| (raw, raw.parse::<u32>())) {
+        Some((_, Ok(n))) if (1..=MAX_PERMITS).contains(&n) => n,
+        Some((raw, _)) => {
+            return Err(ApiError::bad_request(
+                "InvalidParties",
+                format!("parties: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
+            ));
+        }
+        None => {
+            return Err(ApiError::bad_request(
+                "MissingParties",
+                "a barrier needs ?parties=N: how many pods must enter before any passes",
+            ));
+        }
+    };
+    let shutting_down = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        )
+    };
+    if state.is_draining() {
+        return Err(shutting_down());
+    }
+    let recipe = BarrierRecipe::new(
+        state.session.clone(),
+        name.clone(),
+        state.identity.clone(),
+        parties,
+    );
+    let passed = tokio::select! {
+        passed = recipe.enter(wait) => passed,
+        _ = state.drained() => return Err(shutting_down()),
+    };
+    match passed {
+        Ok(()) => Ok(json(
+            StatusCode::OK,
+            &json!({ "barrier": name, "parties": parties, "passed": true }),
+        )),
+        Err(BarrierError::NotPassed { .. }) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "NotPassed",
+            format!(
+                "fewer than {parties} pods entered barrier {name} within wait={}",
+                crate::duration::format_duration(wait)
+            ),
+        )),
+        Err(e @ BarrierError::PartiesMismatch { .. }) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "PartiesMismatch",
+            format!("barrier {name}: {e}"),
+        )),
+        Err(BarrierError::Recipe(e)) => Err(e.into()),
+    }
 }
 
 /// Most holders a semaphore may have.

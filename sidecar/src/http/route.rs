@@ -30,6 +30,10 @@ pub enum Route {
     SemaphoreRelease(ResourceName),
     /// `GET /semaphore/NAME`.
     SemaphoreInspect(ResourceName),
+    /// `POST /barrier/NAME`.
+    Barrier(ResourceName),
+    /// `GET /members/NAME`.
+    Members(ResourceName),
     /// `GET /events`.
     Events,
     Healthz,
@@ -52,6 +56,8 @@ impl Route {
             Route::SemaphoreRenew(_) => "semaphore_renew",
             Route::SemaphoreRelease(_) => "semaphore_release",
             Route::SemaphoreInspect(_) => "semaphore_inspect",
+            Route::Members(_) => "members",
+            Route::Barrier(_) => "barrier",
             Route::Events => "events",
             Route::Healthz => "healthz",
             Route::Readyz => "readyz",
@@ -133,6 +139,14 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
             only(Method::POST, "POST")?;
             Ok(Route::LockRenew(name("lock", raw)?))
         }
+        ["barrier", raw] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::Barrier(name("barrier", raw)?))
+        }
+        ["members", raw] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::Members(name("election", raw)?))
+        }
         ["semaphore", raw] => {
             let route = match *method {
                 Method::POST => Route::SemaphoreAcquire,
@@ -202,6 +216,8 @@ mod tests {
                 Route::SemaphoreRelease(n("s")),
             ),
             (Method::GET, "/semaphore/s", Route::SemaphoreInspect(n("s"))),
+            (Method::GET, "/members/e", Route::Members(n("e"))),
+            (Method::POST, "/barrier/b", Route::Barrier(n("b"))),
             (
                 Method::POST,
                 "/semaphore/s/renew",

@@ -48,7 +48,7 @@ impl LockMode {
             NodeKind::Read => Some(LockMode::Read),
             NodeKind::Write => Some(LockMode::Write),
             NodeKind::Permit => Some(LockMode::Permit),
-            NodeKind::Candidate => None,
+            NodeKind::Candidate | NodeKind::Party => None,
         }
     }
 
@@ -131,17 +131,17 @@ pub struct LockRecipe {
 
 /// The node of an acquisition in progress, deleted in the background if the acquisition is
 /// dropped (an HTTP client that hangs up must not leave a node blocking the queue).
-struct PendingNode {
-    conn: Connection,
-    create: OwnedCreate,
-    node: Option<OwnedNode>,
-    armed: bool,
+pub(super) struct PendingNode {
+    pub(super) conn: Connection,
+    pub(super) create: OwnedCreate,
+    pub(super) node: Option<OwnedNode>,
+    pub(super) armed: bool,
 }
 
 impl PendingNode {
     /// Deletes the node (or a node a lost create made), waiting at most `bound`; the deletion
     /// carries on in the background past it. `Ok` once the node is gone.
-    async fn remove(&mut self, bound: Duration) -> Result<(), RecipeError> {
+    pub(super) async fn remove(&mut self, bound: Duration) -> Result<(), RecipeError> {
         self.armed = false;
         let task = tokio::spawn(cleanup(
             self.conn.client.clone(),

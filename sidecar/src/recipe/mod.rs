@@ -33,11 +33,13 @@
 //! ```
 
 pub mod access;
+mod barrier;
 mod election;
 mod election_task;
 mod election_types;
 mod error;
 mod lock;
+mod members;
 mod names;
 pub mod owned_node;
 pub mod queue;
@@ -46,10 +48,12 @@ pub mod timestamp;
 pub mod trust;
 
 pub use access::{Access, DigestCredentials, TokenFileError};
+pub use barrier::{BarrierError, BarrierRecipe, PartyData};
 pub use election::{ElectionRecipe, LeaderInterest};
 pub use election_types::{Candidate, CandidateData, ElectionView, LeaderInfo};
 pub use error::RecipeError;
 pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
+pub use members::{Member, Members, read_members};
 pub use names::{
     DEFAULT_NAMESPACE, MAX_NAME_LEN, NameError, Namespace, NamespaceError, ROOT, ResourceName,
 };

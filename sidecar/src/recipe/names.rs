@@ -75,6 +75,11 @@ impl ResourceName {
         format!("{}/{}", namespace.semaphores(), self.0)
     }
 
+    /// The folder holding this barrier's parties in `namespace`.
+    pub fn barrier_dir(&self, namespace: &Namespace) -> String {
+        format!("{}/{}", namespace.barriers(), self.0)
+    }
+
     /// The folder holding this lock's queue in `namespace`.
     pub fn lock_dir(&self, namespace: &Namespace) -> String {
         format!("{}/{}", namespace.locks(), self.0)
@@ -136,6 +141,11 @@ impl Namespace {
     /// `/baton/<namespace>/locks`: the parent of every lock folder.
     pub fn locks(&self) -> String {
         format!("{ROOT}/{}/locks", self.0)
+    }
+
+    /// `/baton/<namespace>/barriers`: the parent of every barrier folder.
+    pub fn barriers(&self) -> String {
+        format!("{ROOT}/{}/barriers", self.0)
     }
 
     /// `/baton/<namespace>/semaphores`: the parent of every semaphore folder.

@@ -18,6 +18,8 @@ pub enum NodeKind {
     Write,
     /// `permit-<seq>`: a semaphore permit request (one of N holders).
     Permit,
+    /// `party-<seq>`: a pod in a barrier.
+    Party,
 }
 
 impl NodeKind {
@@ -29,6 +31,7 @@ impl NodeKind {
             NodeKind::Read => "read-",
             NodeKind::Write => "write-",
             NodeKind::Permit => "permit-",
+            NodeKind::Party => "party-",
         }
     }
 
@@ -43,6 +46,8 @@ impl NodeKind {
         &[NodeKind::Exclusive, NodeKind::Read, NodeKind::Write];
     /// The kinds of a semaphore folder.
     pub const SEMAPHORE_KINDS: &'static [NodeKind] = &[NodeKind::Permit];
+    /// The kinds of a barrier folder.
+    pub const BARRIER_KINDS: &'static [NodeKind] = &[NodeKind::Party];
     /// The kinds of an election folder.
     pub const ELECTION_KINDS: &'static [NodeKind] = &[NodeKind::Candidate];
 }

@@ -60,6 +60,7 @@ fn kind_label(kind: NodeKind) -> &'static str {
         NodeKind::Read => "read",
         NodeKind::Write => "write",
         NodeKind::Permit => "permit",
+        NodeKind::Party => "party",
     }
 }
 
@@ -73,6 +74,7 @@ impl Default for IgnoredNodes {
             NodeKind::Read,
             NodeKind::Write,
             NodeKind::Permit,
+            NodeKind::Party,
         ] {
             family
                 .get_or_create(&IgnoredLabels {
