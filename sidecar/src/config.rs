@@ -100,6 +100,15 @@ pub struct Config {
     #[arg(long, env = "BATON_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<Namespace>,
 
+    /// With --pod/--namespace: mirror each election this pod leads into the Lease
+    /// `baton-<election>` (coordination.k8s.io/v1) of its namespace: holderIdentity = the pod,
+    /// acquireTime, renewTime (every third of --session-timeout, the leaseDurationSeconds),
+    /// leaseTransitions, the fencing token as the annotation baton.dev/fencing-token; the holder
+    /// is cleared when the pod steps down. Needs get, create and update on leases. Off by
+    /// default (the RBAC is granted per service account); ignored without --pod.
+    #[arg(long, env = "BATON_MIRROR_LEASE")]
+    pub mirror_lease: bool,
+
     /// A projected ServiceAccount token (audience `baton`; the webhook mounts it at
     /// /var/run/secrets/baton/token): sent as ZooKeeper auth scheme `k8s` on every connection,
     /// read afresh each time and re-sent when the kubelet rotates it. The ensemble checks it

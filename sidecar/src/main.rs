@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
 use baton_sidecar::config::Config;
-use baton_sidecar::pod::{KubePodLabeler, NoopPodLabeler, PodLabeler};
+use baton_sidecar::pod::{KubePodLabeler, LeaseMirror, NoopPodLabeler, PodLabeler};
 
 fn main() -> ExitCode {
     // zookeeper-client's tls feature brings rustls's aws-lc provider beside the ring one kube
@@ -56,7 +56,26 @@ fn main() -> ExitCode {
             }
             _ => Arc::new(NoopPodLabeler),
         };
-        baton_sidecar::sidecar::run(config, labeler, shutdown_rx)
+        let leases = match (&config.pod, &config.namespace) {
+            (Some(pod), Some(namespace)) if config.mirror_lease => {
+                let client = kube::Client::try_default()
+                    .await
+                    .map_err(|e| format!("--mirror-lease: no Kubernetes API access: {e}"))?;
+                Some(Arc::new(LeaseMirror::new(
+                    client,
+                    namespace.as_str(),
+                    pod,
+                    config.session_timeout,
+                )))
+            }
+            _ => {
+                if config.mirror_lease {
+                    tracing::warn!("--mirror-lease needs --pod and --namespace: no Leases");
+                }
+                None
+            }
+        };
+        baton_sidecar::sidecar::run_with_leases(config, labeler, leases, shutdown_rx)
             .await
             .map_err(|e| e.to_string())
     });

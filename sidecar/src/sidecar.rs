@@ -14,7 +14,7 @@ use crate::events::EventHub;
 use crate::http::{ApiState, Exposure, serve};
 use crate::leases::LockTable;
 use crate::metrics::{ElectionLabels, Metrics};
-use crate::pod::{PodLabeler, run_pod_view};
+use crate::pod::{LeaseMirror, PodLabeler, run_lease_mirror, run_pod_view};
 use crate::recipe::{
     Access, Candidate, ElectionRecipe, SessionHandle, SessionOptions, start_session_as,
 };
@@ -42,6 +42,17 @@ const LABEL_FLUSH_BOUND: Duration = Duration::from_secs(5);
 pub async fn run(
     config: Config,
     labeler: Arc<dyn PodLabeler>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RunError> {
+    run_with_leases(config, labeler, None, shutdown).await
+}
+
+/// [`run`], also mirroring the elections this pod leads into Leases when `leases` is given
+/// (`--mirror-lease`).
+pub async fn run_with_leases(
+    config: Config,
+    labeler: Arc<dyn PodLabeler>,
+    leases: Option<Arc<LeaseMirror>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     // A token that cannot be read now is a deployment error (no projected volume): say so at
@@ -130,6 +141,8 @@ pub async fn run(
         .map(|l| tokio::spawn(serve(l, state.clone(), Exposure::ProbesOnly, stop.clone())));
     let http = tokio::spawn(serve(listener, state, Exposure::Full, stop.clone()));
     let pod_view = tokio::spawn(run_pod_view(elections.clone(), labeler, stop.clone()));
+    let lease_mirror =
+        leases.map(|m| tokio::spawn(run_lease_mirror(elections.clone(), m, stop.clone())));
     let publisher = tokio::spawn(crate::events::publish_changes(
         events,
         session.clone(),
@@ -179,6 +192,13 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("pod labels not updated before exit");
+    }
+    if let Some(mirror) = lease_mirror
+        && tokio::time::timeout(LABEL_FLUSH_BOUND, mirror)
+            .await
+            .is_err()
+    {
+        tracing::warn!("Leases not released before exit; they expire by their renewTime");
     }
     let _ = http.await;
     if let Some(probes) = probes {

@@ -21,6 +21,9 @@ pub const NATIVE_SIDECAR_ANNOTATION: &str = "baton.dev/native-sidecar";
 /// `"leader"` makes the sidecar's readiness (and so the pod's) follow leadership of the first
 /// election, without a probe on the app; `"session"` (the default) follows the session.
 pub const READY_WHEN_ANNOTATION: &str = "baton.dev/ready-when";
+/// `"true"` makes the sidecar mirror each election it leads into the Lease `baton-<election>`
+/// (`BATON_MIRROR_LEASE`); only with the pod's API token mounted, as for pod labels.
+pub const MIRROR_LEASE_ANNOTATION: &str = "baton.dev/mirror-lease";
 /// The sidecar needs this long after SIGTERM to resign and release its locks.
 pub const MIN_GRACE_SECONDS: i64 = 5;
 /// Longest election name the sidecar accepts.
@@ -203,6 +206,17 @@ pub fn patch(
             });
         }
     };
+    let mirror_lease = match annotation(pod, MIRROR_LEASE_ANNOTATION) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(InjectError::BadAnnotation {
+                annotation: MIRROR_LEASE_ANNOTATION,
+                value: other.into(),
+                expected: "\"true\" or \"false\"",
+            });
+        }
+    };
     let spec = pod.spec.clone().unwrap_or_default();
     let address_port_suffix = spec
         .containers
@@ -216,6 +230,7 @@ pub fn patch(
         elections,
         address_port_suffix,
         label_pod: spec.automount_service_account_token != Some(false),
+        mirror_lease,
         native,
         ready_path,
         defaults: ensemble.sidecar.clone(),

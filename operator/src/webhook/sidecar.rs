@@ -60,6 +60,8 @@ pub struct SidecarSpec {
     pub address_port_suffix: String,
     /// Whether the pod's service account token is mounted (the sidecar labels its pod with it).
     pub label_pod: bool,
+    /// `baton.dev/mirror-lease: "true"`: `BATON_MIRROR_LEASE=true` (with `label_pod` only).
+    pub mirror_lease: bool,
     /// Native sidecar (an init container with `restartPolicy: Always`).
     pub native: bool,
     /// What the readiness probe GETs: `READYZ_PATH` or `LEADER_READY_PATH`.
@@ -91,6 +93,9 @@ pub fn container(spec: &SidecarSpec) -> Container {
     }
     if spec.label_pod {
         env.push(field_env("BATON_POD", "metadata.name"));
+        if spec.mirror_lease {
+            env.push(plain_env("BATON_MIRROR_LEASE", "true"));
+        }
     }
     Container {
         name: CONTAINER_NAME.into(),

@@ -462,3 +462,34 @@ fn an_ensemble_cannot_choose_the_sidecar_image() {
         "no image field in the CRD"
     );
 }
+
+#[test]
+fn the_mirror_lease_annotation_turns_the_lease_mirror_on() {
+    let has = |c: &Container, name: &str| c.env.iter().flatten().any(|e| e.name == name);
+    let c = sidecar(&patched(&pod(DEPLOYMENT_POD), &view(), &settings()));
+    assert!(!has(&c, "BATON_MIRROR_LEASE"), "off by default");
+
+    let mirrored = DEPLOYMENT_POD.replace(
+        "{baton.dev/inject: \"true\"}",
+        "{baton.dev/inject: \"true\", baton.dev/mirror-lease: \"true\"}",
+    );
+    let c = sidecar(&patched(&pod(&mirrored), &view(), &settings()));
+    assert_eq!(
+        env(&c, "BATON_MIRROR_LEASE"),
+        serde_json::json!({"name": "BATON_MIRROR_LEASE", "value": "true"})
+    );
+
+    // Without the API token there is no pod access, so no Lease either.
+    let no_token = mirrored.replace("spec:", "spec:\n  automountServiceAccountToken: false");
+    let c = sidecar(&patched(&pod(&no_token), &view(), &settings()));
+    assert!(!has(&c, "BATON_MIRROR_LEASE") && !has(&c, "BATON_POD"));
+
+    let bad = DEPLOYMENT_POD.replace(
+        "{baton.dev/inject: \"true\"}",
+        "{baton.dev/inject: \"true\", baton.dev/mirror-lease: \"yes\"}",
+    );
+    assert!(matches!(
+        inject::patch(&pod(&bad), "prod", &view(), &settings()),
+        Err(InjectError::BadAnnotation { .. })
+    ));
+}

@@ -4,10 +4,14 @@
 //! What to write is a pure function of the election views ([`desired_metadata`]); how to
 //! write it is a [`PodLabeler`]. Without `--pod/--namespace` the labeler does nothing; with
 //! them, [`KubePodLabeler`] merge-patches the pod's metadata through the Kubernetes API.
+//! With `--mirror-lease` too, [`run_lease_mirror`] writes each led election into the Lease
+//! `baton-<election>`.
 
 mod kubernetes;
+mod lease;
 
 pub use kubernetes::{FIELD_MANAGER, KubePodLabeler, merge_patch};
+pub use lease::{LEASE_PREFIX, LeaseMirror, lease_name, run_lease_mirror};
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -149,31 +153,33 @@ pub async fn run_pod_view(
         if *stop.borrow() {
             return;
         }
-        let any_changed = async {
-            let mut changes: Vec<_> = receivers
-                .iter_mut()
-                .zip(open.iter_mut())
-                .filter(|(_, open)| **open)
-                .map(|(r, open)| (Box::pin(r.changed()), open))
-                .collect();
-            // A handful of elections at most: polling each in turn is fine. A closed channel
-            // (its election left) is marked so it cannot wake us in a loop.
-            std::future::poll_fn(|cx| {
-                for (change, open) in changes.iter_mut() {
-                    if let std::task::Poll::Ready(result) = change.as_mut().poll(cx) {
-                        **open = result.is_ok();
-                        return std::task::Poll::Ready(());
-                    }
-                }
-                std::task::Poll::Pending
-            })
-            .await;
-        };
         tokio::select! {
-            _ = any_changed => {}
+            _ = any_changed(&mut receivers, &mut open) => {}
             _ = stopped(&mut stop) => {}
         }
     }
+}
+
+/// Resolves when any open receiver sees a change; a closed one (its election left) is marked
+/// in `open` so it cannot wake the caller in a loop. Pending forever when none is open.
+async fn any_changed<T>(receivers: &mut [watch::Receiver<T>], open: &mut [bool]) {
+    let mut changes: Vec<_> = receivers
+        .iter_mut()
+        .zip(open.iter_mut())
+        .filter(|(_, open)| **open)
+        .map(|(r, open)| (Box::pin(r.changed()), open))
+        .collect();
+    // A handful of elections at most: polling each in turn is fine.
+    std::future::poll_fn(|cx| {
+        for (change, open) in changes.iter_mut() {
+            if let std::task::Poll::Ready(result) = change.as_mut().poll(cx) {
+                **open = result.is_ok();
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
 }
 
 /// Resolves when `stop` is set (or its sender is gone).
