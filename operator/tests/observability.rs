@@ -96,6 +96,10 @@ fn operator_metrics() -> String {
     };
     metrics.observe_backup("prod/zk", Some(Some(&backup)));
     metrics.record_review("injected");
+    metrics.observe_missing_sidecars(&std::collections::BTreeMap::from([(
+        "prod/zk".to_string(),
+        1,
+    )]));
     metrics.render()
 }
 
