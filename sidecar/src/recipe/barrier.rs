@@ -131,6 +131,10 @@ impl BarrierRecipe {
             tokio::time::timeout_at(ops_deadline, self.wait_to_pass(&mut pending, deadline)).await;
         let result = match outcome {
             Ok(Ok(())) => Ok(()),
+            // Marked released just as `wait` ran out: the others count this party as passed.
+            Ok(Err(BarrierError::NotPassed { .. })) | Err(_) if self.marked(&pending).await => {
+                Ok(())
+            }
             Ok(Err(BarrierError::NotPassed { .. })) | Err(_) => {
                 Err(BarrierError::NotPassed { waited: wait })
             }
@@ -209,6 +213,18 @@ impl BarrierRecipe {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Whether our node says we were released (one read, bounded by the session timeout).
+    async fn marked(&self, pending: &PendingNode) -> bool {
+        let Some(node) = &pending.node else {
+            return false;
+        };
+        let read = pending.conn.client.get_data(&node.path);
+        match tokio::time::timeout(self.session.session_timeout(), read).await {
+            Ok(Ok((data, _))) => serde_json::from_slice::<PartyData>(&data).is_ok_and(|d| d.passed),
+            _ => false,
         }
     }
 
