@@ -266,6 +266,26 @@ async fn the_leader_mirrors_its_term_into_a_lease_and_releases_it_on_resign() {
     drop(sidecar);
 }
 
+async fn sigterm_releases_the_lease() {
+    let mut api = FakeApiServer::start().await;
+    let election = unique("terminated");
+    let flags = ["--pod", "app-0", "--namespace", "team", "--mirror-lease"];
+    let mut sidecar = Sidecar::start_with_env("app-0", &[&election], &flags, &api.env());
+    let created = api.next_write().await;
+    assert_eq!(created.body["spec"]["holderIdentity"], "app-0");
+    let status = sidecar.terminate();
+    assert!(status.success(), "{status:?}");
+    let mut last = None;
+    while let Ok(seen) = api.requests.try_recv() {
+        if seen.method != "GET" {
+            last = Some(seen);
+        }
+    }
+    let last = last.expect("a write before exit");
+    assert_eq!(last.method, "PUT", "{last:?}");
+    assert!(last.body["spec"]["holderIdentity"].is_null(), "{last:?}");
+}
+
 async fn without_the_flag_no_lease_is_written() {
     let mut api = FakeApiServer::start().await;
     let election = unique("unmirrored");
@@ -293,5 +313,6 @@ fn lease_names_follow_kubernetes_rules() {
 
 against_both!(
     the_leader_mirrors_its_term_into_a_lease_and_releases_it_on_resign,
+    sigterm_releases_the_lease,
     without_the_flag_no_lease_is_written,
 );
