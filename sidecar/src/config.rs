@@ -257,7 +257,21 @@ mod tests {
         );
         assert_eq!(cfg.session_timeout, Duration::from_secs(15));
         assert_eq!(cfg.recipe_namespace().as_str(), "shop");
+        assert!(!cfg.mirror_lease, "no Lease mirror unless asked");
         assert!(cfg.validate().is_ok());
+        let mirrored = parse(&[
+            "--ensemble",
+            "a:2181",
+            "--identity",
+            "pod-0",
+            "--pod",
+            "pod-0",
+            "--namespace",
+            "shop",
+            "--mirror-lease",
+        ])
+        .expect("parses");
+        assert!(mirrored.mirror_lease);
     }
 
     #[test]
