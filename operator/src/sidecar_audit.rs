@@ -143,6 +143,7 @@ impl<L: EnsembleLookup> SidecarAudit<L> {
             .await?;
         let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut seen = HashSet::new();
+        let mut resolved: BTreeMap<String, String> = BTreeMap::new();
         for namespace in namespaces
             .items
             .iter()
@@ -155,11 +156,24 @@ impl<L: EnsembleLookup> SidecarAudit<L> {
                 let Wanted::Inject(choice) = wanted(pod, &namespace) else {
                     continue;
                 };
-                let ensemble = match resolve(&self.lookup, &choice).await {
-                    Ok(ce) => format!("{}/{}", ce.namespace().unwrap_or_default(), ce.name_any()),
-                    Err(e) => {
-                        tracing::debug!(error = %e, pod = %pod.name_any(), "no ensemble for a pod missing its sidecar");
-                        UNRESOLVED.to_string()
+                // One lookup per choice and scan, however many pods share it.
+                let cache_key = format!("{choice:?}");
+                let known = resolved.get(&cache_key).cloned();
+                let ensemble = match known {
+                    Some(ensemble) => ensemble,
+                    None => {
+                        let ensemble = match resolve(&self.lookup, &choice).await {
+                            Ok(ce) => {
+                                format!("{}/{}", ce.namespace().unwrap_or_default(), ce.name_any())
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, pod = %pod.name_any(),
+                                    "no ensemble for a pod missing its sidecar");
+                                UNRESOLVED.to_string()
+                            }
+                        };
+                        resolved.insert(cache_key, ensemble.clone());
+                        ensemble
                     }
                 };
                 let uid = pod.uid().unwrap_or_else(|| pod.name_any());

@@ -118,6 +118,7 @@ async fn an_annotated_pod_without_the_sidecar_is_reported_once() {
         pod("missing", true, false),
         pod("injected", true, true),
         pod("plain", false, false),
+        pod("missing-too", true, false),
     ];
 
     let (changed, seen) = scan(&audit, &mut handle, &pods).await;
@@ -130,8 +131,9 @@ async fn an_annotated_pod_without_the_sidecar_is_reported_once() {
             format!("GET {PODS}"),
             format!("GET {ENSEMBLES}"),
             format!("POST {EVENTS}"),
+            format!("POST {EVENTS}"),
         ],
-        "one ensemble lookup and one Event: for the pod missing its sidecar only"
+        "one ensemble lookup, and one Event per pod missing its sidecar only"
     );
     assert!(
         seen[0]
@@ -155,9 +157,10 @@ async fn an_annotated_pod_without_the_sidecar_is_reported_once() {
     assert!(note.contains("Delete the pod"), "{note}");
     assert_eq!(
         gauge(&metrics),
-        ["baton_operator_pods_missing_sidecar{ensemble=\"web/zk\"} 1"]
+        ["baton_operator_pods_missing_sidecar{ensemble=\"web/zk\"} 2"]
     );
-    assert_eq!(found.pods_of("web/zk"), ["web/missing"]);
+    assert_eq!(found.pods_of("web/zk"), ["web/missing", "web/missing-too"]);
+    assert_eq!(seen[4].3["regarding"]["name"], "missing-too");
 
     // The same pods again: no second Event, nothing changed.
     let (changed, seen) = scan(&audit, &mut handle, &pods).await;
@@ -167,8 +170,12 @@ async fn an_annotated_pod_without_the_sidecar_is_reported_once() {
         "no Event twice: {seen:?}"
     );
 
-    // The pod re-created with the sidecar: the series and the finding are gone.
-    let pods = [pod("missing", true, true), pod("plain", false, false)];
+    // The pods re-created with the sidecar: the series and the finding are gone.
+    let pods = [
+        pod("missing", true, true),
+        pod("plain", false, false),
+        pod("missing-too", true, true),
+    ];
     let (changed, seen) = scan(&audit, &mut handle, &pods).await;
     assert!(changed);
     assert!(seen.iter().all(|(m, _, _, _)| *m == Method::GET));
