@@ -86,7 +86,7 @@ combos=(
   "cert-manager-issuer|--set webhook.certManager.enabled=true --set webhook.certManager.issuerRef.name=my-ca --set webhook.certManager.issuerRef.kind=ClusterIssuer"
   "no-webhook|--set webhook.enabled=false"
   "plain-sidecar|--set webhook.nativeSidecar=false --set webhook.failurePolicy=Ignore"
-  "sidecar-rbac|--set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web --set sidecarRbac.serviceAccounts[1].namespace=prod --set sidecarRbac.serviceAccounts[1].name=api --set sidecarRbac.serviceAccounts[2].namespace=staging --set sidecarRbac.serviceAccounts[2].name=web"
+  "sidecar-rbac|--set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web --set sidecarRbac.serviceAccounts[1].namespace=prod --set sidecarRbac.serviceAccounts[1].name=api --set sidecarRbac.serviceAccounts[2].namespace=staging --set sidecarRbac.serviceAccounts[2].name=web --set sidecarRbac.leases=true"
   "pod-label-policy-exempt|--set podLabelPolicy.exemptServiceAccounts[0].namespace=prod --set podLabelPolicy.exemptServiceAccounts[0].name=mgr --set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web"
   "no-pod-label-policy|--set podLabelPolicy.enabled=false"
   "object-selector|--set webhook.objectSelector.matchLabels.team=a --set webhook.objectSelector.matchExpressions[0].key=tier --set webhook.objectSelector.matchExpressions[0].operator=Exists"
