@@ -38,6 +38,7 @@ mod election;
 mod election_task;
 mod election_types;
 mod error;
+mod liveness;
 mod lock;
 mod members;
 mod names;

@@ -5,7 +5,7 @@
 //! recipe always knows which session (generation) its ephemeral nodes belong to.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -16,6 +16,7 @@ use zookeeper_client as zk;
 
 use super::RecipeError;
 use super::access::{Access, K8S_SCHEME, NodeAcls, read_token};
+use super::liveness::{Liveness, probe};
 use super::names::Namespace;
 use super::trust::IgnoredNodes;
 
@@ -24,28 +25,6 @@ use super::trust::IgnoredNodes;
 const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Longest wait between session attempts after the ensemble refused our credentials.
 const MAX_AUTH_BACKOFF: Duration = Duration::from_secs(30);
-
-/// How much of the negotiated session timeout, counted from the last time the ensemble
-/// certainly heard from this session, this pod may act on what it holds without hearing from
-/// the ensemble again ([`SessionHandle::valid_until`]).
-///
-/// The bound: a ZooKeeper session expires only once the leader has not heard from it for the
-/// whole negotiated timeout (ZooKeeper rounds expiry *up* to its next tick; a follower reports
-/// the sessions it heard from to the leader, which only delays expiry; a new leader restarts
-/// every session's clock). Every request touches the session when the server receives it, which
-/// is after we sent it. So once a request sent at `t` is answered, the session lives, and its
-/// ephemeral nodes (leadership, locks) stand, until at least `t + timeout` on the server's
-/// clock. We promise only `t + 2/3 × timeout` on our own monotonic clock: the remaining third
-/// absorbs a difference in clock rates, a pause of this process, and the app's own delay
-/// between reading the answer and acting on it. 2/3 is also the ZooKeeper client's read
-/// timeout: a client that has heard nothing for that long declares itself disconnected
-/// (SUSPENDED here, which ends leadership in our answers anyway).
-const SAFE_FRACTION: (u32, u32) = (2, 3);
-
-/// How often a session is probed (a cheap `exists` on `/`), as a fraction of the negotiated
-/// timeout: often enough that `validUntil` stays well ahead of now, and about as often as
-/// the client library would ping an idle session (which our probe then makes unnecessary).
-const PROBE_DIVISOR: u32 = 4;
 
 /// The session's state as recipes and the HTTP API report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -147,42 +126,6 @@ struct Tenancy {
     ignored: IgnoredNodes,
 }
 
-/// The last time the ensemble certainly heard from a session: the send time of the newest
-/// request it answered (or of the connect attempt that created the session).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Heard {
-    generation: u64,
-    at: Instant,
-    /// The negotiated session timeout.
-    timeout: Duration,
-}
-
-#[derive(Debug, Default)]
-struct Liveness(Mutex<Option<Heard>>);
-
-impl Liveness {
-    fn get(&self) -> Option<Heard> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records that session `generation` was heard at `at` (never moving backwards).
-    fn heard(&self, generation: u64, at: Instant, timeout: Duration) {
-        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let newer = match *last {
-            Some(h) if h.generation == generation => at > h.at,
-            Some(h) => generation > h.generation,
-            None => true,
-        };
-        if newer {
-            *last = Some(Heard {
-                generation,
-                at,
-                timeout,
-            });
-        }
-    }
-}
-
 /// A cheap, cloneable view of the supervised session, handed to every recipe.
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
@@ -216,19 +159,11 @@ impl SessionHandle {
 
     /// Until when what session `generation` holds (leadership, locks) certainly stands without
     /// hearing from the ensemble again: the send time of the newest request the ensemble
-    /// answered on it, plus 2/3 of the negotiated timeout ([`SAFE_FRACTION`] says why), as
+    /// answered on it, plus 2/3 of the negotiated timeout (`liveness::SAFE_FRACTION` says why), as
     /// wall-clock time (now plus what remains on the monotonic clock; in the past once it ran
     /// out). `None` when nothing was heard on that session.
     pub fn valid_until(&self, generation: u64) -> Option<SystemTime> {
-        let heard = self.liveness.get().filter(|h| h.generation == generation)?;
-        let (num, den) = SAFE_FRACTION;
-        let deadline = heard.at + heard.timeout * num / den;
-        let now = Instant::now();
-        let wall = SystemTime::now();
-        Some(match deadline.checked_duration_since(now) {
-            Some(left) => wall + left,
-            None => wall - now.duration_since(deadline),
-        })
+        self.liveness.valid_until(generation)
     }
 
     /// The namespace every recipe on this session works in (`/baton/<namespace>`).
@@ -506,33 +441,6 @@ struct AbortOnDrop(JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// Keeps [`Liveness`] fresh for session `generation`: an `exists` on `/` every quarter of the
-/// negotiated timeout while connected (and at once after a reconnection), recording the send
-/// time of each one answered.
-async fn probe(client: zk::Client, generation: u64, liveness: Arc<Liveness>) {
-    let timeout = client.session_timeout();
-    let every = (timeout / PROBE_DIVISOR).max(Duration::from_millis(100));
-    let mut states = client.state_watcher();
-    loop {
-        if matches!(
-            client.state(),
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
-        ) {
-            let sent = Instant::now();
-            // Any answer the server made proves it heard us; a lost connection does not.
-            if let Ok(Ok(_) | Err(zk::Error::NoAuth)) =
-                tokio::time::timeout(timeout, client.check_stat("/")).await
-            {
-                liveness.heard(generation, sent, timeout);
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            state = states.changed() => if state.is_terminated() { return },
-        }
     }
 }
 
