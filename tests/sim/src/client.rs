@@ -83,6 +83,9 @@ enum Purpose {
     Ping,
     LockCreate,
     LockChildren,
+    /// A semaphore waiter's listing with a children watch: any earlier node leaving may
+    /// grant it.
+    PermitWatch,
     LockWatch,
     LockRelease,
     Setup,
@@ -623,6 +626,23 @@ impl Client {
                 }
                 _ => return self.lose_connection(now, rng, rec, true),
             },
+            Purpose::PermitWatch => match reply {
+                Some(Response::GetChildren { children }) => {
+                    let queue = Queue::new(&children, NodeKind::SEMAPHORE_KINDS);
+                    let mine = self
+                        .my_node
+                        .as_ref()
+                        .map(|(n, _)| n.rsplit('/').next().unwrap_or_default());
+                    let holds = mine
+                        .and_then(|m| queue.position(m))
+                        .is_some_and(|i| queue.holds_permit(i, SIM_PERMITS));
+                    // Still waiting: the watch set with this listing wakes us.
+                    if holds || mine.and_then(|m| queue.position(m)).is_none() {
+                        self.decide(now, queue, rng, rec, &mut actions);
+                    }
+                }
+                _ => return self.lose_connection(now, rng, rec, true),
+            },
             Purpose::LockWatch => match (reply, err) {
                 // The recipe's rule: a persistent node is planted, never waited for. Its watch
                 // stays registered but is ignored (the state no longer names it); the next
@@ -686,10 +706,10 @@ impl Client {
             return;
         };
         // The sidecar's own ordering: who holds, and whom a waiter watches.
-        let kinds = if kind == NodeKind::Candidate {
-            NodeKind::ELECTION_KINDS
-        } else {
-            NodeKind::LOCK_KINDS
+        let kinds = match kind {
+            NodeKind::Candidate => NodeKind::ELECTION_KINDS,
+            NodeKind::Permit => NodeKind::SEMAPHORE_KINDS,
+            _ => NodeKind::LOCK_KINDS,
         };
         let queue = Queue::new(&children, kinds);
         self.decide(now, queue, rng, rec, actions);
@@ -705,7 +725,7 @@ impl Client {
         rec: &mut Recorder,
         actions: &mut Vec<Action>,
     ) {
-        let Role::Lock { dir, hold, .. } = self.role.clone() else {
+        let Role::Lock { dir, hold, kind } = self.role.clone() else {
             return;
         };
         let Some((node, token)) = self.my_node.clone() else {
@@ -717,7 +737,26 @@ impl Client {
             actions.extend(self.lose_connection(now, rng, rec, true));
             return;
         };
-        let Some(blocker) = queue.blocker(pos) else {
+        // A semaphore (the sidecar's rule: fewer than N nodes before ours) waits on the
+        // folder's children: any earlier node leaving may grant it.
+        let blocker = if kind == NodeKind::Permit {
+            if queue.holds_permit(pos, SIM_PERMITS) {
+                None
+            } else {
+                self.lock = LockState::Watching {
+                    predecessor: dir.clone(),
+                };
+                let req = Request::GetChildren(PathWatchRequest {
+                    path: dir,
+                    watch: true,
+                });
+                self.send(now, req, Purpose::PermitWatch, actions);
+                return;
+            }
+        } else {
+            queue.blocker(pos)
+        };
+        let Some(blocker) = blocker else {
             rec.grants.push(Grant {
                 client: self.id,
                 dir,
@@ -808,6 +847,9 @@ impl Client {
         actions
     }
 }
+
+/// The permits of the simulation's semaphore (`/baton/default/semaphores/sim`).
+pub const SIM_PERMITS: u32 = 2;
 
 /// Lock clients hold for up to this long; election candidates lead longer.
 pub const LOCK_HOLD: Micros = 300 * MS;

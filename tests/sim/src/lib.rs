@@ -52,6 +52,8 @@ pub struct SimConfig {
     pub register_clients: usize,
     pub lock_clients: usize,
     pub election_clients: usize,
+    /// Clients of a semaphore of [`client::SIM_PERMITS`] permits.
+    pub semaphore_clients: usize,
     /// Clients that plant persistent nodes in the lock and election queues.
     pub squatters: usize,
     /// A deliberate bug, to prove the checks catch it; `None` in every real run.
@@ -91,6 +93,7 @@ impl SimConfig {
             register_clients: 6,
             lock_clients: 4,
             election_clients: 3,
+            semaphore_clients: 4,
             squatters: 1,
             bug: None,
         }
@@ -104,6 +107,8 @@ pub struct Report {
     pub members: u64,
     pub operations: usize,
     pub grants: usize,
+    /// Grants of the semaphore's permits (also in `grants`).
+    pub permit_grants: usize,
     pub holder_changes: u64,
     /// Persistent nodes the squatters planted in the queues (none of which may ever hold).
     pub planted: usize,
@@ -230,6 +235,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
     }
     let lock_dir = "/baton/default/locks/sim".to_string();
     let election_dir = "/baton/default/elections/sim".to_string();
+    let semaphore_dir = "/baton/default/semaphores/sim".to_string();
     for (count, dir, kind, hold) in [
         (cfg.lock_clients, &lock_dir, NodeKind::Exclusive, LOCK_HOLD),
         (
@@ -237,6 +243,12 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             &election_dir,
             NodeKind::Candidate,
             LEADERSHIP_HOLD,
+        ),
+        (
+            cfg.semaphore_clients,
+            &semaphore_dir,
+            NodeKind::Permit,
+            LOCK_HOLD,
         ),
     ] {
         for _ in 0..count {
@@ -271,7 +283,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         let phase = rand::Rng::random_range(&mut rng, 0..world.tick);
         world.queue.push(phase, Event::Tick { member: *id });
     }
-    bootstrap_tree(&mut world, &[&lock_dir, &election_dir]).map_err(fail)?;
+    bootstrap_tree(&mut world, &[&lock_dir, &election_dir, &semaphore_dir]).map_err(fail)?;
     let start = world.now;
     // Clients stop starting operations halfway through the settle phase, counted from when the
     // workload starts (after the bootstrap), so the final state is settled.
@@ -295,6 +307,12 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         members: cfg.members,
         operations: world.rec.operations(),
         grants: world.rec.grants.len(),
+        permit_grants: world
+            .rec
+            .grants
+            .iter()
+            .filter(|g| g.dir == semaphore_dir)
+            .count(),
         holder_changes: world.lock_view.changes,
         planted: world.clients.iter().map(|c| c.planted.len()).sum(),
         faults,
@@ -313,6 +331,7 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
         "/baton/default".into(),
         "/baton/default/locks".into(),
         "/baton/default/elections".into(),
+        "/baton/default/semaphores".into(),
     ];
     paths.extend(dirs.iter().map(|d| d.to_string()));
     // Wait for a leader, then have it apply the creates.

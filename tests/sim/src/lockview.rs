@@ -118,6 +118,43 @@ pub fn check_belief(member: u64, sm: &StateMachine, dir: &str, node: &str) -> Re
     }
 }
 
+/// A client that believes it holds permit `node` of the semaphore `dir` must, in the state of
+/// the member that answered it, be among the first `permits` live nodes there (or have lost it
+/// with its session): so no member's state ever has more than `permits` holders.
+pub fn check_permit(
+    member: u64,
+    sm: &StateMachine,
+    dir: &str,
+    node: &str,
+    permits: u32,
+) -> Result<(), Breach> {
+    if sm.tree().get(node).is_none() {
+        return Ok(());
+    }
+    let name = node.rsplit('/').next().unwrap_or_default();
+    let Some(folder) = sm.tree().get(dir) else {
+        return Ok(());
+    };
+    let children: Vec<&str> = folder.children().collect();
+    let live: Vec<String> = Queue::new(&children, QueueKind::SEMAPHORE_KINDS)
+        .nodes()
+        .iter()
+        .filter(|n| {
+            sm.tree()
+                .get(&format!("{dir}/{}", n.name))
+                .is_some_and(|node| matches!(node.kind(), NodeKind::Ephemeral { .. }))
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    match live.iter().position(|n| n == name) {
+        Some(i) if i < permits as usize => Ok(()),
+        at => Err(format!(
+            "{dir}: a client believes it holds permit {name} of {permits}, but on member \
+             {member} it stands at {at:?} among the live nodes {live:?}: more than {permits} holders"
+        )),
+    }
+}
+
 /// Every ephemeral node's owner must be a live session in the same state.
 pub fn check_ephemerals(member: u64, sm: &StateMachine) -> Result<(), Breach> {
     for (path, node) in sm.tree().iter() {

@@ -70,10 +70,11 @@ fn main() -> ExitCode {
                     println!("seed {seed}: linearizability of {key} undecided (step budget)");
                 }
                 println!(
-                    "seed {seed}: ok ({} members, {} operations, {} lock grants, {} holder changes, {} planted nodes, {} faults, {} events, trace {:016x})",
+                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} holder changes, {} planted nodes, {} faults, {} events, trace {:016x})",
                     r.members,
                     r.operations,
                     r.grants,
+                    r.permit_grants,
                     r.holder_changes,
                     r.planted,
                     r.faults.len(),

@@ -11,7 +11,7 @@ use raft::eraftpb::MessageType;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use crate::client::{Action, Client};
+use crate::client::{Action, Client, SIM_PERMITS};
 use crate::faults::{Fault, Target};
 use crate::lockview::{self, LockView};
 use crate::member::{Member, MemberSettings, Outgoing};
@@ -352,7 +352,11 @@ impl World {
                     .filter_map(|c| c.holding())
                     .try_for_each(|node| {
                         let dir = &node[..node.rfind('/').unwrap_or(0)];
-                        lockview::check_belief(id, sm, dir, node)
+                        if dir.contains("/semaphores/") {
+                            lockview::check_permit(id, sm, dir, node, SIM_PERMITS)
+                        } else {
+                            lockview::check_belief(id, sm, dir, node)
+                        }
                     })
             });
         if let Err(breach) = result {

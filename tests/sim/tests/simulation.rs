@@ -34,6 +34,11 @@ fn run_clean(first: u64) -> Vec<Report> {
         );
         assert!(r.grants > 0, "seed {}: no lock was ever granted", r.seed);
         assert!(
+            r.permit_grants > 0,
+            "seed {}: no permit was ever granted",
+            r.seed
+        );
+        assert!(
             r.faults.len() > 5,
             "seed {}: only {} faults",
             r.seed,
