@@ -37,7 +37,12 @@ fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
         Route::Leader(_) => &["wait", "token", "follow"],
         Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
-        Route::LockRenew(_) => &["ttl"],
+        Route::LockRenew(_) | Route::SemaphoreRenew(_) => &["token", "ttl"],
+        Route::LockRelease(_) | Route::SemaphoreRelease(_) => &["token"],
+        Route::SemaphoreAcquire(_) => &["wait", "ttl", "hold", "permits"],
+        Route::SemaphoreInspect(_) => &["permits"],
+        Route::Members(_) => &["wait", "version"],
+        Route::Barrier(_) => &["parties", "wait"],
         _ => &[],
     }
 }
@@ -50,7 +55,16 @@ fn durations(route: &Route) -> &'static [(&'static str, Duration, Duration, Dura
             ("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT),
             ("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL),
         ],
-        Route::LockRenew(_) => &[("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)],
+        Route::SemaphoreAcquire(_) => &[
+            ("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT),
+            ("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL),
+        ],
+        Route::LockRenew(_) | Route::SemaphoreRenew(_) => {
+            &[("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)]
+        }
+        Route::Members(_) | Route::Barrier(_) => {
+            &[("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)]
+        }
         _ => &[],
     }
 }
