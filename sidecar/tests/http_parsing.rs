@@ -43,7 +43,7 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-/// The query parameters each route takes, as in `http/handlers.rs`.
+/// The query parameters each route takes, as in `http/handlers/`.
 fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
         Route::Leader(_) => &["wait", "token", "follow"],

@@ -32,7 +32,7 @@ const METHODS: [Method; 9] = [
     Method::TRACE,
 ];
 
-/// The query parameters each route takes, as in `http/handlers.rs`.
+/// The query parameters each route takes, as in `http/handlers/`.
 fn allowed(route: &Route) -> &'static [&'static str] {
     match route {
         Route::Leader(_) => &["wait", "token", "follow"],

@@ -1,0 +1,171 @@
+//! `/leader` and its readiness twin: the current leader of an election, long-polled or
+//! followed as a stream, and whether this pod leads.
+
+use std::time::{Duration, SystemTime};
+
+use hyper::{Response, StatusCode};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use super::{ApiState, MAX_WAIT};
+use crate::events::{leader_key, sse_comment, sse_event};
+use crate::http::query::Query;
+use crate::http::reply::{ApiError, Body, event_stream, json};
+use crate::http::sse::{KEEP_ALIVE, SseSender};
+use crate::recipe::timestamp::rfc3339;
+use crate::recipe::{ConnectionState, ElectionRecipe, ElectionView, ResourceName, SessionHandle};
+
+/// How long a plain `GET /leader` waits for a fresh look at the queue before answering from
+/// the last one.
+const REFRESH_BOUND: Duration = Duration::from_secs(2);
+
+pub(super) async fn leader(
+    state: &ApiState,
+    name: Option<&ResourceName>,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "token", "follow"])?;
+    let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
+    let token = match q.get("token") {
+        None => 0,
+        Some(raw) => raw.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(
+                "InvalidToken",
+                format!("token: {raw:?} is not an integer fencing token"),
+            )
+        })?,
+    };
+    let follow = match q.get("follow") {
+        None => false,
+        Some("stream") if q.get("wait").is_some() || q.get("token").is_some() => {
+            return Err(ApiError::bad_request(
+                "FollowWithWait",
+                "follow=stream sends every change as it happens; it takes no wait or token",
+            ));
+        }
+        Some("stream") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidFollow",
+                format!("follow: {other:?} is not stream"),
+            ));
+        }
+    };
+    let election = state.election(name)?;
+    if follow {
+        return Ok(follow_leader(state, election).await);
+    }
+    let deadline = Instant::now() + wait;
+    // A fresh look first: followers far from the head of the queue do not watch the leader.
+    let mut view = election.refresh(REFRESH_BOUND).await;
+    if !wait.is_zero() && view.leader_token() == token && !state.is_draining() {
+        view = tokio::select! {
+            view = election.wait_for_leader_change(token, deadline) => view,
+            _ = state.drained() => election.view(),
+        };
+    }
+    Ok(json(
+        StatusCode::OK,
+        &leader_body(&state.identity, &state.session, &view),
+    ))
+}
+
+/// `GET /leader[/NAME]?follow=stream`: `event: leader` with the current answer at once, then
+/// one per change ([`leader_key`]) until the client goes away or the sidecar stops.
+async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<Body> {
+    // Listen first, then look: a change between the two is sent, not lost.
+    let interest = election.follow_leader();
+    let mut events = state.locks.events().subscribe();
+    let view = election.refresh(REFRESH_BOUND).await;
+    let first = leader_body(&state.identity, &state.session, &view);
+    let (mut sse, rx) = SseSender::channel(state.draining.clone());
+    let (election, identity) = (election.clone(), state.identity.clone());
+    let session = state.session.clone();
+    tokio::spawn(async move {
+        let _interest = interest;
+        let mut last = leader_key(&first);
+        let mut open = sse.send(sse_event("leader", &first)).await;
+        let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        while open {
+            let body = tokio::select! {
+                received = events.recv() => match received {
+                    Ok(event) if event.name == "leader"
+                        && event.data["election"] == election.name().as_str() => event.data.clone(),
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(n)) => {
+                        open = sse.send(sse_comment(&format!("lagged {n}"))).await;
+                        leader_body(&identity, &session, &election.view())
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = sse.closed() => break,
+                _ = keep_alive.tick() => {
+                    open = sse.send(sse_comment("keep-alive")).await;
+                    continue;
+                }
+            };
+            let key = leader_key(&body);
+            if open && key != last {
+                last = key;
+                open = sse.send(sse_event("leader", &body)).await;
+            }
+        }
+    });
+    event_stream(rx)
+}
+
+/// The body of `GET /leader`. `self.validUntil`: while this pod leads, until when it may act
+/// as the leader without hearing from the ensemble again ([`SessionHandle::valid_until`]).
+pub fn leader_body(
+    identity: &str,
+    session: &SessionHandle,
+    view: &ElectionView,
+) -> serde_json::Value {
+    json!({
+        "election": view.election,
+        "leader": view.leader,
+        "self": {
+            "identity": identity,
+            "isLeader": view.is_leader,
+            "state": view.state,
+            "validUntil": leadership_valid_until(session, view).map(rfc3339),
+        },
+    })
+}
+
+fn leadership_valid_until(session: &SessionHandle, view: &ElectionView) -> Option<SystemTime> {
+    if view.is_leader {
+        session.valid_until(view.generation)
+    } else {
+        None
+    }
+}
+
+pub(super) fn ready(
+    state: &ApiState,
+    election: &ElectionRecipe,
+) -> Result<Response<Body>, ApiError> {
+    let view = election.view();
+    if view.is_leader && !state.is_draining() {
+        return Ok(json(
+            StatusCode::OK,
+            &json!({
+                "election": view.election,
+                "isLeader": true,
+                "token": view.leader_token(),
+                "validUntil": leadership_valid_until(&state.session, &view).map(rfc3339),
+            }),
+        ));
+    }
+    let why = match view.state {
+        ConnectionState::Connected if state.is_draining() => "this pod is shutting down".to_owned(),
+        ConnectionState::Connected => "this pod is a candidate, not the leader".to_owned(),
+        other => format!("the session is {}: leadership is uncertain", other.as_str()),
+    };
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "NotLeader",
+        format!("election {}: {why}", view.election),
+    ))
+}

@@ -1,0 +1,289 @@
+//! `/lock` and `/semaphore`: acquiring (as a lease or a stream hold), renewing, releasing and
+//! inspecting. A semaphore is held as a lock is, so both share the hold parameters and the
+//! stream.
+
+use std::time::Duration;
+
+use hyper::{Response, StatusCode};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL};
+use crate::events::{sse_comment, sse_event};
+use crate::http::query::Query;
+use crate::http::reply::{ApiError, Body, event_stream, json};
+use crate::http::sse::{KEEP_ALIVE, SseSender};
+use crate::leases::{Ending, StreamHold};
+use crate::recipe::timestamp::rfc3339;
+use crate::recipe::{LockEntry, LockMode, LockRecipe, ResourceName};
+
+/// The `token` a renew or release names: the fencing token its grant was answered with.
+pub(super) fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<i64, ApiError> {
+    let Some(raw) = q.get("token") else {
+        return Err(ApiError::bad_request(
+            "MissingToken",
+            format!(
+                "to {what} lock {lock}, pass the fencing token of your grant as ?token=T \
+                 (the \"token\" in the answer to POST /lock/{lock})"
+            ),
+        ));
+    };
+    raw.parse::<i64>().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidToken",
+            format!("token: {raw:?} is not an integer fencing token"),
+        )
+    })
+}
+
+pub(super) async fn acquire(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "ttl", "mode", "hold"])?;
+    let (wait, ttl, stream) = hold_params(state, &q)?;
+    let mode = match q.get("mode") {
+        None | Some("exclusive") => LockMode::Exclusive,
+        Some("read") => LockMode::Read,
+        Some("write") => LockMode::Write,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidMode",
+                format!("mode: {other:?} is not one of exclusive, read, write"),
+            ));
+        }
+    };
+    let shutting_down = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        )
+    };
+    if stream {
+        let hold = tokio::select! {
+            hold = state.locks.acquire_stream(name, mode, wait) => hold?,
+            _ = state.drained() => return Err(shutting_down()),
+        };
+        return Ok(stream_hold(state, hold));
+    }
+    let lease = tokio::select! {
+        lease = state.locks.acquire(name, mode, wait, ttl) => lease?,
+        _ = state.drained() => return Err(shutting_down()),
+    };
+    Ok(json(StatusCode::OK, &lease.to_json()))
+}
+
+/// Most holders a semaphore may have.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// `?permits=N` (1 to [`MAX_PERMITS`]); `None` when absent.
+pub(super) fn permits(q: &Query) -> Result<Option<u32>, ApiError> {
+    let Some(raw) = q.get("permits") else {
+        return Ok(None);
+    };
+    match raw.parse::<u32>() {
+        Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(Some(n)),
+        _ => Err(ApiError::bad_request(
+            "InvalidPermits",
+            format!("permits: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
+        )),
+    }
+}
+
+/// `POST /semaphore/NAME?permits=N`: one of N permits, held as a lock is (`ttl` or
+/// `hold=stream`), first come first served.
+pub(super) async fn acquire_permit(
+    state: &ApiState,
+    name: &ResourceName,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let q = Query::parse(query, &["wait", "ttl", "hold", "permits"])?;
+    let Some(permits) = permits(&q)? else {
+        return Err(ApiError::bad_request(
+            "MissingPermits",
+            "a semaphore needs ?permits=N: how many pods may hold it at once (the same on every pod)",
+        ));
+    };
+    let (wait, ttl, stream) = hold_params(state, &q)?;
+    let ttl = (!stream).then_some(ttl);
+    let (lease, ended) = tokio::select! {
+        held = state.locks.acquire_permit(name, permits, wait, ttl) => held?,
+        _ = state.drained() => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ShuttingDown",
+                "this sidecar is shutting down",
+            ));
+        }
+    };
+    match ended {
+        Some(ended) => Ok(stream_hold(state, StreamHold { lease, ended })),
+        None => Ok(json(StatusCode::OK, &lease.to_json())),
+    }
+}
+
+/// The `wait`, `ttl` and `hold` of an acquisition (true: `hold=stream`); refused while the
+/// sidecar drains.
+fn hold_params(state: &ApiState, q: &Query) -> Result<(Duration, Duration, bool), ApiError> {
+    let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
+    let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
+    let stream = match q.get("hold") {
+        None | Some("lease") => false,
+        Some("stream") if q.get("ttl").is_some() => {
+            return Err(ApiError::bad_request(
+                "TtlWithStream",
+                "a stream hold (hold=stream) has no ttl: it lasts as long as the connection",
+            ));
+        }
+        Some("stream") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "InvalidHold",
+                format!("hold: {other:?} is not one of lease, stream"),
+            ));
+        }
+    };
+    if state.is_draining() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        ));
+    }
+    Ok((wait, ttl, stream))
+}
+
+/// The answer to `hold=stream`: `event: granted`, keep-alives, and `event: lost` or
+/// `event: released` if the grant ends while the stream is open (then the stream ends). When
+/// the app's connection closes, hyper drops the body and the task releases the lock at once.
+fn stream_hold(state: &ApiState, hold: StreamHold) -> Response<Body> {
+    let (mut sse, rx) = SseSender::channel(state.draining.clone());
+    let locks = state.locks.clone();
+    let StreamHold { lease, mut ended } = hold;
+    tokio::spawn(async move {
+        let mut open = sse.send(sse_event("granted", &lease.to_json())).await;
+        let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        while open {
+            tokio::select! {
+                ending = &mut ended => {
+                    // Lost, released by DELETE, or the sidecar stopping: say so and end.
+                    let ending = ending.unwrap_or(Ending::Released("released"));
+                    sse.send_last(sse_event(ending.event(), &ending.to_json(&lease)));
+                    return;
+                }
+                _ = sse.closed() => open = false,
+                _ = keep_alive.tick() => open = sse.send(sse_comment("keep-alive")).await,
+            }
+        }
+        // The app's connection closed (or the sidecar is draining): let go of the lock.
+        let table = match lease.permits {
+            Some(_) => locks.semaphores(),
+            None => &locks,
+        };
+        table.release_stream(&lease.lock, lease.token).await;
+    });
+    event_stream(rx)
+}
+
+/// `GET /semaphore/NAME[?permits=N]`: holders and waiters in order. The count is the one
+/// given, else this pod's own grant's, else the one the first node carries.
+pub(super) async fn inspect_semaphore(
+    state: &ApiState,
+    name: &ResourceName,
+    permits: Option<u32>,
+) -> Result<Response<Body>, ApiError> {
+    let held = state.locks.semaphores().held(name);
+    let mut permits = permits.or(held.as_ref().and_then(|l| l.permits));
+    if permits.is_none() {
+        // A first look with no count: every node is a waiter; read the count they carry.
+        let probe = LockRecipe::semaphore(
+            state.session.clone(),
+            name.clone(),
+            state.identity.clone(),
+            MAX_PERMITS,
+        );
+        permits = probe
+            .inspect()
+            .await?
+            .holders
+            .iter()
+            .find_map(|e| e.permits);
+    }
+    let recipe = LockRecipe::semaphore(
+        state.session.clone(),
+        name.clone(),
+        state.identity.clone(),
+        permits.unwrap_or(1),
+    );
+    let queue = recipe.inspect().await?;
+    let entry = |e: &LockEntry| {
+        json!({
+            "identity": e.identity,
+            "token": e.token,
+            "permits": e.permits,
+            "leaseExpiresAt": e.lease_expires_at,
+            "node": e.node,
+        })
+    };
+    let holders: Vec<_> = queue.holders.iter().map(entry).collect();
+    let waiters: Vec<_> = queue.waiters.iter().map(entry).collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "semaphore": name,
+            "permits": permits,
+            "holders": holders,
+            "waiters": waiters,
+            "self": {
+                "identity": state.identity,
+                "holds": held.is_some(),
+                "token": held.as_ref().map(|l| l.token),
+                "hold": held.as_ref().map(|l| l.hold.as_str()),
+                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
+                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
+                "state": state.session.state(),
+            },
+        }),
+    ))
+}
+
+pub(super) async fn inspect(
+    state: &ApiState,
+    name: &ResourceName,
+) -> Result<Response<Body>, ApiError> {
+    let recipe = LockRecipe::new(state.session.clone(), name.clone(), state.identity.clone());
+    let queue = recipe.inspect().await?;
+    let held = state.locks.held(name);
+    let entry = |e: &LockEntry| {
+        json!({
+            "identity": e.identity,
+            "mode": e.mode,
+            "token": e.token,
+            "leaseExpiresAt": e.lease_expires_at,
+            "node": e.node,
+        })
+    };
+    let holders: Vec<_> = queue.holders.iter().map(entry).collect();
+    let waiters: Vec<_> = queue.waiters.iter().map(entry).collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "lock": name,
+            "holder": holders.first(),
+            "holders": holders,
+            "waiters": waiters,
+            "self": {
+                "identity": state.identity,
+                "holds": held.is_some(),
+                "mode": held.as_ref().map(|l| l.mode),
+                "token": held.as_ref().map(|l| l.token),
+                "hold": held.as_ref().map(|l| l.hold.as_str()),
+                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
+                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
+                "state": state.session.state(),
+            },
+        }),
+    ))
+}

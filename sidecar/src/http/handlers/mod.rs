@@ -1,0 +1,217 @@
+//! What each route does. Every answer is JSON; errors use the envelope in [`super::reply`].
+//! [`handle`] dispatches; the routes live in a module per family: `leader` (`/leader`),
+//! `locks` (`/lock`, `/semaphore`), `groups` (`/members`, `/barrier`) and `events`
+//! (`/events`).
+
+mod events;
+mod groups;
+mod leader;
+mod locks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Response, StatusCode};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::query::Query;
+use super::reply::{ApiError, Body, json, text};
+use super::route::Route;
+use crate::leases::LockTable;
+use crate::metrics::Metrics;
+use crate::recipe::{ConnectionState, ElectionRecipe, ResourceName, SessionHandle};
+
+pub use leader::leader_body;
+
+use events::events;
+use groups::{barrier, members};
+use leader::{leader, ready};
+use locks::{acquire, acquire_permit, grant_token, inspect, inspect_semaphore, permits};
+
+/// Longest accepted `wait` for long-polls and lock acquisitions.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+/// Default `wait` for a lock acquisition.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
+/// Default lease of an HTTP lock.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Shortest accepted lease.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// Longest accepted lease: a lock is an application's, not a reservation for a day.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Everything the handlers use.
+pub struct ApiState {
+    pub identity: String,
+    pub session: SessionHandle,
+    /// In flag order; the first is the default election of `/leader`.
+    pub elections: Vec<ElectionRecipe>,
+    pub locks: LockTable,
+    pub metrics: Arc<Metrics>,
+    /// Set on SIGTERM: readiness fails, long-polls return, new acquisitions are refused.
+    pub draining: watch::Receiver<bool>,
+}
+
+impl ApiState {
+    fn election(&self, name: Option<&ResourceName>) -> Result<&ElectionRecipe, ApiError> {
+        let found = match name {
+            None => self.elections.first(),
+            Some(name) => self.elections.iter().find(|e| e.name() == name),
+        };
+        found.ok_or_else(|| {
+            let known: Vec<_> = self.elections.iter().map(|e| e.name().as_str()).collect();
+            match (name, known.is_empty()) {
+                (_, true) => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "NoElection",
+                    "this sidecar stands in no election; start it with --election NAME",
+                ),
+                (Some(name), false) => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "UnknownElection",
+                    format!(
+                        "this sidecar does not stand in election {name}; it stands in: {}",
+                        known.join(", ")
+                    ),
+                ),
+                (None, false) => {
+                    ApiError::new(StatusCode::NOT_FOUND, "NoElection", "no default election")
+                }
+            }
+        })
+    }
+
+    fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    async fn drained(&self) {
+        let mut draining = self.draining.clone();
+        // The guard `wait_for` returns must not live across an await.
+        let _ = draining.wait_for(|d| *d).await.is_ok();
+    }
+}
+
+/// Runs `route` with the raw query string.
+pub async fn handle(
+    state: &ApiState,
+    route: Route,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    match route {
+        Route::Leader(name) => leader(state, name.as_ref(), query).await,
+        Route::LeaderReady(name) => {
+            Query::parse(query, &[])?;
+            ready(state, state.election(name.as_ref())?)
+        }
+        Route::LeaderResign(name) => {
+            Query::parse(query, &[])?;
+            let election = state.election(name.as_ref())?;
+            let resigned = election.resign().await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "election": election.name(), "resigned": resigned }),
+            ))
+        }
+        Route::LockAcquire(name) => acquire(state, &name, query).await,
+        Route::LockRenew(name) => {
+            let q = Query::parse(query, &["token", "ttl"])?;
+            let ttl = match q.get("ttl") {
+                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
+                None => None,
+            };
+            let token = grant_token(&q, &name, "renew")?;
+            let lease = state.locks.renew(&name, token, ttl).await?;
+            Ok(json(StatusCode::OK, &lease.to_json()))
+        }
+        Route::LockRelease(name) => {
+            let q = Query::parse(query, &["token"])?;
+            let token = grant_token(&q, &name, "release")?;
+            state.locks.release(&name, token).await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "lock": name, "released": true }),
+            ))
+        }
+        Route::LockInspect(name) => {
+            Query::parse(query, &[])?;
+            inspect(state, &name).await
+        }
+        Route::Members(name) => members(state, &name, query).await,
+        Route::Barrier(name) => barrier(state, &name, query).await,
+        Route::SemaphoreAcquire(name) => acquire_permit(state, &name, query).await,
+        Route::SemaphoreRenew(name) => {
+            let q = Query::parse(query, &["token", "ttl"])?;
+            let ttl = match q.get("ttl") {
+                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
+                None => None,
+            };
+            let token = grant_token(&q, &name, "renew")?;
+            let lease = state.locks.semaphores().renew(&name, token, ttl).await?;
+            Ok(json(StatusCode::OK, &lease.to_json()))
+        }
+        Route::SemaphoreRelease(name) => {
+            let q = Query::parse(query, &["token"])?;
+            let token = grant_token(&q, &name, "release")?;
+            state.locks.semaphores().release(&name, token).await?;
+            Ok(json(
+                StatusCode::OK,
+                &json!({ "semaphore": name, "released": true }),
+            ))
+        }
+        Route::SemaphoreInspect(name) => {
+            let q = Query::parse(query, &["permits"])?;
+            let permits = permits(&q)?;
+            inspect_semaphore(state, &name, permits).await
+        }
+        Route::Events => {
+            Query::parse(query, &[])?;
+            Ok(events(state))
+        }
+        Route::Healthz => {
+            Query::parse(query, &[])?;
+            Ok(json(StatusCode::OK, &json!({ "status": "ok" })))
+        }
+        Route::Readyz => {
+            Query::parse(query, &[])?;
+            readyz(state)
+        }
+        Route::Metrics => {
+            Query::parse(query, &[])?;
+            let views: Vec<_> = state.elections.iter().map(ElectionRecipe::view).collect();
+            let leadership: Vec<_> = views
+                .iter()
+                .map(|v| (v.election.as_str(), v.is_leader))
+                .collect();
+            state
+                .metrics
+                .set_current(state.session.state(), &leadership);
+            Ok(text(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                state.metrics.render(),
+            ))
+        }
+    }
+}
+
+fn readyz(state: &ApiState) -> Result<Response<Body>, ApiError> {
+    if state.is_draining() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ShuttingDown",
+            "this sidecar is shutting down",
+        ));
+    }
+    match state.session.state() {
+        ConnectionState::Connected => Ok(json(
+            StatusCode::OK,
+            &json!({ "status": "ready", "state": "CONNECTED" }),
+        )),
+        other => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "NotConnected",
+            format!("the session is {}", other.as_str()),
+        )),
+    }
+}
