@@ -1,15 +1,5 @@
-//! Locks taken over HTTP: they belong to the application, not to the sidecar, so each has a
-//! lease (`ttl`) and the sidecar releases it when the lease runs out, or is bound to the app's
-//! connection (`hold=stream`) and released when that connection closes (DESIGN.md §2).
-//!
-//! Every grant has a guard task that notices a lost session (the grant is gone with it) and a
-//! lease running out. However a grant ends, the table publishes it on the [`EventHub`]
-//! (`released` or `lost`) and tells a stream hold's task, which ends the stream with it.
-//!
-//! One entry per lock name per pod: a second acquisition of a name this pod holds or is
-//! acquiring is refused (locks are not reentrant). Renew and release name the grant's fencing
-//! token: the workers of one pod share its sidecar, and a worker whose lease ran out must not
-//! renew or release the grant another worker has taken since (DESIGN.md §4).
+//! The table of this pod's HTTP-owned grants: one slot per lock name, acquiring, renewing,
+//! releasing and ending them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,168 +10,24 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::duration::format_duration;
+use super::guard::guard_grant;
+use super::{Ending, HoldKind, Lease, LeaseError};
 use crate::events::EventHub;
 use crate::metrics::Metrics;
-use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{
-    ConnectionState, LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName,
-    SessionHandle,
+    LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName, SessionHandle,
 };
-
-/// How the application holds a lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldKind {
-    /// A lease (`ttl`): renewed by the app, released by the sidecar when it runs out.
-    Lease,
-    /// Bound to the app's connection (`hold=stream`): released when that connection closes.
-    Stream,
-}
-
-impl HoldKind {
-    /// The name used in JSON answers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HoldKind::Lease => "lease",
-            HoldKind::Stream => "stream",
-        }
-    }
-}
-
-/// What the application holds: the answer to acquire and renew.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub lock: ResourceName,
-    pub mode: LockMode,
-    pub token: i64,
-    pub hold: HoldKind,
-    /// When a lease runs out; `None` for a stream hold.
-    pub expires_at: Option<SystemTime>,
-    /// Until when the app may act on the grant without the sidecar hearing from the ensemble
-    /// again: the session's bound ([`SessionHandle::valid_until`]), and no later than the
-    /// lease. `None` unless the grant certainly holds now (session CONNECTED).
-    pub valid_until: Option<SystemTime>,
-    /// A semaphore permit's count (`mode` is `permit`); `None` for a lock.
-    pub permits: Option<u32>,
-}
-
-impl Lease {
-    /// The JSON of a grant: `{lock, mode, token, hold, expiresAt, validUntil}`.
-    /// A semaphore permit says `semaphore` (and `permits`) instead of `lock`.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut json = serde_json::json!({
-            "lock": self.lock,
-            "mode": self.mode,
-            "token": self.token,
-            "hold": self.hold.as_str(),
-            "expiresAt": self.expires_at.map(rfc3339),
-            "validUntil": self.valid_until.map(rfc3339),
-        });
-        self.name_semaphore(&mut json);
-        json
-    }
-
-    /// Renames `lock` to `semaphore` and adds `permits` in a semaphore permit's JSON.
-    fn name_semaphore(&self, json: &mut serde_json::Value) {
-        if let (Some(permits), Some(object)) = (self.permits, json.as_object_mut())
-            && let Some(name) = object.remove("lock")
-        {
-            object.insert("semaphore".to_owned(), name);
-            object.insert("permits".to_owned(), permits.into());
-        }
-    }
-}
-
-/// How a grant ended, as the `released` or `lost` event (and a stream hold's last event)
-/// says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// Let go on purpose: `released` (DELETE), `lease ran out`, `stream closed`, `shutdown`.
-    Released(&'static str),
-    /// Taken away: `session lost`, `app unhealthy`.
-    Lost(&'static str),
-}
-
-impl Ending {
-    /// The event name: `released` or `lost`.
-    pub fn event(self) -> &'static str {
-        match self {
-            Ending::Released(_) => "released",
-            Ending::Lost(_) => "lost",
-        }
-    }
-
-    /// Why, in a few words.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Ending::Released(why) | Ending::Lost(why) => why,
-        }
-    }
-
-    /// The event's JSON: `{lock, mode, token, hold, reason}`.
-    pub fn to_json(self, lease: &Lease) -> serde_json::Value {
-        let mut json = serde_json::json!({
-            "lock": lease.lock,
-            "mode": lease.mode,
-            "token": lease.token,
-            "hold": lease.hold.as_str(),
-            "reason": self.reason(),
-        });
-        lease.name_semaphore(&mut json);
-        json
-    }
-}
-
-/// Why a lease operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
-    #[error("this pod already holds lock {lock} (token {token}); renew or release it")]
-    AlreadyHeld { lock: ResourceName, token: i64 },
-    #[error("this pod is already acquiring lock {lock}")]
-    AcquireInProgress { lock: ResourceName },
-    #[error("lock {lock} was not granted within wait={}", format_duration(*.waited))]
-    NotGranted {
-        lock: ResourceName,
-        waited: Duration,
-    },
-    #[error(
-        "semaphore {lock}: this request asks for permits={ours}, a pod queued on it for permits={theirs}; every pod must use the same count"
-    )]
-    PermitsMismatch {
-        lock: ResourceName,
-        ours: u32,
-        theirs: u32,
-    },
-    #[error("this pod does not hold lock {lock} (never taken, released, or its lease ran out)")]
-    NotHeld { lock: ResourceName },
-    #[error(
-        "token {given} is not the current grant of lock {lock}: that grant ended (released, or its lease ran out) and the lock was granted again since; acquire it again"
-    )]
-    StaleToken { lock: ResourceName, given: i64 },
-    #[error("lock {lock} was lost with the session (or its node was deleted); acquire it again")]
-    Lost { lock: ResourceName },
-    #[error(
-        "lock {lock} is held by a stream (hold=stream): it lasts as long as that connection, there is no lease to renew"
-    )]
-    StreamHold { lock: ResourceName },
-    #[error(
-        "the application is failing its health checks (--app-health): no new locks until it is healthy"
-    )]
-    AppUnhealthy,
-    #[error(transparent)]
-    Recipe(RecipeError),
-}
 
 /// The HTTP-owned locks of this pod.
 #[derive(Clone)]
 pub struct LockTable {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    session: SessionHandle,
+pub(super) struct Inner {
+    pub(super) session: SessionHandle,
     identity: String,
-    metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<Metrics>,
     events: EventHub,
     /// False while the app fails its health checks: acquisitions are refused.
     accepting: AtomicBool,
@@ -191,24 +37,24 @@ struct Inner {
     semaphores: Option<LockTable>,
 }
 
-enum Slot {
+pub(super) enum Slot {
     Acquiring,
     Held(Box<Held>),
 }
 
 /// A lease's clock; stream holds have none.
-struct LeaseClock {
+pub(super) struct LeaseClock {
     ttl: Duration,
-    deadline: Instant,
+    pub(super) deadline: Instant,
     expires_at: SystemTime,
 }
 
-struct Held {
+pub(super) struct Held {
     /// Distinguishes this grant from a later one of the same name (for the guard task).
-    token: i64,
+    pub(super) token: i64,
     grant: LockGrant,
     /// `None`: a stream hold.
-    lease: Option<LeaseClock>,
+    pub(super) lease: Option<LeaseClock>,
     /// A stream hold's task, told how the grant ended.
     ended: Option<oneshot::Sender<Ending>>,
 }
@@ -255,19 +101,19 @@ impl Drop for SlotGuard<'_> {
 }
 
 impl Inner {
-    fn slots(&self) -> MutexGuard<'_, HashMap<ResourceName, Slot>> {
+    pub(super) fn slots(&self) -> MutexGuard<'_, HashMap<ResourceName, Slot>> {
         // A panic elsewhere while holding the lock must not take the API down with it.
         self.slots
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn release_bound(&self) -> Duration {
+    pub(super) fn release_bound(&self) -> Duration {
         self.session.session_timeout()
     }
 
     /// Takes grant `token` of `lock` out of the table, if it is still there.
-    fn take(&self, lock: &ResourceName, token: i64) -> Option<Box<Held>> {
+    pub(super) fn take(&self, lock: &ResourceName, token: i64) -> Option<Box<Held>> {
         let mut slots = self.slots();
         match slots.get(lock) {
             Some(Slot::Held(h)) if h.token == token => match slots.remove(lock) {
@@ -280,7 +126,7 @@ impl Inner {
 
     /// Accounts for a grant taken out of the table: metrics, the log, the event, and the
     /// stream hold's task. Returns the grant for the caller to release.
-    fn end(&self, mut held: Box<Held>, ending: Ending) -> LockGrant {
+    pub(super) fn end(&self, mut held: Box<Held>, ending: Ending) -> LockGrant {
         let ended = held.ended.take();
         let lease = held.lease();
         let token = held.token;
@@ -300,12 +146,6 @@ impl Inner {
         let Held { grant, .. } = *held;
         grant
     }
-}
-
-/// What a stream hold's task gets: the grant, and how it ended once it does.
-pub struct StreamHold {
-    pub lease: Lease,
-    pub ended: oneshot::Receiver<Ending>,
 }
 
 impl LockTable {
@@ -394,23 +234,7 @@ impl LockTable {
             .map(|(lease, _)| lease)
     }
 
-    /// Acquires `lock` in `mode`, waiting up to `wait`, held until
-    /// [`Self::release_stream`] (the app's connection closed) or until it is lost, released
-    /// or the sidecar stops: [`StreamHold::ended`] says which.
-    pub async fn acquire_stream(
-        &self,
-        lock: &ResourceName,
-        mode: LockMode,
-        wait: Duration,
-    ) -> Result<StreamHold, LeaseError> {
-        let (lease, ended) = self.acquire_as(lock, mode, wait, None, None).await?;
-        match ended {
-            Some(ended) => Ok(StreamHold { lease, ended }),
-            None => Err(LeaseError::NotHeld { lock: lock.clone() }),
-        }
-    }
-
-    async fn acquire_as(
+    pub(super) async fn acquire_as(
         &self,
         lock: &ResourceName,
         mode: LockMode,
@@ -570,18 +394,6 @@ impl LockTable {
         Ok(())
     }
 
-    /// Releases stream hold `token` of `lock` because its stream closed (nothing if it ended
-    /// otherwise already).
-    pub async fn release_stream(&self, lock: &ResourceName, token: i64) {
-        let Some(held) = self.inner.take(lock, token) else {
-            return;
-        };
-        let grant = self.inner.end(held, Ending::Released("stream closed"));
-        if let Err(e) = grant.release(self.inner.release_bound()).await {
-            tracing::warn!(lock = %lock, error = %e, "lock node not deleted yet; deletion continues");
-        }
-    }
-
     /// The grant this pod holds on `lock`, if its session is connected and current.
     pub fn held(&self, lock: &ResourceName) -> Option<Lease> {
         match self.inner.slots().get(lock) {
@@ -680,70 +492,5 @@ impl LockTable {
         {
             tracing::warn!(lock = %lock, error = %e, "could not record the renewed lease in the lock node");
         }
-    }
-}
-
-/// Watches grant `token` of `lock` (taken on session `generation`) until it leaves the table:
-/// ends it as lost when its session is lost (every ephemeral node of that session is gone, so
-/// another pod may hold the lock now), and as released when its lease runs out (renewals push
-/// the deadline).
-async fn guard_grant(inner: Arc<Inner>, lock: ResourceName, token: i64, generation: u64) {
-    let mut session = inner.session.subscribe();
-    loop {
-        let deadline = match inner.slots().get(&lock) {
-            Some(Slot::Held(h)) if h.token == token => h.lease.as_ref().map(|l| l.deadline),
-            _ => return,
-        };
-        let lost = {
-            let snap = session.borrow_and_update();
-            snap.closed || snap.generation != generation || snap.state == ConnectionState::Lost
-        };
-        if lost {
-            if let Some(held) = inner.take(&lock, token) {
-                // The node went with the session; the delete is a no-op kept for symmetry.
-                let grant = inner.end(held, Ending::Lost("session lost"));
-                tokio::spawn(async move { grant.release(Duration::from_secs(1)).await });
-            }
-            return;
-        }
-        if let Some(deadline) = deadline
-            && Instant::now() >= deadline
-        {
-            let expired = {
-                let mut slots = inner.slots();
-                match slots.get(&lock) {
-                    Some(Slot::Held(h))
-                        if h.token == token
-                            && h.lease
-                                .as_ref()
-                                .is_some_and(|l| Instant::now() >= l.deadline) =>
-                    {
-                        slots.remove(&lock)
-                    }
-                    _ => None,
-                }
-            };
-            if let Some(Slot::Held(held)) = expired {
-                inner.metrics.lease_expirations.inc();
-                tracing::warn!(lock = %lock, token, "lease ran out; releasing the lock");
-                let grant = inner.end(held, Ending::Released("lease ran out"));
-                if let Err(e) = grant.release(inner.release_bound()).await {
-                    tracing::warn!(lock = %lock, error = %e, "expired lock node not deleted yet; deletion continues");
-                }
-                return;
-            }
-            continue;
-        }
-        tokio::select! {
-            _ = sleep_until(deadline) => {}
-            changed = session.changed() => if changed.is_err() { return },
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
