@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::lock::PendingNode;
 use super::owned_node::{OwnedCreate, wait_reconnected};
+use super::pending_node::PendingNode;
 use super::queue::{NodeKind, Queue};
 use super::trust::is_trusted;
 use super::{ConnectionState, RecipeError, ResourceName, SessionHandle};

@@ -4,119 +4,22 @@
 //!
 //! A grant's fencing token is the czxid of its node: unique and increasing across the
 //! ensemble, so a protected resource can refuse a holder whose token is lower than one it saw.
+//!
+//! The modes, node data and errors are in `lock_types`; the node of an acquisition in
+//! progress in `pending_node`.
 
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use super::lock_types::{LockData, LockEntry, LockError, LockMode, LockState};
 use super::owned_node::{OwnedCreate, OwnedNode, wait_reconnected};
+use super::pending_node::PendingNode;
 use super::queue::{NodeKind, Queue};
 use super::timestamp::rfc3339;
 use super::trust::is_trusted;
-use super::{Connection, ConnectionState, RecipeError, ResourceName, SessionHandle};
-
-/// How a lock is requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LockMode {
-    /// `lock-<seq>`: one holder at a time.
-    Exclusive,
-    /// `read-<seq>`: shared with other readers, excluded by writers queued earlier.
-    Read,
-    /// `write-<seq>`: one holder at a time, like exclusive, ordered with readers.
-    Write,
-    /// `permit-<seq>`: one of a semaphore's N holders ([`LockRecipe::semaphore`]).
-    Permit,
-}
-
-impl LockMode {
-    /// The queue-node kind this mode creates.
-    pub fn kind(self) -> NodeKind {
-        match self {
-            LockMode::Exclusive => NodeKind::Exclusive,
-            LockMode::Read => NodeKind::Read,
-            LockMode::Write => NodeKind::Write,
-            LockMode::Permit => NodeKind::Permit,
-        }
-    }
-
-    fn from_kind(kind: NodeKind) -> Option<Self> {
-        match kind {
-            NodeKind::Exclusive => Some(LockMode::Exclusive),
-            NodeKind::Read => Some(LockMode::Read),
-            NodeKind::Write => Some(LockMode::Write),
-            NodeKind::Permit => Some(LockMode::Permit),
-            NodeKind::Candidate | NodeKind::Party => None,
-        }
-    }
-
-    /// The name used in JSON and query strings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LockMode::Exclusive => "exclusive",
-            LockMode::Read => "read",
-            LockMode::Write => "write",
-            LockMode::Permit => "permit",
-        }
-    }
-}
-
-/// The JSON data of a lock node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LockData {
-    #[serde(default)]
-    pub identity: String,
-    #[serde(default)]
-    pub owner: String,
-    /// When the holder's lease runs out (RFC 3339); `None` for holders without a lease.
-    #[serde(default)]
-    pub lease_expires_at: Option<String>,
-    /// A semaphore node's permit count: every pod must ask for the same one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permits: Option<u32>,
-}
-
-/// Why an acquisition did not produce a grant.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LockError {
-    #[error("not granted within {}ms", .waited.as_millis())]
-    NotGranted { waited: Duration },
-    #[error(
-        "semaphore node {node} asks for permits={theirs}, this request for permits={ours}: every pod must use the same count"
-    )]
-    PermitsMismatch {
-        ours: u32,
-        theirs: u32,
-        node: String,
-    },
-    #[error(transparent)]
-    Recipe(#[from] RecipeError),
-}
-
-/// One node in a lock's queue, as [`LockRecipe::inspect`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LockEntry {
-    pub node: String,
-    pub mode: LockMode,
-    pub identity: String,
-    pub owner: String,
-    /// The czxid of the node: its fencing token once granted.
-    pub token: i64,
-    pub lease_expires_at: Option<String>,
-    /// The permit count a semaphore node carries.
-    pub permits: Option<u32>,
-}
-
-/// A lock's queue split into who holds it and who waits, in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct LockState {
-    pub holders: Vec<LockEntry>,
-    pub waiters: Vec<LockEntry>,
-}
+use super::{ConnectionState, RecipeError, ResourceName, SessionHandle};
 
 /// A named lock that this process can request in any mode.
 #[derive(Clone, Debug)]
@@ -128,70 +31,6 @@ pub struct LockRecipe {
     /// `Some(n)`: a semaphore of `n` permits ([`LockRecipe::semaphore`]).
     permits: Option<u32>,
 }
-
-/// The node of an acquisition in progress, deleted in the background if the acquisition is
-/// dropped (an HTTP client that hangs up must not leave a node blocking the queue).
-pub(super) struct PendingNode {
-    pub(super) conn: Connection,
-    pub(super) create: OwnedCreate,
-    pub(super) node: Option<OwnedNode>,
-    pub(super) armed: bool,
-}
-
-impl PendingNode {
-    /// Deletes the node (or a node a lost create made), waiting at most `bound`; the deletion
-    /// carries on in the background past it. `Ok` once the node is gone.
-    pub(super) async fn remove(&mut self, bound: Duration) -> Result<(), RecipeError> {
-        self.armed = false;
-        let task = tokio::spawn(cleanup(
-            self.conn.client.clone(),
-            self.create.clone(),
-            self.node.clone(),
-        ));
-        match tokio::time::timeout(bound, task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) | Err(_) => Err(RecipeError::Suspended),
-        }
-    }
-}
-
-impl Drop for PendingNode {
-    fn drop(&mut self) {
-        if !self.armed || !(self.create.maybe_created() || self.node.is_some()) {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(cleanup(
-                self.conn.client.clone(),
-                self.create.clone(),
-                self.node.take(),
-            ));
-        }
-    }
-}
-
-/// Deletes the node, riding out disconnections; a lost session already deleted it.
-async fn cleanup(
-    client: zk::Client,
-    mut create: OwnedCreate,
-    node: Option<OwnedNode>,
-) -> Result<(), RecipeError> {
-    loop {
-        match create.cleanup(&client, node.as_ref()).await {
-            Ok(()) | Err(RecipeError::SessionLost) => return Ok(()),
-            Err(RecipeError::Suspended) => {
-                if wait_reconnected(&client).await.is_err() {
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                tracing::warn!(owner = %create.owner(), error = %e, "could not delete a lock node; it ends with the session");
-                return Err(e);
-            }
-        }
-    }
-}
-
 /// What one look at the queue found.
 enum Look {
     Granted,

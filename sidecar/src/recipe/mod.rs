@@ -40,9 +40,11 @@ mod election_types;
 mod error;
 mod liveness;
 mod lock;
+mod lock_types;
 mod members;
 mod names;
 pub mod owned_node;
+mod pending_node;
 pub mod queue;
 mod session;
 pub mod timestamp;
@@ -53,7 +55,8 @@ pub use barrier::{BarrierError, BarrierRecipe, PartyData};
 pub use election::{ElectionRecipe, LeaderInterest};
 pub use election_types::{Candidate, CandidateData, ElectionView, LeaderInfo};
 pub use error::RecipeError;
-pub use lock::{LockData, LockEntry, LockError, LockGrant, LockMode, LockRecipe, LockState};
+pub use lock::{LockGrant, LockRecipe};
+pub use lock_types::{LockData, LockEntry, LockError, LockMode, LockState};
 pub use members::{Member, Members, read_members};
 pub use names::{
     DEFAULT_NAMESPACE, MAX_NAME_LEN, NameError, Namespace, NamespaceError, ROOT, ResourceName,
