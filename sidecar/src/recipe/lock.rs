@@ -271,7 +271,7 @@ impl LockRecipe {
     /// live session's: a persistent (planted) one is dropped from the order, its watch removed,
     /// and the node we would wait for without it is checked next. So with no planted nodes a
     /// look costs what it always did (one list, one exists), a planted node never blocks or
-    /// holds, and a live one is never skipped (see `election_task::evaluate` for why nothing
+    /// holds, and a live one is never skipped (see `election_folder::evaluate` for why nothing
     /// is cached).
     async fn look(&self, client: &zk::Client, node: &OwnedNode) -> Result<Look, RecipeError> {
         let children = match client.list_children(&self.dir).await {

@@ -35,6 +35,7 @@
 pub mod access;
 mod barrier;
 mod election;
+mod election_folder;
 mod election_task;
 mod election_types;
 mod error;
