@@ -4,8 +4,8 @@
 //! watch channel; recipes read the connection state from it and take the client from it, so a
 //! recipe always knows which session (generation) its ephemeral nodes belong to.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
