@@ -2,7 +2,7 @@
 //! names backups take in a bucket.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// The file name suffix of every backup.
 pub const SUFFIX: &str = ".baton-backup";
@@ -122,29 +122,11 @@ pub fn parse_name(name: &str) -> Option<BackupName> {
 
 /// `yyyymmddThhmmssZ` in UTC.
 pub fn utc_stamp(at: SystemTime) -> String {
-    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Year, month, day of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    jiff::Timestamp::try_from(at)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .max(jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string()
 }
 
 /// The file `--out` names: itself, or the backup's own name inside it when it is a directory.
@@ -159,7 +141,7 @@ pub fn out_file(out: &Path, name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn stamps_are_utc() {
