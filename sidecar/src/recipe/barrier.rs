@@ -153,20 +153,7 @@ impl BarrierRecipe {
     ) -> Result<(), BarrierError> {
         let client = pending.conn.client.clone();
         loop {
-            let node = match &pending.node {
-                Some(node) => node.clone(),
-                None => match pending.create.run(&client).await {
-                    Ok(node) => {
-                        pending.node = Some(node.clone());
-                        node
-                    }
-                    Err(RecipeError::Suspended) => {
-                        wait_reconnected(&client).await?;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-            };
+            let node = pending.node().await?;
             // Watch our own node (marked released) and the folder (parties come and go).
             let (own, own_watch) = match client.get_and_watch_data(&node.path).await {
                 Ok((data, _, watcher)) => (data, watcher),

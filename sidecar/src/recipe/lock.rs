@@ -170,20 +170,7 @@ impl LockRecipe {
     ) -> Result<(), LockError> {
         let client = pending.conn.client.clone();
         loop {
-            let node = match &pending.node {
-                Some(node) => node.clone(),
-                None => match pending.create.run(&client).await {
-                    Ok(node) => {
-                        pending.node = Some(node.clone());
-                        node
-                    }
-                    Err(RecipeError::Suspended) => {
-                        wait_reconnected(&client).await?;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-            };
+            let node = pending.node().await?;
             let look = match self.permits {
                 Some(permits) => self.look_permit(&client, &node, permits).await,
                 None => self.look(&client, &node).await.map_err(LockError::from),

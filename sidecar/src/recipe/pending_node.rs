@@ -18,6 +18,21 @@ pub(super) struct PendingNode {
 }
 
 impl PendingNode {
+    /// This acquisition's node: the one made already, or a new one (found again by its owner
+    /// after a lost create reply), riding out a suspension while it is made.
+    pub(super) async fn node(&mut self) -> Result<OwnedNode, RecipeError> {
+        loop {
+            if let Some(node) = &self.node {
+                return Ok(node.clone());
+            }
+            match self.create.run(&self.conn.client).await {
+                Ok(node) => self.node = Some(node),
+                Err(RecipeError::Suspended) => wait_reconnected(&self.conn.client).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Deletes the node (or a node a lost create made), waiting at most `bound`; the deletion
     /// carries on in the background past it. `Ok` once the node is gone.
     pub(super) async fn remove(&mut self, bound: Duration) -> Result<(), RecipeError> {
