@@ -224,6 +224,12 @@ async fn the_probe_port_serves_only_read_only_routes() {
         ("POST", format!("/leader/{election}/resign")),
         ("POST", format!("/lock/{lock}?hold=stream")),
         ("GET", "/events".to_owned()),
+        ("GET", format!("/leader/{election}?follow=stream")),
+        ("GET", format!("/leader/{election}?f%6Fllow=stream")),
+        ("POST", format!("/semaphore/{lock}?permits=2&wait=0s")),
+        ("GET", format!("/semaphore/{lock}")),
+        ("POST", format!("/barrier/{lock}?parties=1&wait=0s")),
+        ("GET", format!("/members/{election}")),
     ] {
         let answer = http(probe, method, &path, None).await;
         assert_eq!(

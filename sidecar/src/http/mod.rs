@@ -51,18 +51,22 @@ pub enum Exposure {
 }
 
 impl Exposure {
-    /// Whether a listener of this exposure serves `route`.
-    pub fn serves(self, route: &Route) -> bool {
+    /// Whether a listener of this exposure serves `route` with `query`. The probe port takes
+    /// no `follow=stream`: a stream stays open for as long as its client likes, and anyone who
+    /// reaches the pod IP could open any number of them.
+    pub fn serves(self, route: &Route, query: Option<&str>) -> bool {
         match self {
             Exposure::Full => true,
-            Exposure::ProbesOnly => matches!(
-                route,
-                Route::Leader(_)
-                    | Route::LeaderReady(_)
-                    | Route::Healthz
-                    | Route::Readyz
-                    | Route::Metrics
-            ),
+            Exposure::ProbesOnly => {
+                // Parsed as the handler parses it, so an encoded key cannot slip past.
+                let streams = Query::parse(query, &["wait", "token", "follow"])
+                    .is_ok_and(|q| q.get("follow").is_some());
+                match route {
+                    Route::Leader(_) => !streams,
+                    Route::LeaderReady(_) | Route::Healthz | Route::Readyz | Route::Metrics => true,
+                    _ => false,
+                }
+            }
         }
     }
 }
@@ -123,7 +127,7 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
     let path = req.uri().path().to_owned();
     let query = req.uri().query().map(str::to_owned);
     let routed = route(&method, &path).and_then(|route| {
-        if exposure.serves(&route) {
+        if exposure.serves(&route, query.as_deref()) {
             Ok(route)
         } else {
             Err(ApiError::new(
