@@ -63,17 +63,13 @@ async fn a_member_leaving_changes_the_version_and_wakes_a_long_poll() {
     // Every pod answers the same version for the same membership.
     let seen = first.call("GET", &path).await;
     assert_eq!(seen.body["version"], version.as_str(), "{seen:?}");
-    // A different version answers at once; the current one waits out `wait` unchanged.
-    let started = Instant::now();
+    // A different version answers at once: with the longest `wait`, a sidecar that waited
+    // would outlast the test client's own timeout and fail the call.
     let at_once = second
-        .call("GET", &format!("{path}?wait=30s&version=other"))
+        .call("GET", &format!("{path}?wait=600s&version=other"))
         .await;
     assert_eq!(at_once.body["version"], version.as_str());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    // The current one waits out `wait` unchanged.
     let started = Instant::now();
     let unchanged = second
         .call("GET", &format!("{path}?wait=1s&version={version}"))
@@ -100,14 +96,9 @@ async fn a_member_leaving_changes_the_version_and_wakes_a_long_poll() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!poll.is_finished(), "answered before anything changed");
-    let started = Instant::now();
     assert!(third.terminate().success());
+    // Woken by the change: a poll that ran out its `wait` would answer the old version.
     let changed = poll.await.expect("poll");
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(changed.status, 200, "{changed:?}");
     assert_ne!(changed.body["version"], version.as_str(), "{changed:?}");
     let left: Vec<_> = changed.body["members"]
