@@ -110,6 +110,12 @@ pub struct Config {
     #[arg(long, env = "BATON_INSECURE_NO_TLS", conflicts_with = "tls_ca")]
     pub insecure_no_tls: bool,
 
+    /// Test-only: how long a handshake may wait for its new session to apply, or for the leader
+    /// to confirm a reconnect, before the connection closes and the client retries. A backstop
+    /// that a leader change never waits for; tests set it past their own deadline to prove it.
+    #[arg(long, hide = true, default_value = "5s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+
     /// Test-only: an admin endpoint that appends raw bytes to the Raft log, skipping every
     /// check, to prove that an entry nobody can apply does not stop the ensemble.
     #[arg(long, hide = true)]

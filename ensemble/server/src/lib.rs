@@ -178,6 +178,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         reap_interval: cfg.housekeeping_interval,
         join: cfg.join,
         fixed_election_ticks: None,
+        handshake_timeout: cfg.handshake_timeout,
         bugs: core::DeliberateBugs::NONE,
     };
     let mut core = Core::new(

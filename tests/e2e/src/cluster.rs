@@ -56,7 +56,15 @@ pub async fn run_cluster_case<F>(n: usize, case: F)
 where
     F: AsyncFnOnce(&mut Cluster) -> Result<()>,
 {
-    let mut cluster = match Cluster::start(n).await {
+    run_cluster_case_with_flags(n, &[], case).await
+}
+
+/// `run_cluster_case`, with `flags` added to every member's command line.
+pub async fn run_cluster_case_with_flags<F>(n: usize, flags: &[&str], case: F)
+where
+    F: AsyncFnOnce(&mut Cluster) -> Result<()>,
+{
+    let mut cluster = match Cluster::start_with_flags(n, flags).await {
         Ok(cluster) => cluster,
         Err(err) => panic!("could not start a {n}-member cluster: {err:#}"),
     };

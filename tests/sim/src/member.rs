@@ -115,6 +115,7 @@ impl Member {
             reap_interval: Duration::from_secs(1),
             join: false,
             fixed_election_ticks: Some(election_ticks),
+            handshake_timeout: baton_ensemble::core::HANDSHAKE_TIMEOUT,
             bugs: settings.bugs,
         };
         let links = SimLinks {

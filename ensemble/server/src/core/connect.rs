@@ -27,8 +27,9 @@ use super::sessions::session_hex;
 use super::{Core, clock, wire};
 
 /// How long a handshake may wait for its CreateSession to apply or for the leader's answer to
-/// its claim.
-const CLAIM_TIMEOUT: Duration = Duration::from_secs(5);
+/// its claim, unless `--handshake-timeout` says otherwise. A backstop only: a leader change
+/// re-sends waiting claims at once (`redirect_claims`), so no reconnect should ever reach it.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A new session whose CreateSession entry is not applied yet.
 #[derive(Debug)]
@@ -106,20 +107,20 @@ impl PendingConnects {
         std::mem::take(&mut self.claims).into_values().collect()
     }
 
-    /// Tokens of the claims that have waited longer than `CLAIM_TIMEOUT` at `now`.
-    pub fn overdue_claims(&self, now: Instant) -> Vec<u64> {
+    /// Tokens of the claims that have waited longer than `timeout` at `now`.
+    pub fn overdue_claims(&self, now: Instant, timeout: Duration) -> Vec<u64> {
         self.claims
             .iter()
-            .filter(|(_, c)| clock::since(now, c.since) > CLAIM_TIMEOUT)
+            .filter(|(_, c)| clock::since(now, c.since) > timeout)
             .map(|(t, _)| *t)
             .collect()
     }
 
-    /// New sessions that have waited longer than `CLAIM_TIMEOUT` at `now`.
-    pub fn overdue_sessions(&self, now: Instant) -> Vec<i64> {
+    /// New sessions that have waited longer than `timeout` at `now`.
+    pub fn overdue_sessions(&self, now: Instant, timeout: Duration) -> Vec<i64> {
         self.sessions
             .iter()
-            .filter(|(_, a)| clock::since(now, a.since) > CLAIM_TIMEOUT)
+            .filter(|(_, a)| clock::since(now, a.since) > timeout)
             .map(|(id, _)| *id)
             .collect()
     }
@@ -309,10 +310,11 @@ impl Core {
     /// Handshakes nobody answered (the leader died, or the link broke): the client retries.
     pub(super) fn expire_stuck_claims(&mut self) {
         let now = self.now();
-        for token in self.connects.overdue_claims(now) {
+        let timeout = self.cfg.handshake_timeout;
+        for token in self.connects.overdue_claims(now, timeout) {
             self.finish_claim(token, false);
         }
-        for session_id in self.connects.overdue_sessions(now) {
+        for session_id in self.connects.overdue_sessions(now, timeout) {
             tracing::warn!(session = %session_hex(session_id), "no answer to opening a session; closing the connection");
             self.finish_create_session(session_id, false);
         }
@@ -439,11 +441,12 @@ mod tests {
         p.await_claim(token, claim(1, t0));
         p.await_session(9, session(2, t0));
         assert!(p.awaits_session(9));
-        assert!(p.overdue_claims(t0 + CLAIM_TIMEOUT).is_empty());
-        assert!(p.overdue_sessions(t0 + CLAIM_TIMEOUT).is_empty());
-        let later = t0 + CLAIM_TIMEOUT + Duration::from_millis(1);
-        assert_eq!(p.overdue_claims(later), vec![token]);
-        assert_eq!(p.overdue_sessions(later), vec![9]);
+        let timeout = HANDSHAKE_TIMEOUT;
+        assert!(p.overdue_claims(t0 + timeout, timeout).is_empty());
+        assert!(p.overdue_sessions(t0 + timeout, timeout).is_empty());
+        let later = t0 + timeout + Duration::from_millis(1);
+        assert_eq!(p.overdue_claims(later, timeout), vec![token]);
+        assert_eq!(p.overdue_sessions(later, timeout), vec![9]);
         assert!(p.take_session(9).is_some());
         assert!(!p.awaits_session(9));
     }

@@ -63,6 +63,7 @@ use crate::status::Status;
 pub(crate) use check_forwarded::check_forwarded;
 use clients::ClientTable;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use connect::HANDSHAKE_TIMEOUT;
 use connect::PendingConnects;
 pub(crate) use control::Control;
 use gate::ProposalGate;
@@ -99,6 +100,9 @@ pub struct CoreConfig {
     /// `[election_tick, 2 * election_tick)`, which it draws from an unseedable generator. The
     /// deterministic simulation draws this from its seed; production leaves it `None`.
     pub fixed_election_ticks: Option<usize>,
+    /// How long a handshake may wait for its session to open or for the leader to confirm a
+    /// reconnect before the connection is closed (the client retries).
+    pub handshake_timeout: Duration,
     /// Deliberate bugs for proving the simulation's checkers catch them. Always
     /// `DeliberateBugs::NONE` outside tests; no flag reaches it.
     pub bugs: DeliberateBugs,

@@ -75,6 +75,7 @@ impl OneMember {
             reap_interval: Duration::from_secs(1),
             join: false,
             fixed_election_ticks: Some(10),
+            handshake_timeout: super::connect::HANDSHAKE_TIMEOUT,
             bugs: DeliberateBugs::NONE,
         };
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
