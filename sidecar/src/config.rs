@@ -10,7 +10,19 @@ use crate::duration::parse_duration;
 use crate::recipe::{DigestCredentials, Namespace, ResourceName};
 
 /// Election names that would collide with the sub-resources of `/leader`.
-const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
+const RESERVED_ELECTIONS: &[&str] = &["ready", "resign", "campaign", "release"];
+
+/// Longest accepted --release-grace: it must fit in the pod's terminationGracePeriodSeconds.
+pub const MAX_RELEASE_GRACE: Duration = Duration::from_secs(300);
+
+/// When this pod stands in its elections (`--candidacy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Candidacy {
+    /// From start to SIGTERM (unless the app fails its health checks).
+    Always,
+    /// Only while the app holds `GET /leader/NAME/campaign` open.
+    App,
+}
 
 /// Leader election and locks for one pod, over localhost HTTP.
 ///
@@ -23,6 +35,10 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 ///   GET  /events                   text/event-stream: leader, state (CONNECTED, SUSPENDED,
 ///                                  LOST), and lock granted/lost/released events
 ///   POST /leader[/NAME]/resign     step down and queue again at the back
+///   GET  /leader[/NAME]/campaign   with --candidacy app: stand in the election while this
+///                                  stream is open (event: candidate, elected, deposed, lost,
+///                                  suspended, resumed, stepping-down)
+///   POST /leader[/NAME]/release    after a `stepping-down` event: hand leadership over now
 ///   POST /lock/NAME                ?wait=10s&ttl=30s&mode=exclusive|read|write
 ///   POST /lock/NAME?hold=stream    held while the connection stays open: text/event-stream
 ///                                  (event: granted, then lost or released; `: keep-alive`)
@@ -41,8 +57,11 @@ const RESERVED_ELECTIONS: &[&str] = &["ready", "resign"];
 /// With --app-health, an app that fails its checks loses leadership and its locks until it is
 /// healthy again.
 ///
-/// SIGTERM resigns every election and releases every lock at once, closes the session and
-/// exits 0.
+/// SIGTERM releases every lock at once, and resigns every election at once unless this pod
+/// leads it and the app follows it (GET /events, /leader/NAME?follow=stream or a campaign
+/// stream): those streams get `event: stepping-down` and the election is resigned when the app
+/// answers POST /leader/NAME/release, or after --release-grace. Then the sidecar closes the
+/// session and exits 0.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "baton-sidecar", version, verbatim_doc_comment)]
 pub struct Config {
@@ -141,6 +160,21 @@ pub struct Config {
     #[arg(long, env = "BATON_APP_HEALTH_FAILURES", default_value = "3",
         value_parser = clap::value_parser!(u32).range(1..=100))]
     pub app_health_failures: u32,
+
+    /// `always`: stand in every --election from start to SIGTERM. `app`: stand in election
+    /// NAME only while the app holds `GET /leader/NAME/campaign` open (a text/event-stream
+    /// telling it `candidate`, `elected` with the fencing token, `deposed`, `lost`); the
+    /// sidecar withdraws within milliseconds of that connection closing, so a crashed app
+    /// never keeps leadership. Either way /leader shows who leads.
+    #[arg(long, env = "BATON_CANDIDACY", value_enum, default_value_t = Candidacy::Always)]
+    pub candidacy: Candidacy,
+
+    /// On SIGTERM, how long a leading pod whose app follows the election (a `stepping-down`
+    /// event went to it) waits for `POST /leader/NAME/release` before resigning anyway. Must
+    /// fit, with a few seconds to spare, in the pod's terminationGracePeriodSeconds (30s by
+    /// default). Apps that follow nothing are handed over at once. 0s to 5m; 0s: never wait.
+    #[arg(long, env = "BATON_RELEASE_GRACE", default_value = "10s", value_parser = parse_release_grace)]
+    pub release_grace: Duration,
 }
 
 impl Config {
@@ -209,6 +243,14 @@ fn parse_health_interval(value: &str) -> Result<Duration, String> {
     let d = parse_duration(value).map_err(|e| e.to_string())?;
     if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&d) {
         return Err("must be between 100ms and 1m".into());
+    }
+    Ok(d)
+}
+
+fn parse_release_grace(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value).map_err(|e| e.to_string())?;
+    if d > MAX_RELEASE_GRACE {
+        return Err("must be at most 5m (and fit in terminationGracePeriodSeconds)".into());
     }
     Ok(d)
 }
@@ -311,6 +353,18 @@ mod tests {
         assert!(with(&["--app-health", "127.0.0.1:8080"]).is_err());
         assert!(with(&["--app-health-interval", "10ms"]).is_err());
         assert!(with(&["--app-health-failures", "0"]).is_err());
+        assert!(with(&["--election", "campaign"]).is_err());
+        assert!(with(&["--election", "release"]).is_err());
+        assert!(with(&["--candidacy", "sometimes"]).is_err());
+        assert!(with(&["--release-grace", "6m"]).is_err());
+        let plain = with(&[]).expect("parses");
+        assert_eq!(plain.candidacy, Candidacy::Always);
+        assert_eq!(plain.release_grace, Duration::from_secs(10));
+        let app = with(&["--candidacy", "app", "--release-grace", "0s"]).expect("parses");
+        assert_eq!(
+            (app.candidacy, app.release_grace),
+            (Candidacy::App, Duration::ZERO)
+        );
         let health = with(&[
             "--app-health",
             "http://127.0.0.1:8080/healthz?deep=1",

@@ -14,7 +14,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 
 use crate::http::leader_body;
-use crate::recipe::{ElectionRecipe, SessionHandle};
+use crate::recipe::timestamp::rfc3339;
+use crate::recipe::{ConnectionState, ElectionRecipe, SessionHandle};
 
 /// Events kept for listeners that are behind; past it the slowest skip ahead.
 pub const EVENT_BUFFER: usize = 256;
@@ -90,6 +91,50 @@ pub fn state_data(session: &SessionHandle) -> Value {
     json!({ "state": snap.state, "generation": snap.generation })
 }
 
+/// A session's state as streams compare it: (state, generation).
+pub type SessionMark = (ConnectionState, u64);
+
+/// The session's current [`SessionMark`].
+pub fn session_mark(session: &SessionHandle) -> SessionMark {
+    let snap = session.snapshot();
+    (snap.state, snap.generation)
+}
+
+/// What a stream that holds or follows something tells its app of a session change (the same
+/// transitions `/events` reports as `state`): `suspended` (disconnected, what is held still
+/// stands until `validUntil`), `resumed` (the same session reconnected: nothing was lost),
+/// `lost` (the session expired: everything it held is gone) and `connected` (a new session).
+pub fn session_changes(before: SessionMark, now: SessionMark) -> Vec<&'static str> {
+    use ConnectionState::{Connected, Lost, Suspended};
+    if before == now {
+        return Vec::new();
+    }
+    let mut changes = Vec::new();
+    let new_session = now.1 != before.1;
+    // A session that expired while we were disconnected may reappear as a new generation
+    // without LOST being published in between: it was lost all the same.
+    if (now.0 == Lost || new_session) && before.0 != Lost {
+        changes.push("lost");
+    }
+    match now.0 {
+        Suspended if !new_session && before.0 == Connected => changes.push("suspended"),
+        Connected if new_session => changes.push("connected"),
+        Connected if before.0 == Suspended => changes.push("resumed"),
+        _ => {}
+    }
+    changes
+}
+
+/// The data of a [`session_changes`] event: `{state, generation, validUntil}`, `validUntil`
+/// being how long what the session holds still stands (none once it is lost).
+pub fn session_change_data(session: &SessionHandle, now: SessionMark) -> Value {
+    let valid_until = match now.0 {
+        ConnectionState::Lost => None,
+        _ => session.valid_until(now.1),
+    };
+    json!({ "state": now.0, "generation": now.1, "validUntil": valid_until.map(rfc3339) })
+}
+
 /// Publishes `state` on every session state change and `leader` whenever an election's
 /// `GET /leader` answer changes ([`leader_key`]), until `stop` is set.
 pub async fn publish_changes(
@@ -159,6 +204,28 @@ mod tests {
             Bytes::from("event: granted\ndata: {\"lock\":\"db\",\"token\":7}\n\n")
         );
         assert_eq!(sse_comment("keep-alive"), Bytes::from(": keep-alive\n\n"));
+    }
+
+    #[test]
+    fn session_changes_name_each_transition() {
+        use ConnectionState::{Connected, Lost, Suspended};
+        let cases: [(SessionMark, SessionMark, &[&str]); 8] = [
+            ((Connected, 1), (Connected, 1), &[]),
+            ((Connected, 1), (Suspended, 1), &["suspended"]),
+            ((Suspended, 1), (Connected, 1), &["resumed"]),
+            ((Suspended, 1), (Lost, 1), &["lost"]),
+            ((Lost, 1), (Connected, 2), &["connected"]),
+            ((Suspended, 1), (Connected, 2), &["lost", "connected"]),
+            ((Lost, 0), (Connected, 1), &["connected"]),
+            ((Lost, 1), (Lost, 1), &[]),
+        ];
+        for (before, now, expected) in cases {
+            assert_eq!(
+                session_changes(before, now),
+                expected,
+                "{before:?} -> {now:?}"
+            );
+        }
     }
 
     #[tokio::test]

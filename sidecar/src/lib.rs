@@ -8,6 +8,7 @@ pub mod app_health;
 pub mod config;
 pub mod duration;
 pub mod events;
+pub mod handoff;
 pub mod http;
 pub mod leases;
 pub mod metrics;

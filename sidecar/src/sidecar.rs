@@ -9,9 +9,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::Config;
+use crate::config::{Candidacy, Config};
 use crate::events::EventHub;
-use crate::http::{ApiState, Exposure, serve};
+use crate::handoff::HandOff;
+use crate::http::{ApiState, Campaigns, Exposure, serve};
 use crate::leases::LockTable;
 use crate::metrics::{ElectionLabels, Metrics};
 use crate::pod::{LeaseMirror, PodLabeler, run_lease_mirror, run_pod_view};
@@ -115,8 +116,21 @@ pub async fn run_with_leases(
     let elections: Vec<_> = config
         .elections
         .iter()
-        .map(|name| ElectionRecipe::start(session.clone(), name.clone(), candidate.clone()))
+        .map(|name| {
+            ElectionRecipe::start_as(
+                session.clone(),
+                name.clone(),
+                candidate.clone(),
+                config.candidacy == Candidacy::Always,
+            )
+        })
         .collect();
+    if config.candidacy == Candidacy::App {
+        tracing::info!(
+            "--candidacy app: standing in an election only while the app holds GET /leader/NAME/campaign open"
+        );
+    }
+    let handoff = HandOff::new(config.release_grace);
     let metrics = Arc::new(Metrics::with_ignored_nodes(
         session.ignored_nodes().family(),
     ));
@@ -136,6 +150,9 @@ pub async fn run_with_leases(
         locks: locks.clone(),
         metrics: metrics.clone(),
         draining,
+        candidacy: config.candidacy,
+        handoff: handoff.clone(),
+        campaigns: Campaigns::default(),
     });
     let probes = probe_listener
         .map(|l| tokio::spawn(serve(l, state.clone(), Exposure::ProbesOnly, stop.clone())));
@@ -144,7 +161,7 @@ pub async fn run_with_leases(
     let lease_mirror =
         leases.map(|m| tokio::spawn(run_lease_mirror(elections.clone(), m, stop.clone())));
     let publisher = tokio::spawn(crate::events::publish_changes(
-        events,
+        events.clone(),
         session.clone(),
         elections.clone(),
         config.identity.clone(),
@@ -172,20 +189,35 @@ pub async fn run_with_leases(
 
     // The guard `wait_for` returns must not live across an await.
     let _ = shutdown.wait_for(|s| *s).await.is_ok();
-    tracing::info!("shutting down: resigning and releasing everything");
-    let _ = draining_tx.send(true);
+    tracing::info!(
+        "shutting down: releasing every lock, resigning every election (after the app's release where it follows one this pod leads)"
+    );
+    handoff.begin();
     let bound = config.session_timeout;
     let mut handover = JoinSet::new();
-    for election in elections {
-        handover.spawn(async move { election.leave().await });
-    }
-    handover.spawn(async move { locks.release_all(bound).await });
-    if tokio::time::timeout(bound, handover.join_all())
+    let release_all = {
+        let locks = locks.clone();
+        async move { locks.release_all(bound).await }
+    };
+    handover.spawn(release_all);
+    // Bounded by the grace (each election's wait) plus the time a resignation may take.
+    let step_down_bound = config.release_grace + bound;
+    handover.spawn(async move {
+        if tokio::time::timeout(step_down_bound, handoff.step_down(elections, &events))
+            .await
+            .is_err()
+        {
+            tracing::warn!("resigning did not finish in time; the session close ends it");
+        }
+    });
+    if tokio::time::timeout(step_down_bound, handover.join_all())
         .await
         .is_err()
     {
         tracing::warn!("resign/release did not finish in time; the session close ends them");
     }
+    // Only now do streams end: a following app heard `stepping-down` on them.
+    let _ = draining_tx.send(true);
     let _ = stop_tx.send(true);
     if tokio::time::timeout(LABEL_FLUSH_BOUND, pod_view)
         .await

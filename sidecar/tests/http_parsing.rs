@@ -314,6 +314,9 @@ fn service() -> &'static Service {
                 locks: LockTable::new(session, "fuzz".to_owned(), metrics.clone()),
                 metrics,
                 draining,
+                candidacy: baton_sidecar::config::Candidacy::Always,
+                handoff: baton_sidecar::handoff::HandOff::new(Duration::ZERO),
+                campaigns: Default::default(),
             });
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let addr = listener.local_addr().expect("address");

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use handlers::{
-    ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, leader_body,
+    ApiState, Campaigns, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, leader_body,
 };
 // `Query` is public (like `route`) only so the proptests in `sidecar/tests/http_parsing.rs`
 // and the cargo-fuzz targets in `tests/fuzz/` can drive the parsers directly; nothing else uses it.

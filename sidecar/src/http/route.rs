@@ -14,6 +14,10 @@ pub enum Route {
     LeaderReady(Option<ResourceName>),
     /// `POST /leader[/NAME]/resign`.
     LeaderResign(Option<ResourceName>),
+    /// `GET /leader[/NAME]/campaign`: an app-held candidacy (`--candidacy app`).
+    LeaderCampaign(Option<ResourceName>),
+    /// `POST /leader[/NAME]/release`: hand over after `stepping-down`.
+    LeaderRelease(Option<ResourceName>),
     /// `POST /lock/NAME`.
     LockAcquire(ResourceName),
     /// `POST /lock/NAME/renew`.
@@ -48,6 +52,8 @@ impl Route {
             Route::Leader(_) => "leader",
             Route::LeaderReady(_) => "leader_ready",
             Route::LeaderResign(_) => "leader_resign",
+            Route::LeaderCampaign(_) => "leader_campaign",
+            Route::LeaderRelease(_) => "leader_release",
             Route::LockAcquire(_) => "lock_acquire",
             Route::LockRenew(_) => "lock_renew",
             Route::LockRelease(_) => "lock_release",
@@ -108,6 +114,14 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
             only(Method::POST, "POST")?;
             Ok(Route::LeaderResign(None))
         }
+        ["leader", "campaign"] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::LeaderCampaign(None))
+        }
+        ["leader", "release"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::LeaderRelease(None))
+        }
         ["leader", raw] => {
             only(Method::GET, "GET")?;
             Ok(Route::Leader(election(Some(raw))?))
@@ -119,6 +133,14 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         ["leader", raw, "resign"] => {
             only(Method::POST, "POST")?;
             Ok(Route::LeaderResign(election(Some(raw))?))
+        }
+        ["leader", raw, "campaign"] => {
+            only(Method::GET, "GET")?;
+            Ok(Route::LeaderCampaign(election(Some(raw))?))
+        }
+        ["leader", raw, "release"] => {
+            only(Method::POST, "POST")?;
+            Ok(Route::LeaderRelease(election(Some(raw))?))
         }
         ["lock", raw] => {
             let route = match *method {
@@ -200,6 +222,18 @@ mod tests {
                 "/leader/orders/resign",
                 Route::LeaderResign(Some(n("orders"))),
             ),
+            (Method::GET, "/leader/campaign", Route::LeaderCampaign(None)),
+            (
+                Method::GET,
+                "/leader/orders/campaign",
+                Route::LeaderCampaign(Some(n("orders"))),
+            ),
+            (Method::POST, "/leader/release", Route::LeaderRelease(None)),
+            (
+                Method::POST,
+                "/leader/orders/release",
+                Route::LeaderRelease(Some(n("orders"))),
+            ),
             (Method::POST, "/lock/db", Route::LockAcquire(n("db"))),
             (Method::DELETE, "/lock/db", Route::LockRelease(n("db"))),
             (Method::GET, "/lock/db", Route::LockInspect(n("db"))),
@@ -263,6 +297,8 @@ mod tests {
             (Method::POST, "/leader", "GET"),
             (Method::DELETE, "/leader/x/ready", "GET"),
             (Method::GET, "/leader/resign", "POST"),
+            (Method::POST, "/leader/x/campaign", "GET"),
+            (Method::GET, "/leader/x/release", "POST"),
             (Method::PUT, "/lock/db", "GET, POST, DELETE"),
             (Method::GET, "/lock/db/renew", "POST"),
             (Method::POST, "/metrics", "GET"),

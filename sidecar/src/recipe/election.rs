@@ -26,6 +26,25 @@ impl Drop for LeaderInterest {
     }
 }
 
+/// Why a candidacy stands: the app is healthy ([`ElectionRecipe::set_standing`]) and, with an
+/// app-held candidacy, the app campaigns ([`ElectionRecipe::set_campaigning`]). Both must hold,
+/// so a recovering app does not stand for an app that is not campaigning, and the reverse.
+struct Standing {
+    /// (healthy, campaigning)
+    reasons: std::sync::Mutex<(bool, bool)>,
+    tx: watch::Sender<bool>,
+}
+
+impl Standing {
+    fn update(&self, change: impl FnOnce(&mut (bool, bool))) {
+        let mut reasons = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut reasons);
+        let standing = reasons.0 && reasons.1;
+        self.tx
+            .send_if_modified(|s| std::mem::replace(s, standing) != standing);
+    }
+}
+
 /// A running candidacy in one election. Cloneable; the candidacy ends with [`Self::leave`].
 #[derive(Clone)]
 pub struct ElectionRecipe {
@@ -34,7 +53,7 @@ pub struct ElectionRecipe {
     view: watch::Receiver<ElectionView>,
     commands: mpsc::Sender<Command>,
     interest: Arc<Interest>,
-    standing: Arc<watch::Sender<bool>>,
+    standing: Arc<Standing>,
     task: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -42,10 +61,22 @@ impl ElectionRecipe {
     /// Joins election `name` as `candidate` and keeps the candidacy alive across
     /// disconnections and lost sessions (re-entering at the back after a loss).
     pub fn start(session: SessionHandle, name: ResourceName, candidate: Candidate) -> Self {
+        Self::start_as(session, name, candidate, true)
+    }
+
+    /// [`Self::start`], standing only while [`Self::set_campaigning`] says so when
+    /// `campaigning` is false at first (an app-held candidacy, `--candidacy app`): the task
+    /// still publishes who leads meanwhile.
+    pub fn start_as(
+        session: SessionHandle,
+        name: ResourceName,
+        candidate: Candidate,
+        campaigning: bool,
+    ) -> Self {
         let (view_tx, view_rx) = watch::channel(ElectionView::empty(name.clone()));
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let interest = Arc::new(Interest::default());
-        let (standing_tx, standing_rx) = watch::channel(true);
+        let (standing_tx, standing_rx) = watch::channel(campaigning);
         let task = CandidateTask::new(
             session.clone(),
             name.clone(),
@@ -62,7 +93,10 @@ impl ElectionRecipe {
             view: view_rx,
             commands: cmd_tx,
             interest,
-            standing: Arc::new(standing_tx),
+            standing: Arc::new(Standing {
+                reasons: std::sync::Mutex::new((true, campaigning)),
+                tx: standing_tx,
+            }),
             task: Arc::new(std::sync::Mutex::new(Some(join))),
         }
     }
@@ -70,15 +104,21 @@ impl ElectionRecipe {
     /// Stands in the election (`true`, the default) or stands aside (`false`): the
     /// candidacy is withdrawn (stepping down if leading, so the next candidate leads) and not
     /// renewed until standing again, when it queues at the back. The view keeps showing who
-    /// leads meanwhile.
+    /// leads meanwhile. App health's switch: the candidacy stands only while
+    /// [`Self::set_campaigning`] also says so.
     pub fn set_standing(&self, standing: bool) {
-        self.standing
-            .send_if_modified(|s| std::mem::replace(s, standing) != standing);
+        self.standing.update(|r| r.0 = standing);
+    }
+
+    /// An app-held candidacy: stands while the app campaigns (`true`), withdraws as
+    /// [`Self::set_standing`] does when it stops.
+    pub fn set_campaigning(&self, campaigning: bool) {
+        self.standing.update(|r| r.1 = campaigning);
     }
 
     /// Whether this process stands in the election (see [`Self::set_standing`]).
     pub fn is_standing(&self) -> bool {
-        *self.standing.borrow()
+        *self.standing.tx.borrow()
     }
 
     /// The election's name.

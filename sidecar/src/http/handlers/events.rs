@@ -11,10 +11,14 @@ use crate::http::reply::{Body, event_stream};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
 
 /// `GET /events`: the session's state and every election's leader at once, then every
-/// change, lock grant, loss and release as it happens. A reader more than
+/// change, lock grant, loss and release as it happens, and `stepping-down` on SIGTERM for
+/// each election this pod leads (an open `/events` counts as following every election). A reader more than
 /// [`crate::events::EVENT_BUFFER`] events behind gets `: lagged N` and the current state again.
 pub(super) fn events(state: &ApiState) -> Response<Body> {
     let interests: Vec<_> = state.elections.iter().map(|e| e.follow_leader()).collect();
+    let following = state
+        .handoff
+        .follow(state.elections.iter().map(|e| e.name().clone()).collect());
     let mut events = state.locks.events().subscribe();
     let (mut sse, rx) = SseSender::channel(state.draining.clone());
     let (elections, identity) = (state.elections.clone(), state.identity.clone());
@@ -30,7 +34,7 @@ pub(super) fn events(state: &ApiState) -> Response<Body> {
         all
     };
     tokio::spawn(async move {
-        let _interests = interests;
+        let (_interests, _following) = (interests, following);
         let mut open = true;
         for chunk in snapshot() {
             open = open && sse.send(chunk).await;

@@ -9,7 +9,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::{ApiState, MAX_WAIT};
-use crate::events::{leader_key, sse_comment, sse_event};
+use crate::events::{
+    leader_key, session_change_data, session_changes, session_mark, sse_comment, sse_event,
+};
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
@@ -72,26 +74,35 @@ pub(super) async fn leader(
 }
 
 /// `GET /leader[/NAME]?follow=stream`: `event: leader` with the current answer at once, then
-/// one per change ([`leader_key`]) until the client goes away or the sidecar stops.
+/// one per change ([`leader_key`]) until the client goes away or the sidecar stops; also
+/// `suspended`, `resumed`, `lost` and `connected` as the session changes
+/// ([`session_changes`]), and `stepping-down` on SIGTERM while this pod leads.
 async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<Body> {
     // Listen first, then look: a change between the two is sent, not lost.
     let interest = election.follow_leader();
+    let following = state.handoff.follow(vec![election.name().clone()]);
     let mut events = state.locks.events().subscribe();
+    let mut snapshots = state.session.subscribe();
+    let mut mark = session_mark(&state.session);
     let view = election.refresh(REFRESH_BOUND).await;
     let first = leader_body(&state.identity, &state.session, &view);
     let (mut sse, rx) = SseSender::channel(state.draining.clone());
     let (election, identity) = (election.clone(), state.identity.clone());
     let session = state.session.clone();
     tokio::spawn(async move {
-        let _interest = interest;
+        let (_interest, _following) = (interest, following);
         let mut last = leader_key(&first);
         let mut open = sse.send(sse_event("leader", &first)).await;
         let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
         while open {
             let body = tokio::select! {
                 received = events.recv() => match received {
-                    Ok(event) if event.name == "leader"
-                        && event.data["election"] == election.name().as_str() => event.data.clone(),
+                    Ok(event) if event.data["election"] != election.name().as_str() => continue,
+                    Ok(event) if event.name == "leader" => event.data.clone(),
+                    Ok(event) if event.name == "stepping-down" => {
+                        open = sse.send(event.to_sse()).await;
+                        continue;
+                    }
                     Ok(_) => continue,
                     Err(RecvError::Lagged(n)) => {
                         open = sse.send(sse_comment(&format!("lagged {n}"))).await;
@@ -99,6 +110,18 @@ async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<
                     }
                     Err(RecvError::Closed) => break,
                 },
+                changed = snapshots.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let now = session_mark(&session);
+                    for change in session_changes(std::mem::replace(&mut mark, now), now) {
+                        let mut data = session_change_data(&session, now);
+                        data["election"] = election.name().as_str().into();
+                        open = open && sse.send(sse_event(change, &data)).await;
+                    }
+                    continue;
+                }
                 _ = sse.closed() => break,
                 _ = keep_alive.tick() => {
                     open = sse.send(sse_comment("keep-alive")).await;

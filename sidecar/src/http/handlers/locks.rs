@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL};
-use crate::events::{sse_comment, sse_event};
+use crate::events::{session_change_data, session_changes, session_mark, sse_comment, sse_event};
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
@@ -155,15 +155,21 @@ fn hold_params(state: &ApiState, q: &Query) -> Result<(Duration, Duration, bool)
     Ok((wait, ttl, stream))
 }
 
-/// The answer to `hold=stream`: `event: granted`, keep-alives, and `event: lost` or
-/// `event: released` if the grant ends while the stream is open (then the stream ends). When
-/// the app's connection closes, hyper drops the body and the task releases the lock at once.
+/// The answer to `hold=stream`: `event: granted`, keep-alives, `suspended` and `resumed` as
+/// the session disconnects and reconnects (the grant stands until `validUntil` meanwhile),
+/// and `event: lost` or `event: released` if the grant ends while the stream is open (then
+/// the stream ends). When the app's connection closes, hyper drops the body and the task
+/// releases the lock at once.
 fn stream_hold(state: &ApiState, hold: StreamHold) -> Response<Body> {
     let (mut sse, rx) = SseSender::channel(state.draining.clone());
     let locks = state.locks.clone();
+    let session = state.session.clone();
+    let mut snapshots = session.subscribe();
+    let mut mark = session_mark(&session);
     let StreamHold { lease, mut ended } = hold;
     tokio::spawn(async move {
         let mut open = sse.send(sse_event("granted", &lease.to_json())).await;
+        let mut session_alive = true;
         let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
         while open {
             tokio::select! {
@@ -172,6 +178,25 @@ fn stream_hold(state: &ApiState, hold: StreamHold) -> Response<Body> {
                     let ending = ending.unwrap_or(Ending::Released("released"));
                     sse.send_last(sse_event(ending.event(), &ending.to_json(&lease)));
                     return;
+                }
+                changed = snapshots.changed(), if session_alive => {
+                    if changed.is_err() {
+                        session_alive = false;
+                        continue;
+                    }
+                    let now = session_mark(&session);
+                    // `lost` comes from the grant's ending, with the grant's JSON.
+                    for change in session_changes(std::mem::replace(&mut mark, now), now) {
+                        if matches!(change, "suspended" | "resumed") {
+                            let mut data = session_change_data(&session, now);
+                            for (key, value) in lease.to_json().as_object().into_iter().flatten() {
+                                if key != "validUntil" {
+                                    data[key] = value.clone();
+                                }
+                            }
+                            open = open && sse.send(sse_event(change, &data)).await;
+                        }
+                    }
                 }
                 _ = sse.closed() => open = false,
                 _ = keep_alive.tick() => open = sse.send(sse_comment("keep-alive")).await,

@@ -1,8 +1,9 @@
 //! What each route does. Every answer is JSON; errors use the envelope in [`super::reply`].
 //! [`handle`] dispatches; the routes live in a module per family: `leader` (`/leader`),
-//! `locks` (`/lock`, `/semaphore`), `groups` (`/members`, `/barrier`) and `events`
-//! (`/events`).
+//! `locks` (`/lock`, `/semaphore`), `groups` (`/members`, `/barrier`), `events`
+//! (`/events`) and `campaign` (`/leader/NAME/campaign` and `/leader/NAME/release`).
 
+mod campaign;
 mod events;
 mod groups;
 mod leader;
@@ -18,12 +19,16 @@ use tokio::sync::watch;
 use super::query::Query;
 use super::reply::{ApiError, Body, json, text};
 use super::route::Route;
+use crate::config::Candidacy;
+use crate::handoff::HandOff;
 use crate::leases::LockTable;
 use crate::metrics::Metrics;
 use crate::recipe::{ConnectionState, ElectionRecipe, ResourceName, SessionHandle};
 
+pub use campaign::Campaigns;
 pub use leader::leader_body;
 
+use campaign::{campaign, release};
 use events::events;
 use groups::{barrier, members};
 use leader::{leader, ready};
@@ -48,8 +53,15 @@ pub struct ApiState {
     pub elections: Vec<ElectionRecipe>,
     pub locks: LockTable,
     pub metrics: Arc<Metrics>,
-    /// Set on SIGTERM: readiness fails, long-polls return, new acquisitions are refused.
+    /// Set once SIGTERM's hand-off is over: streams end. (Readiness, long-polls and new
+    /// acquisitions follow [`HandOff::stepping_down`], set on SIGTERM itself.)
     pub draining: watch::Receiver<bool>,
+    /// `--candidacy`: whether `/leader/NAME/campaign` is how this pod stands.
+    pub candidacy: Candidacy,
+    /// Who follows what, and the SIGTERM hand-off.
+    pub handoff: Arc<HandOff>,
+    /// The open campaign streams (one per election).
+    pub campaigns: Campaigns,
 }
 
 impl ApiState {
@@ -81,12 +93,14 @@ impl ApiState {
         })
     }
 
+    /// Whether SIGTERM arrived (readiness fails, nothing new is granted).
     fn is_draining(&self) -> bool {
-        *self.draining.borrow()
+        *self.draining.borrow() || self.handoff.is_stepping_down()
     }
 
+    /// Resolves once SIGTERM arrived.
     async fn drained(&self) {
-        let mut draining = self.draining.clone();
+        let mut draining = self.handoff.stepping_down();
         // The guard `wait_for` returns must not live across an await.
         let _ = draining.wait_for(|d| *d).await.is_ok();
     }
@@ -113,6 +127,8 @@ pub async fn handle(
                 &json!({ "election": election.name(), "resigned": resigned }),
             ))
         }
+        Route::LeaderCampaign(name) => campaign(state, name.as_ref(), query).await,
+        Route::LeaderRelease(name) => release(state, name.as_ref(), query).await,
         Route::LockAcquire(name) => acquire(state, &name, query).await,
         Route::LockRenew(name) => {
             let q = Query::parse(query, &["token", "ttl"])?;
