@@ -230,6 +230,8 @@ async fn the_probe_port_serves_only_read_only_routes() {
         ("GET", format!("/semaphore/{lock}")),
         ("POST", format!("/barrier/{lock}?parties=1&wait=0s")),
         ("GET", format!("/members/{election}")),
+        ("GET", format!("/leader/{election}/campaign")),
+        ("POST", format!("/leader/{election}/release")),
     ] {
         let answer = http(probe, method, &path, None).await;
         assert_eq!(
@@ -269,6 +271,8 @@ fn flags_are_documented_and_checked() {
         "--app-health",
         "--app-health-interval",
         "--app-health-failures",
+        "--candidacy",
+        "--release-grace",
     ] {
         assert!(text.contains(flag), "--help documents {flag}:\n{text}");
     }
@@ -280,6 +284,8 @@ fn flags_are_documented_and_checked() {
         "BATON_POD",
         "BATON_NAMESPACE",
         "BATON_APP_HEALTH",
+        "BATON_CANDIDACY",
+        "BATON_RELEASE_GRACE",
     ] {
         assert!(text.contains(env), "--help names {env}");
     }

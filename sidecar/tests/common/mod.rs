@@ -326,13 +326,24 @@ impl Sidecar {
 
     /// Sends SIGTERM and waits (bounded) for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("still running");
-        let pid = child.id().to_string();
+        self.signal_term();
+        self.wait_exit()
+    }
+
+    /// Sends SIGTERM and returns at once (the sidecar may be waiting for its app).
+    pub fn signal_term(&self) {
+        let pid = self.pid().to_string();
         let status = Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits (bounded) for the process to exit, e.g. after [`Self::signal_term`].
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("still running");
+        let pid = child.id().to_string();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(child.wait());
