@@ -166,6 +166,93 @@ mod tests {
         assert_eq!(log.last_index(), Ok(2), "synced entries survive");
     }
 
+    fn hard_state(term: u64, vote: u64, commit: u64) -> raft::eraftpb::HardState {
+        raft::eraftpb::HardState {
+            term,
+            vote,
+            commit,
+            ..Default::default()
+        }
+    }
+
+    /// A commit-only hard state costs no fdatasync: a crash may drop it (the commit is learnt
+    /// again from the leader) but never the entries, term or vote synced before it, and the next
+    /// synced record makes it durable too.
+    #[test]
+    fn a_commit_only_hard_state_is_written_without_waiting_for_the_disk() {
+        super::enable();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open(dir.path(), true);
+        log.persist(&[entry(1, 1), entry(2, 1)], Some(&hard_state(1, 1, 0)))
+            .expect("persist");
+        let synced = log.stats().fsyncs;
+        log.persist(&[], Some(&hard_state(1, 1, 2)))
+            .expect("commit");
+        assert_eq!(log.stats().fsyncs, synced, "no fdatasync for a commit");
+        assert_eq!(log.initial_state().expect("state").hard_state.commit, 2);
+        drop(log);
+
+        super::crash(dir.path()).expect("crash");
+        let log = open(dir.path(), true);
+        let state = log.initial_state().expect("state").hard_state;
+        assert_eq!((state.term, state.vote, state.commit), (1, 1, 0));
+        assert_eq!(log.last_index(), Ok(2), "synced entries survive");
+
+        // A vote is synced at once, and carries the commit written before it.
+        let synced = log.stats().fsyncs;
+        log.persist(&[], Some(&hard_state(1, 1, 2)))
+            .expect("commit");
+        log.persist(&[], Some(&hard_state(2, 3, 2))).expect("vote");
+        assert_eq!(log.stats().fsyncs, synced + 1);
+        drop(log);
+        super::crash(dir.path()).expect("crash");
+        let log = open(dir.path(), true);
+        let state = log.initial_state().expect("state").hard_state;
+        assert_eq!((state.term, state.vote, state.commit), (2, 3, 2));
+    }
+
+    /// A segment is never left behind with an unsynced record once a later one is written.
+    #[test]
+    fn rotation_syncs_an_unsynced_tail_first() {
+        super::enable();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = LogOptions {
+            sync: true,
+            segment_bytes: 1,
+            ..LogOptions::default()
+        };
+        let log = RaftLog::open(dir.path(), 1, Some("c"), opts.clone()).expect("open");
+        log.persist(&[entry(1, 1)], Some(&hard_state(1, 1, 0)))
+            .expect("persist");
+        log.persist(&[], Some(&hard_state(1, 1, 1)))
+            .expect("commit");
+        log.persist(&[entry(2, 1)], None).expect("persist");
+        drop(log);
+
+        let segments = || {
+            let mut found: Vec<(std::path::PathBuf, u64)> = std::fs::read_dir(dir.path())
+                .expect("list")
+                .map(|e| e.expect("entry").path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+                .map(|p| {
+                    let len = std::fs::metadata(&p).expect("stat").len();
+                    (p, len)
+                })
+                .collect();
+            found.sort();
+            found
+        };
+        let before = segments();
+        assert!(before.len() >= 3, "every append rotated: {before:?}");
+        super::crash(dir.path()).expect("crash");
+        let after = segments();
+        // Only the last segment may lose a tail; a torn record anywhere else would be damage.
+        assert_eq!(before[..before.len() - 1], after[..after.len() - 1]);
+        let log = RaftLog::open(dir.path(), 1, Some("c"), opts).expect("open");
+        assert_eq!(log.last_index(), Ok(2));
+        assert_eq!(log.initial_state().expect("state").hard_state.commit, 1);
+    }
+
     #[test]
     fn without_fsync_a_crash_keeps_nothing_the_log_wrote() {
         super::enable();
