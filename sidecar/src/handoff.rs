@@ -116,7 +116,7 @@ impl HandOff {
 
     /// Marks SIGTERM's arrival: readiness fails, long-polls return, nothing new is granted.
     pub fn begin(&self) {
-        let _ = self.stepping_down.send(true);
+        self.stepping_down.send_replace(true);
     }
 
     /// On SIGTERM: `stepping-down` on the streams of every election this pod leads and the
