@@ -117,7 +117,7 @@ async fn a_killed_campaigning_app_hands_leadership_to_the_next_campaign() {
     let members = b.call("GET", &format!("/members/{election}")).await;
     assert_eq!(
         identities(&members.body),
-        [b.identity.clone()],
+        [b.identity.as_str()],
         "{members:?}"
     );
 
@@ -148,7 +148,7 @@ async fn an_app_candidacy_without_a_campaign_never_stands() {
     let members = idle.call("GET", &format!("/members/{election}")).await;
     assert_eq!(
         identities(&members.body),
-        [always.identity.clone()],
+        [always.identity.as_str()],
         "only the standing pod is a member: {members:?}"
     );
     let seen = idle.call("GET", &format!("/leader/{election}")).await;
