@@ -120,12 +120,7 @@ impl BarrierRecipe {
             data,
             self.session.acls(),
         );
-        let mut pending = PendingNode {
-            conn,
-            create,
-            node: None,
-            armed: true,
-        };
+        let mut pending = PendingNode::new(conn, create, false);
         let ops_deadline = deadline.max(started + self.session.session_timeout());
         let outcome =
             tokio::time::timeout_at(ops_deadline, self.wait_to_pass(&mut pending, deadline)).await;

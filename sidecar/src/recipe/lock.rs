@@ -124,12 +124,8 @@ impl LockRecipe {
             data,
             self.session.acls(),
         );
-        let mut pending = PendingNode {
-            conn,
-            create,
-            node: None,
-            armed: true,
-        };
+        // A semaphore's look lists with a watch, which the create's round trip cannot carry.
+        let mut pending = PendingNode::new(conn, create, self.permits.is_none());
         let ops_deadline = deadline.max(started + self.session.session_timeout());
         let outcome =
             tokio::time::timeout_at(ops_deadline, self.wait_for_grant(&mut pending, deadline))
@@ -173,7 +169,10 @@ impl LockRecipe {
             let node = pending.node().await?;
             let look = match self.permits {
                 Some(permits) => self.look_permit(&client, &node, permits).await,
-                None => self.look(&client, &node).await.map_err(LockError::from),
+                None => self
+                    .look(&client, &node, pending.take_listing())
+                    .await
+                    .map_err(LockError::from),
             };
             match look {
                 Ok(Look::Granted) => return Ok(()),
@@ -260,11 +259,24 @@ impl LockRecipe {
     /// look costs what it always did (one list, one exists), a planted node never blocks or
     /// holds, and a live one is never skipped (see `election_folder::evaluate` for why nothing
     /// is cached).
-    async fn look(&self, client: &zk::Client, node: &OwnedNode) -> Result<Look, RecipeError> {
-        let children = match client.list_children(&self.dir).await {
-            Ok(children) => children,
-            Err(zk::Error::NoNode) => return Err(RecipeError::NodeVanished(node.path.clone())),
-            Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
+    ///
+    /// `listed` is the folder as listed right behind our create, when there is one: the first
+    /// look then costs no listing of its own.
+    async fn look(
+        &self,
+        client: &zk::Client,
+        node: &OwnedNode,
+        listed: Option<Vec<String>>,
+    ) -> Result<Look, RecipeError> {
+        let children = match listed {
+            Some(children) => children,
+            None => match client.list_children(&self.dir).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => {
+                    return Err(RecipeError::NodeVanished(node.path.clone()));
+                }
+                Err(e) => return Err(RecipeError::from_zk("list", &self.dir, e)),
+            },
         };
         let mut queue = Queue::new(&children, NodeKind::LOCK_KINDS);
         loop {

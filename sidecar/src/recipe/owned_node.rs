@@ -119,24 +119,50 @@ impl OwnedCreate {
     /// Creates the node, or finds the one an earlier attempt made. Returns
     /// [`RecipeError::Suspended`] when the connection drops: call again once reconnected.
     pub async fn run(&mut self, client: &zk::Client) -> Result<OwnedNode, RecipeError> {
+        self.run_and_list(client, false).await.map(|(node, _)| node)
+    }
+
+    /// `run`; with `list`, the folder's children are also asked for in the same round trip,
+    /// sent right behind the create: the session's FIFO order makes the listing include the new
+    /// node, so a lock can tell whether it holds without waiting for a second answer. The
+    /// listing is `None` when it was not asked for, failed, or the node was found again rather
+    /// than made.
+    pub async fn run_and_list(
+        &mut self,
+        client: &zk::Client,
+        list: bool,
+    ) -> Result<(OwnedNode, Option<Vec<String>>), RecipeError> {
         let base = format!("{}/{}", self.dir, self.prefix);
         loop {
             if self.maybe_created
                 && let Some(node) = self.find(client).await?
             {
-                return Ok(node);
+                return Ok((node, None));
             }
             // Set before sending: if this future is dropped mid-flight, the create may still land.
             self.maybe_created = true;
             let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls.tenant());
-            match client.create(&base, &self.data, &options).await {
+            // zookeeper-client orders requests when their futures are made, not when polled.
+            let create = client.create(&base, &self.data, &options);
+            let listing = list.then(|| client.list_children(&self.dir));
+            let (created, listed) = match listing {
+                Some(listing) => {
+                    let (created, listed) = tokio::join!(create, listing);
+                    (created, listed.ok())
+                }
+                None => (create.await, None),
+            };
+            match created {
                 Ok((stat, sequence)) => {
                     let name = format!("{}{sequence}", self.prefix);
-                    return Ok(OwnedNode {
+                    let node = OwnedNode {
                         path: format!("{}/{name}", self.dir),
                         name,
                         czxid: stat.czxid,
-                    });
+                    };
+                    // A listing without our node cannot be behind the create; never trust it.
+                    let listed = listed.filter(|children| children.contains(&node.name));
+                    return Ok((node, listed));
                 }
                 Err(zk::Error::NoNode) => {
                     // Definitively not created: the folder is missing (new, or a container the

@@ -15,9 +15,31 @@ pub(super) struct PendingNode {
     pub(super) create: OwnedCreate,
     pub(super) node: Option<OwnedNode>,
     pub(super) armed: bool,
+    /// Whether to list the folder in the create's round trip (see `OwnedCreate::run_and_list`).
+    list_with_create: bool,
+    /// That listing, until the first look takes it.
+    listed: Option<Vec<String>>,
 }
 
 impl PendingNode {
+    /// An acquisition that has sent nothing yet. With `list_with_create`, the folder is listed
+    /// in the create's round trip, for [`PendingNode::take_listing`].
+    pub(super) fn new(conn: Connection, create: OwnedCreate, list_with_create: bool) -> Self {
+        PendingNode {
+            conn,
+            create,
+            node: None,
+            armed: true,
+            list_with_create,
+            listed: None,
+        }
+    }
+
+    /// The folder's children as listed right behind this node's create, once.
+    pub(super) fn take_listing(&mut self) -> Option<Vec<String>> {
+        self.listed.take()
+    }
+
     /// This acquisition's node: the one made already, or a new one (found again by its owner
     /// after a lost create reply), riding out a suspension while it is made.
     pub(super) async fn node(&mut self) -> Result<OwnedNode, RecipeError> {
@@ -25,8 +47,12 @@ impl PendingNode {
             if let Some(node) = &self.node {
                 return Ok(node.clone());
             }
-            match self.create.run(&self.conn.client).await {
-                Ok(node) => self.node = Some(node),
+            let list = self.list_with_create;
+            match self.create.run_and_list(&self.conn.client, list).await {
+                Ok((node, listed)) => {
+                    self.node = Some(node);
+                    self.listed = listed;
+                }
                 Err(RecipeError::Suspended) => wait_reconnected(&self.conn.client).await?,
                 Err(e) => return Err(e),
             }
