@@ -19,6 +19,11 @@
 #                    rejoin before the next round). Worker 0, the whole of the one-worker rows,
 #                    talks to a follower of every server (each list is rotated to start at one,
 #                    checked every round), so no server is timed through its leader alone.
+#                    They also get sessions-failover (20 sessions on the leader, each writing;
+#                    kill -9 the leader; per session, time until it writes again; sessions lost)
+#                    and sessions-10k (10,000 sidecar-like sessions in 1,000 elections: each
+#                    member's RSS and idle CPU, election hand-over at that scale, and after a
+#                    leader kill -9 how soon every session is back and how many were lost).
 #   --tls MODE       TLS on Baton's (and ZooKeeper's) links. peer (default): Baton members
 #                    authenticate each other with certificates, clients use the plain port,
 #                    ZooKeeper runs plain. off: Baton with --insecure-no-tls (all plain, like
@@ -61,6 +66,7 @@ cell=6s
 election_rounds=30
 handover_rounds=30
 failover_rounds=10
+sessions_rounds=3
 targets=zk,baton
 members=1
 tls=peer
@@ -69,7 +75,7 @@ repeat=1
 build=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3 ;;
+    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3; sessions_rounds=2 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
     --tls) tls=${2:?--tls needs peer, off, on or both}; shift ;;
@@ -91,6 +97,9 @@ case "$tls" in
 esac
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --repeat must be a positive number" >&2; exit 2; }
 command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; exit 2; }
+# sessions-10k holds 10,000 connections in the bench and thousands in each member, which
+# inherit this limit.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 want() { [[ ",$targets," == *",$1,"* ]]; }
 want zk || want baton || { echo "bench.sh: --targets must name zk and/or baton" >&2; exit 2; }
@@ -486,6 +495,16 @@ if [ "$members" -ge 3 ] && row_wanted ensemble-failover "$members"; then
   plain_client=1 cell --workload ensemble-failover --ops "$failover_rounds" \
     --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
 fi
+if [ "$members" -ge 3 ] && row_wanted sessions-failover 20; then
+  echo "sessions-failover: 20 sessions on the leader, kill -9 of it, $sessions_rounds round(s) each" >&2
+  plain_client=1 cell --workload sessions-failover --workers 20 --ops "$sessions_rounds" \
+    --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
+fi
+if [ "$members" -ge 3 ] && row_wanted sessions-10k 10000; then
+  echo "sessions-10k: 10,000 sessions, idle usage, hand-overs, one leader kill -9 each" >&2
+  plain_client=1 cell --workload sessions-10k --workers 10000 \
+    --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
+fi
 
 disk_sync disk-after
 echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
@@ -563,7 +582,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
         printf "%-30s", key
         # Hand-over and failover rows time rounds that include restarts: their rate says
         # nothing, their latencies are the result.
-        timed = (key ~ /(failover|handover) w/)
+        timed = (key ~ /(failover|handover|sessions-10k) w/)
         for (m = 1; m <= 4; m++) cells(key, m, timed)
         printf "\n"
       }
@@ -571,6 +590,12 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
       printf "%s", disk
     }'
 
+# What the sessions rows measure besides latencies (their latencies are in the table: per
+# session, the kill until it wrote again, or until its client was connected again).
+jq -r 'select(.workload == "sessions-failover") |
+  "sessions-failover \(.label): \(.sessions_lost) session(s) lost"' "$results"
+jq -r 'select(.workload == "sessions-10k") |
+  "sessions-10k \(.label): RSS per member \([.rss_kib[] | "\(. / 1024 | floor) MiB"] | join(", ")) (total \(.rss_total_kib / 1024 | floor) MiB); idle CPU per member \(.cpu_idle_pct | map("\(.)%") | join(", ")) (bench process \(.bench_cpu_idle_pct)%); set-up \(.setup_secs)s\n  hand-over (delete -> successor'"'"'s watch) p50 \(.handover_p50_us)us p99 \(.handover_p99_us)us max \(.handover_max_us)us; after the kill p50 \(.handover_after_kill_p50_us)us max \(.handover_after_kill_max_us)us\n  leader kill -9: \(.reconnected) session(s) reconnected, all back after \(.all_back_ms) ms, \(.sessions_lost) lost; candidates'"'"' nodes \(.nodes_found)/\(.nodes_expected)"' "$results"
 printf '%-30s' "memory (RSS)"
 for name in "${names[@]}"; do
   if [ "$populated" = 1 ]; then

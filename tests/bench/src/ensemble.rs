@@ -115,6 +115,40 @@ impl Ensemble {
         Ok(client)
     }
 
+    /// Opens a session that may use every member, as an application's client does: the client
+    /// picks one at random and moves to another when its connection drops. `connection_timeout`
+    /// replaces the client's default (2/5 of the session timeout); it also sets how often an
+    /// idle session pings (3/8 of it).
+    pub async fn connect_any(
+        &self,
+        connection_timeout: Option<Duration>,
+    ) -> Result<Client, BenchError> {
+        let servers = self.servers.join(",");
+        let mut connector = Client::connector().with_session_timeout(SESSION_TIMEOUT);
+        if let Some(limit) = connection_timeout {
+            connector = connector.with_connection_timeout(limit);
+        }
+        let connected = match &self.tls {
+            Some(tls) => {
+                connector
+                    .with_tls(tls.options.clone())
+                    .secure_connect(&servers)
+                    .await
+            }
+            None => connector.connect(&servers).await,
+        };
+        let client = connected.map_err(|source| BenchError::Connect {
+            worker: 0,
+            server: servers,
+            source,
+        })?;
+        self.opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(client.state_watcher());
+        Ok(client)
+    }
+
     /// Waits up to `limit` for every session opened so far to close (the client sends
     /// closeSession when its last handle is dropped); returns how many are still open.
     pub async fn wait_all_closed(&self, limit: Duration) -> usize {

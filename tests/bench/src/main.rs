@@ -83,8 +83,13 @@ impl Cli {
     fn into_config(self) -> anyhow::Result<(Workload, RunConfig, bool)> {
         let workload = self.workload;
         anyhow::ensure!(
-            !(self.tls_ca.is_some() && workload == Workload::EnsembleFailover),
-            "--tls-ca: ensemble-failover asks members `srvr` over plain TCP; run it without TLS"
+            !(self.tls_ca.is_some()
+                && matches!(
+                    workload,
+                    Workload::EnsembleFailover | Workload::SessionsFailover | Workload::Sessions10k
+                )),
+            "--tls-ca: {} asks members `srvr` over plain TCP; run it without TLS",
+            workload.name()
         );
         let ensemble = match &self.servers {
             Some(list) => {

@@ -17,6 +17,9 @@ pub struct RunReport {
     pub ops_per_sec: f64,
     #[serde(flatten)]
     pub latency: LatencySummary,
+    /// What a workload measures besides latencies (memory, sessions lost, ...), as flat fields.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl RunReport {
@@ -42,7 +45,14 @@ impl RunReport {
                 0.0
             },
             latency: latencies.summary(),
+            extra: serde_json::Map::new(),
         }
+    }
+
+    /// Adds a workload's own measurements to the report.
+    pub fn with_extra(mut self, extra: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.extra = extra;
+        self
     }
 }
 
@@ -61,7 +71,11 @@ impl std::fmt::Display for RunReport {
             l.p99.to_string(),
             l.p999.to_string(),
             l.max
-        )
+        )?;
+        for (key, value) in &self.extra {
+            write!(f, " {key}={value}")?;
+        }
+        Ok(())
     }
 }
 

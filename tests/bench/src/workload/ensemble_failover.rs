@@ -25,9 +25,9 @@ use crate::latency::LatencyRecorder;
 use crate::members::MemberControl;
 
 /// Longest acceptable outage before the run is declared stuck.
-const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a restarted member may take to serve writes again (a JVM start and a snapshot).
-const REJOIN_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const REJOIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the ensemble may take to name exactly one leader between rounds.
 const LEADER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Pause between two failed writes while the session is connected: the server refused (no
@@ -120,7 +120,7 @@ async fn rounds(
 }
 
 /// The member (index into `--servers`) that says it leads, once exactly one does.
-async fn find_leader(ensemble: &Ensemble) -> Result<usize, BenchError> {
+pub(super) async fn find_leader(ensemble: &Ensemble) -> Result<usize, BenchError> {
     let deadline = Instant::now() + LEADER_TIMEOUT;
     loop {
         let mut leaders = Vec::new();
@@ -177,7 +177,7 @@ async fn first_accepted(
 ///
 /// While the session is disconnected the client is reconnecting and reports when it has, so
 /// the next try waits for that event; while connected but refused, only trying again can tell.
-async fn write_until_accepted(
+pub(super) async fn write_until_accepted(
     client: &Client,
     target: &str,
     data: &[u8],
@@ -216,7 +216,7 @@ async fn write_until_accepted(
 
 /// A session on member `member`, retrying until it is up again (after a restart, the process
 /// needs a moment before it takes clients); not measured.
-async fn connect_when_up(
+pub(super) async fn connect_when_up(
     ensemble: &Ensemble,
     member: usize,
     limit: Duration,

@@ -6,6 +6,8 @@ mod ensemble_failover;
 mod fanout;
 mod fsync;
 mod lock;
+mod sessions_10k;
+mod sessions_failover;
 mod sidecar_handover;
 mod sidecar_lock;
 mod sidecars;
@@ -66,6 +68,13 @@ pub enum Workload {
     SidecarHandover,
     /// kill -9 the ensemble's leader; time until a write through a surviving member succeeds.
     EnsembleFailover,
+    /// --workers sessions on the leader, each writing; kill -9 the leader; per session, time
+    /// until its first write after the kill is accepted.
+    SessionsFailover,
+    /// --workers (10,000) sidecar-like sessions, candidates in --workers/10 elections: memory,
+    /// idle CPU, election hand-over, and every session back after a leader kill -9.
+    #[value(name = "sessions-10k")]
+    Sessions10k,
 }
 
 impl Workload {
@@ -86,6 +95,8 @@ impl Workload {
             Workload::SidecarLockContended => "sidecar-lock-contended",
             Workload::SidecarHandover => "sidecar-handover",
             Workload::EnsembleFailover => "ensemble-failover",
+            Workload::SessionsFailover => "sessions-failover",
+            Workload::Sessions10k => "sessions-10k",
         }
     }
 
@@ -105,6 +116,8 @@ impl Workload {
             | Workload::LockContended => 10,
             Workload::ElectionFailover => 5,
             Workload::WatchFanout => 100,
+            Workload::SessionsFailover => 20,
+            Workload::Sessions10k => 10_000,
             Workload::Populate => 32,
         }
     }
@@ -114,6 +127,8 @@ impl Workload {
         match self {
             Workload::ElectionFailover | Workload::SidecarHandover => Limit::Ops(20),
             Workload::EnsembleFailover => Limit::Ops(5),
+            Workload::SessionsFailover => Limit::Ops(3),
+            Workload::Sessions10k => Limit::Ops(1),
             Workload::Populate => Limit::Ops(100_000),
             Workload::Fsync => Limit::Ops(1_000),
             _ => Limit::Duration(Duration::from_secs(10)),
@@ -149,6 +164,8 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         })
     };
     let dir = run_dir(workload);
+    // Measurements a workload reports besides its latencies.
+    let mut extra = serde_json::Map::new();
     let (latencies, elapsed) = match workload {
         Workload::Fsync => fsync::run(config).await?,
         Workload::CreateDelete => crud::create_delete(servers()?, config, &dir).await?,
@@ -166,6 +183,10 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         Workload::SidecarLockContended => sidecar_lock::run(servers()?, config, &dir, true).await?,
         Workload::SidecarHandover => sidecar_handover::run(servers()?, config, &dir).await?,
         Workload::EnsembleFailover => ensemble_failover::run(servers()?, config, &dir).await?,
+        Workload::SessionsFailover => {
+            sessions_failover::run(servers()?, config, &dir, &mut extra).await?
+        }
+        Workload::Sessions10k => sessions_10k::run(servers()?, config, &dir, &mut extra).await?,
     };
     if let Some(ensemble) = &config.ensemble {
         let open = ensemble.wait_all_closed(SESSION_CLOSE_TIMEOUT).await;
@@ -181,13 +202,10 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         (Workload::EnsembleFailover, Some(ensemble)) => ensemble.servers().len(),
         _ => config.workers,
     };
-    Ok(RunReport::new(
-        &config.label,
-        workload.name(),
-        workers,
-        &latencies,
-        elapsed,
-    ))
+    Ok(
+        RunReport::new(&config.label, workload.name(), workers, &latencies, elapsed)
+            .with_extra(extra),
+    )
 }
 
 /// A directory no earlier run used, so leftovers of an interrupted run never collide.
