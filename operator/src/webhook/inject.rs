@@ -24,6 +24,13 @@ pub const READY_WHEN_ANNOTATION: &str = "baton.dev/ready-when";
 /// `"true"` makes the sidecar mirror each election it leads into the Lease `baton-<election>`
 /// (`BATON_MIRROR_LEASE`); only with the pod's API token mounted, as for pod labels.
 pub const MIRROR_LEASE_ANNOTATION: &str = "baton.dev/mirror-lease";
+/// `PORT/PATH` of the app's health endpoint in the pod (e.g. `8080/healthz`): the sidecar
+/// checks `http://127.0.0.1:PORT/PATH` (`BATON_APP_HEALTH`) and stands aside while it fails.
+pub const APP_HEALTH_ANNOTATION: &str = "baton.dev/app-health";
+/// `"app"`: the pod stands in its elections only while the app holds
+/// `GET /leader/NAME/campaign` open (`BATON_CANDIDACY=app`); `"always"` (the default): from
+/// start to shutdown.
+pub const CANDIDACY_ANNOTATION: &str = "baton.dev/candidacy";
 /// The sidecar needs this long after SIGTERM to resign and release its locks.
 pub const MIN_GRACE_SECONDS: i64 = 5;
 /// Longest election name the sidecar accepts.
@@ -217,6 +224,26 @@ pub fn patch(
             });
         }
     };
+    let app_health = annotation(pod, APP_HEALTH_ANNOTATION)
+        .map(|value| {
+            app_health_url(value).ok_or_else(|| InjectError::BadAnnotation {
+                annotation: APP_HEALTH_ANNOTATION,
+                value: value.into(),
+                expected: "PORT/PATH, e.g. 8080/healthz (the app's port in the pod, 1 to 65535, and an HTTP path)",
+            })
+        })
+        .transpose()?;
+    let app_candidacy = match annotation(pod, CANDIDACY_ANNOTATION) {
+        None | Some("always") => false,
+        Some("app") => true,
+        Some(other) => {
+            return Err(InjectError::BadAnnotation {
+                annotation: CANDIDACY_ANNOTATION,
+                value: other.into(),
+                expected: "\"always\" or \"app\"",
+            });
+        }
+    };
     let spec = pod.spec.clone().unwrap_or_default();
     let address_port_suffix = spec
         .containers
@@ -231,6 +258,8 @@ pub fn patch(
         address_port_suffix,
         label_pod: spec.automount_service_account_token != Some(false),
         mirror_lease,
+        app_health,
+        app_candidacy,
         native,
         ready_path,
         defaults: ensemble.sidecar.clone(),
@@ -279,6 +308,27 @@ pub fn patch(
         ));
     }
     Ok(serde_json::from_value(Value::Array(ops)).unwrap_or_default())
+}
+
+/// `PORT/PATH` (or `PORT`) as the URL the sidecar checks on the pod's loopback; `None` for
+/// anything else. The path is kept to visible ASCII so the sidecar's own check of the URL
+/// cannot fail on a pod the webhook admitted.
+fn app_health_url(value: &str) -> Option<String> {
+    let (port, path) = value.split_once('/').unwrap_or((value, ""));
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    if port.to_string() != port_text(value)
+        || !path
+            .chars()
+            .all(|c| c.is_ascii_graphic() && !matches!(c, '#' | '\\' | '"' | '<' | '>'))
+    {
+        return None;
+    }
+    Some(format!("http://127.0.0.1:{port}/{path}"))
+}
+
+/// The port part of `PORT/PATH`, as written.
+fn port_text(value: &str) -> &str {
+    value.split_once('/').map_or(value, |(port, _)| port)
 }
 
 /// Whether `pod` already runs the sidecar (as a native sidecar or a plain container).

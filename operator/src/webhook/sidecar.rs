@@ -62,6 +62,10 @@ pub struct SidecarSpec {
     pub label_pod: bool,
     /// `baton.dev/mirror-lease: "true"`: `BATON_MIRROR_LEASE=true` (with `label_pod` only).
     pub mirror_lease: bool,
+    /// `baton.dev/app-health`: the URL the sidecar checks (`BATON_APP_HEALTH`).
+    pub app_health: Option<String>,
+    /// `baton.dev/candidacy: app`: `BATON_CANDIDACY=app`.
+    pub app_candidacy: bool,
     /// Native sidecar (an init container with `restartPolicy: Always`).
     pub native: bool,
     /// What the readiness probe GETs: `READYZ_PATH` or `LEADER_READY_PATH`.
@@ -90,6 +94,12 @@ pub fn container(spec: &SidecarSpec) -> Container {
     ];
     if let Some(timeout) = &spec.defaults.session_timeout {
         env.push(plain_env("BATON_SESSION_TIMEOUT", timeout));
+    }
+    if let Some(url) = &spec.app_health {
+        env.push(plain_env("BATON_APP_HEALTH", url));
+    }
+    if spec.app_candidacy {
+        env.push(plain_env("BATON_CANDIDACY", "app"));
     }
     if spec.label_pod {
         env.push(field_env("BATON_POD", "metadata.name"));

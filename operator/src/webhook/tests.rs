@@ -493,3 +493,53 @@ fn the_mirror_lease_annotation_turns_the_lease_mirror_on() {
         Err(InjectError::BadAnnotation { .. })
     ));
 }
+
+#[test]
+fn app_health_and_candidacy_annotations_reach_the_sidecar() {
+    let has = |c: &Container, name: &str| c.env.iter().flatten().any(|e| e.name == name);
+    let c = sidecar(&patched(&pod(DEPLOYMENT_POD), &view(), &settings()));
+    assert!(!has(&c, "BATON_APP_HEALTH") && !has(&c, "BATON_CANDIDACY"));
+    let with = |annotations: &str| {
+        DEPLOYMENT_POD.replace(
+            "{baton.dev/inject: \"true\"}",
+            &format!("{{baton.dev/inject: \"true\", {annotations}}}"),
+        )
+    };
+
+    let annotated = with("baton.dev/app-health: \"8080/healthz?deep=1\", baton.dev/candidacy: app");
+    let c = sidecar(&patched(&pod(&annotated), &view(), &settings()));
+    assert_eq!(
+        env(&c, "BATON_APP_HEALTH"),
+        serde_json::json!({"name": "BATON_APP_HEALTH", "value": "http://127.0.0.1:8080/healthz?deep=1"})
+    );
+    assert_eq!(
+        env(&c, "BATON_CANDIDACY"),
+        serde_json::json!({"name": "BATON_CANDIDACY", "value": "app"})
+    );
+    let bare = with("baton.dev/app-health: \"9000\", baton.dev/candidacy: always");
+    let c = sidecar(&patched(&pod(&bare), &view(), &settings()));
+    assert_eq!(
+        env(&c, "BATON_APP_HEALTH")["value"],
+        "http://127.0.0.1:9000/"
+    );
+    assert!(!has(&c, "BATON_CANDIDACY"), "always is the default");
+
+    for garbage in [
+        "baton.dev/app-health: \"healthz\"",
+        "baton.dev/app-health: \"/healthz\"",
+        "baton.dev/app-health: \"0/healthz\"",
+        "baton.dev/app-health: \"70000/healthz\"",
+        "baton.dev/app-health: \"+80/healthz\"",
+        "baton.dev/app-health: \"http://127.0.0.1:8080/healthz\"",
+        "baton.dev/app-health: \"8080/health z\"",
+        "baton.dev/candidacy: sometimes",
+    ] {
+        let refused = inject::patch(&pod(&with(garbage)), "prod", &view(), &settings());
+        let Err(e @ InjectError::BadAnnotation { .. }) = refused else {
+            panic!("{garbage}: {refused:?}");
+        };
+        let message = e.to_string();
+        let key = garbage.split(':').next().unwrap_or_default();
+        assert!(message.starts_with(key), "{garbage}: {message}");
+    }
+}
