@@ -87,6 +87,17 @@ pub enum BenchError {
     #[error("sidecar {identity}: {detail}")]
     Sidecar { identity: String, detail: String },
 
+    #[cfg(feature = "etcd")]
+    #[error("etcd {op} {key}: {source}")]
+    Etcd {
+        op: &'static str,
+        key: String,
+        source: etcd_client::Error,
+    },
+
+    #[error("{0}")]
+    Unexpected(String),
+
     #[error("ensemble member {member} ({server}): {detail}")]
     Member {
         member: usize,

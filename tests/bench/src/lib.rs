@@ -5,11 +5,14 @@
 //! does not set TCP_NODELAY: a server that does not set it on its side pays for Nagle here),
 //! spreads its sessions round-robin over `--servers`, and is bounded by `--duration` or `--ops`.
 //! The sidecar workloads run real `baton-sidecar` processes on those servers and go through
-//! their HTTP API; ensemble-failover kills and restarts ensemble members.
+//! their HTTP API; ensemble-failover kills and restarts ensemble members. With the `etcd` feature,
+//! `--etcd` runs the rows that carry over against etcd's v3 API instead.
 
 pub mod budget;
 pub mod ensemble;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fair_lock;
 pub mod four_letter;
 pub mod http_client;

@@ -27,6 +27,12 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
 
+    /// --servers are etcd endpoints (HOST:PORT of their client URLs): run the workload's etcd
+    /// counterpart through etcd's v3 API (create-delete, get-data, get-data-linearizable,
+    /// mixed-*, lock-* and election-failover). Needs the `etcd` cargo feature.
+    #[arg(long)]
+    etcd: bool,
+
     /// What to run.
     #[arg(long, value_enum)]
     workload: Workload,
@@ -37,8 +43,8 @@ struct Cli {
     workers: Option<usize>,
 
     /// Stop after this long (e.g. 10s, 500ms, 2m). Default 10s, except election-failover and
-    /// sidecar-handover (--ops 20), ensemble-failover (--ops 5), populate (--ops 100000) and
-    /// fsync (--ops 1000).
+    /// sidecar-handover (--ops 20), ensemble-failover (--ops 5), populate (--ops 100000),
+    /// fsync (--ops 1000) and loopback-rtt (--ops 10000).
     #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
     duration: Option<Duration>,
 
@@ -80,7 +86,7 @@ struct Cli {
 }
 
 impl Cli {
-    fn into_config(self) -> anyhow::Result<(Workload, RunConfig, bool)> {
+    fn into_config(self) -> anyhow::Result<(Workload, RunConfig, bool, bool)> {
         let workload = self.workload;
         anyhow::ensure!(
             !(self.tls_ca.is_some()
@@ -127,7 +133,7 @@ impl Cli {
                 .unwrap_or_else(SidecarLauncher::default_binary),
             members,
         };
-        Ok((workload, config, self.json))
+        Ok((workload, config, self.json, self.etcd))
     }
 }
 
@@ -156,11 +162,29 @@ async fn main() -> ExitCode {
     }
 }
 
+#[cfg(feature = "etcd")]
+async fn run_etcd(
+    workload: Workload,
+    config: &RunConfig,
+) -> anyhow::Result<baton_bench::report::RunReport> {
+    Ok(baton_bench::etcd::run(workload, config).await?)
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn run_etcd(_: Workload, _: &RunConfig) -> anyhow::Result<baton_bench::report::RunReport> {
+    anyhow::bail!(
+        "--etcd: this baton-bench was built without the `etcd` feature (cargo build -p baton-bench --features etcd)"
+    )
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let (workload, config, json) = cli.into_config()?;
-    let report = workload::run(workload, &config)
-        .await
-        .with_context(|| format!("workload {} ({})", workload.name(), config.label))?;
+    let (workload, config, json, etcd) = cli.into_config()?;
+    let report = if etcd {
+        run_etcd(workload, &config).await
+    } else {
+        workload::run(workload, &config).await.map_err(Into::into)
+    }
+    .with_context(|| format!("workload {} ({})", workload.name(), config.label))?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -70,12 +70,15 @@ pub(super) async fn create_delete(
     result
 }
 
-/// getData (and setData for the rest of `read_percent`) on random nodes of a fixed set.
+/// getData (and setData for the rest of `read_percent`) on random nodes of a fixed set; with
+/// `sync_first`, each getData follows a sync (ZooKeeper's way to read the latest), and the
+/// operation timed is the pair.
 pub(super) async fn mixed(
     ensemble: &Ensemble,
     config: &RunConfig,
     dir: &str,
     read_percent: u64,
+    sync_first: bool,
 ) -> Result<(LatencyRecorder, Duration), BenchError> {
     let (clients, admin) = connect(ensemble, config.workers).await?;
     make_dir(&admin, dir).await?;
@@ -92,6 +95,12 @@ pub(super) async fn mixed(
                 let read = random.next() % 100 < read_percent;
                 let started = Instant::now();
                 if read {
+                    if sync_first {
+                        client
+                            .sync(&path)
+                            .await
+                            .map_err(BenchError::op("sync", &path))?;
+                    }
                     client
                         .get_data(&path)
                         .await
@@ -170,10 +179,10 @@ pub(super) async fn populate(
 }
 
 /// A tiny deterministic generator: runs are repeatable and need no dependency.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -6,6 +6,7 @@ mod ensemble_failover;
 mod fanout;
 mod fsync;
 mod lock;
+mod loopback;
 mod sessions_10k;
 mod sessions_failover;
 mod sidecar_handover;
@@ -19,6 +20,9 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 use zookeeper_client::{Acls, Client, CreateMode};
+
+#[cfg(feature = "etcd")]
+pub(crate) use crud::SplitMix64;
 
 use crate::budget::{Budget, Limit};
 use crate::ensemble::Ensemble;
@@ -41,6 +45,9 @@ pub enum Workload {
     CreateDelete,
     /// getData on a set of 100 nodes of --data-size bytes.
     GetData,
+    /// sync, then getData, on a set of 100 nodes: a read that sees every write acknowledged
+    /// before it (with --etcd: a linearizable get; get-data is then a serializable one).
+    GetDataLinearizable,
     /// 90% getData, 10% setData on a set of 100 nodes.
     #[value(name = "mixed-90-10")]
     Mixed90_10,
@@ -57,8 +64,11 @@ pub enum Workload {
     WatchFanout,
     /// Creates --ops nodes of --data-size bytes and leaves them (for memory measurements).
     Populate,
-    /// No server: appends 1 KiB and fdatasyncs in a temp file under --fsync-dir.
+    /// No server: --workers writers (default 1), each appending 1 KiB and fdatasyncing its own
+    /// temp file under --fsync-dir, as that many members sharing the disk would.
     Fsync,
+    /// No server: a 64-byte echo over loopback TCP, one connection per worker.
+    LoopbackRtt,
     /// One baton-sidecar per worker, each locking its own lock over HTTP (POST, then DELETE).
     SidecarLockUncontended,
     /// --workers baton-sidecars taking turns on one lock over HTTP.
@@ -83,6 +93,7 @@ impl Workload {
         match self {
             Workload::CreateDelete => "create-delete",
             Workload::GetData => "get-data",
+            Workload::GetDataLinearizable => "get-data-linearizable",
             Workload::Mixed90_10 => "mixed-90-10",
             Workload::Mixed50_50 => "mixed-50-50",
             Workload::LockContended => "lock-contended",
@@ -91,6 +102,7 @@ impl Workload {
             Workload::WatchFanout => "watch-fanout",
             Workload::Populate => "populate",
             Workload::Fsync => "fsync",
+            Workload::LoopbackRtt => "loopback-rtt",
             Workload::SidecarLockUncontended => "sidecar-lock-uncontended",
             Workload::SidecarLockContended => "sidecar-lock-contended",
             Workload::SidecarHandover => "sidecar-handover",
@@ -106,11 +118,13 @@ impl Workload {
             Workload::CreateDelete
             | Workload::LockUncontended
             | Workload::Fsync
+            | Workload::LoopbackRtt
             | Workload::SidecarLockUncontended
             | Workload::EnsembleFailover => 1,
             Workload::SidecarLockContended => 5,
             Workload::SidecarHandover => 3,
             Workload::GetData
+            | Workload::GetDataLinearizable
             | Workload::Mixed90_10
             | Workload::Mixed50_50
             | Workload::LockContended => 10,
@@ -131,13 +145,14 @@ impl Workload {
             Workload::Sessions10k => Limit::Ops(1),
             Workload::Populate => Limit::Ops(100_000),
             Workload::Fsync => Limit::Ops(1_000),
+            Workload::LoopbackRtt => Limit::Ops(10_000),
             _ => Limit::Duration(Duration::from_secs(10)),
         }
     }
 
     /// Whether the workload talks to servers at all.
     pub fn needs_servers(self) -> bool {
-        self != Workload::Fsync
+        !matches!(self, Workload::Fsync | Workload::LoopbackRtt)
     }
 }
 
@@ -168,10 +183,12 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
     let mut extra = serde_json::Map::new();
     let (latencies, elapsed) = match workload {
         Workload::Fsync => fsync::run(config).await?,
+        Workload::LoopbackRtt => loopback::run(config).await?,
         Workload::CreateDelete => crud::create_delete(servers()?, config, &dir).await?,
-        Workload::GetData => crud::mixed(servers()?, config, &dir, 100).await?,
-        Workload::Mixed90_10 => crud::mixed(servers()?, config, &dir, 90).await?,
-        Workload::Mixed50_50 => crud::mixed(servers()?, config, &dir, 50).await?,
+        Workload::GetData => crud::mixed(servers()?, config, &dir, 100, false).await?,
+        Workload::GetDataLinearizable => crud::mixed(servers()?, config, &dir, 100, true).await?,
+        Workload::Mixed90_10 => crud::mixed(servers()?, config, &dir, 90, false).await?,
+        Workload::Mixed50_50 => crud::mixed(servers()?, config, &dir, 50, false).await?,
         Workload::Populate => crud::populate(servers()?, config, &dir).await?,
         Workload::LockContended => lock::contended(servers()?, config, &dir).await?,
         Workload::LockUncontended => lock::uncontended(servers()?, config, &dir).await?,
@@ -209,7 +226,7 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
 }
 
 /// A directory no earlier run used, so leftovers of an interrupted run never collide.
-fn run_dir(workload: Workload) -> String {
+pub(crate) fn run_dir(workload: Workload) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -274,6 +291,6 @@ where
 }
 
 /// The payload written by every workload: `size` bytes of a fixed pattern.
-fn payload(size: usize) -> Vec<u8> {
+pub(crate) fn payload(size: usize) -> Vec<u8> {
     (0..size).map(|i| b'a' + (i % 26) as u8).collect()
 }
