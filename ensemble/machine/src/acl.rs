@@ -15,7 +15,7 @@
 //! Permission bits are not validated (0 and -1 are accepted). Exact duplicate entries are
 //! removed, keeping the first. An empty ACL on a node allows everything.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -178,27 +178,35 @@ fn ip_matches(acl_expr: &str, caller: &str) -> bool {
 
 /// Interns ACL lists so that nodes with equal ACLs share one allocation (ZooKeeper's
 /// `ReferenceCountedACLCache`). Entries no node uses any more are dropped by `release`.
+///
+/// Counts the tree's own references rather than reading `Arc::strong_count`: a snapshot in
+/// progress holds copies of nodes too, and must not keep a list in the cache for good.
 #[derive(Debug, Default)]
 pub(crate) struct AclCache {
-    lists: HashSet<Arc<[Acl]>>,
+    lists: HashMap<Arc<[Acl]>, usize>,
 }
 
 impl AclCache {
-    /// The shared copy of `acl`.
+    /// The shared copy of `acl`, counted as one more node's.
     pub(crate) fn intern(&mut self, acl: &[Acl]) -> Arc<[Acl]> {
-        if let Some(found) = self.lists.get(acl) {
-            return Arc::clone(found);
+        if let Some(count) = self.lists.get_mut(acl) {
+            *count += 1;
+        }
+        if let Some((shared, _)) = self.lists.get_key_value(acl) {
+            return Arc::clone(shared);
         }
         let shared: Arc<[Acl]> = Arc::from(acl);
-        self.lists.insert(Arc::clone(&shared));
+        self.lists.insert(Arc::clone(&shared), 1);
         shared
     }
 
-    /// Drops a node's reference; forgets the list when only the cache still holds it.
-    pub(crate) fn release(&mut self, acl: Arc<[Acl]>) {
-        // Two references left: the cache's and the one being released.
-        if Arc::strong_count(&acl) <= 2 {
-            self.lists.remove(&*acl);
+    /// One node no longer uses `acl`; the list is forgotten when none does.
+    pub(crate) fn release(&mut self, acl: &[Acl]) {
+        if let Some(count) = self.lists.get_mut(acl) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.lists.remove(acl);
+            }
         }
     }
 
@@ -379,9 +387,11 @@ mod tests {
         let b = cache.intern(&open());
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(cache.len(), 1);
-        cache.release(a);
+        let held_elsewhere = Arc::clone(&a);
+        cache.release(&a);
         assert_eq!(cache.len(), 1);
-        cache.release(b);
-        assert_eq!(cache.len(), 0);
+        cache.release(&b);
+        assert_eq!(cache.len(), 0, "copies held outside the tree do not count");
+        drop(held_elsewhere);
     }
 }

@@ -6,6 +6,7 @@
 //! `SessionTracker` for the leader's session deadlines.
 
 pub mod acl;
+mod children;
 pub mod command;
 pub mod path;
 mod read;
@@ -19,7 +20,7 @@ pub mod watch;
 
 pub use command::{Command, CommandKind};
 pub use session_tracker::SessionTracker;
-pub use snapshot::SnapshotError;
+pub use snapshot::{FrozenState, SnapshotError};
 pub use state::{Applied, SessionInfo, StateMachine};
 pub use tenancy::TenancyPolicy;
 pub use watch::{WatchKind, WatchManager};

@@ -65,7 +65,8 @@ pub struct Applied {
 #[derive(Debug)]
 pub struct StateMachine {
     pub(crate) tree: DataTree,
-    pub(crate) sessions: BTreeMap<i64, SessionInfo>,
+    /// Persistent, like the tree's nodes, so that `freeze` copies it in O(1).
+    pub(crate) sessions: imbl::OrdMap<i64, SessionInfo>,
     pub(crate) last_applied: i64,
     /// The ensemble's address book (member id → peer address), kept here so it survives log
     /// compaction: the runtime updates it when it applies a membership change.
@@ -121,7 +122,7 @@ impl StateMachine {
     pub fn new() -> Self {
         StateMachine {
             tree: DataTree::new(),
-            sessions: BTreeMap::new(),
+            sessions: imbl::OrdMap::new(),
             last_applied: 0,
             members: BTreeMap::new(),
             tenancy: TenancyPolicy::default(),

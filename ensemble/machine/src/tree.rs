@@ -14,15 +14,24 @@
 //!   setACL; a new node has pzxid = mzxid = czxid and mtime = ctime;
 //! - ephemeralOwner shows the session for ephemerals and 0 for everything else, containers and
 //!   TTL nodes included.
+//!
+//! The nodes live in a persistent map (`imbl`), each behind an `Arc`: copying the map is
+//! O(1), which is how a snapshot is taken without stopping the core (`StateMachine::freeze`).
+//! A change after such a copy copies only the map's path to the node and the node itself
+//! (`Arc::make_mut`); child sets are persistent too when large (`children.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use baton_proto::{Acl, ErrorCode, Stat};
 use thiserror::Error;
 
 use crate::acl::{self, AclCache};
+use crate::children::ChildSet;
 use crate::path::{self, ROOT};
+
+/// Every node by path. Keys are `Arc`s because copying a shared map's path copies them.
+pub(crate) type NodeMap = imbl::HashMap<Arc<str>, Arc<Node>>;
 
 /// Largest TTL ZooKeeper can encode in an ephemeral owner (40 bits of milliseconds).
 pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
@@ -57,7 +66,7 @@ pub struct Node {
     /// apart from empty data; free: `Option<Box<[u8]>>` is as large as `Box<[u8]>`.
     pub(crate) data: Option<Box<[u8]>>,
     pub(crate) acl: Arc<[Acl]>,
-    pub(crate) children: BTreeSet<Box<str>>,
+    pub(crate) children: ChildSet,
     pub(crate) czxid: i64,
     pub(crate) mzxid: i64,
     pub(crate) pzxid: i64,
@@ -106,7 +115,7 @@ impl Node {
 
     /// Child names in sorted order.
     pub fn children(&self) -> impl Iterator<Item = &str> {
-        self.children.iter().map(|c| &**c)
+        self.children.iter()
     }
 
     /// Current number of children.
@@ -133,7 +142,7 @@ impl Node {
         Node {
             data,
             acl,
-            children: BTreeSet::new(),
+            children: ChildSet::default(),
             czxid: zxid,
             mzxid: zxid,
             pzxid: zxid,
@@ -145,6 +154,11 @@ impl Node {
             kind,
         }
     }
+}
+
+/// The node at `path` to change, copied first if a snapshot still shares it.
+fn node_mut<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<&'a mut Node> {
+    nodes.get_mut(path::normalize(path)).map(Arc::make_mut)
 }
 
 /// Why a list of (path, node) pairs, as read from a snapshot, does not make a tree.
@@ -163,7 +177,7 @@ pub(crate) enum NotATree {
 /// The whole znode tree and its indexes.
 #[derive(Debug)]
 pub struct DataTree {
-    nodes: HashMap<Box<str>, Node>,
+    nodes: NodeMap,
     acls: AclCache,
     ephemerals: BTreeMap<i64, BTreeSet<Box<str>>>,
     containers: BTreeSet<Box<str>>,
@@ -183,26 +197,14 @@ impl DataTree {
     /// /zookeeper/config (READ-only for everyone, aversion -1), all with zero stats.
     pub fn new() -> DataTree {
         let mut tree = DataTree::empty();
-        let open = tree.acls.intern(&acl::open());
+        let mut open = || tree.acls.intern(&acl::open());
+        let mut root = Node::new(Some(Box::default()), open(), NodeKind::Persistent, 0, 0);
+        root.children.insert("zookeeper");
+        let mut zookeeper = Node::new(Some(Box::default()), open(), NodeKind::Persistent, 0, 0);
+        zookeeper.children.insert("quota");
+        zookeeper.children.insert("config");
+        let quota = Node::new(Some(Box::default()), open(), NodeKind::Persistent, 0, 0);
         let read_only = tree.acls.intern(&acl::read_only());
-        let mut root = Node::new(
-            Some(Box::default()),
-            Arc::clone(&open),
-            NodeKind::Persistent,
-            0,
-            0,
-        );
-        root.children.insert("zookeeper".into());
-        let mut zookeeper = Node::new(
-            Some(Box::default()),
-            Arc::clone(&open),
-            NodeKind::Persistent,
-            0,
-            0,
-        );
-        zookeeper.children.insert("quota".into());
-        zookeeper.children.insert("config".into());
-        let quota = Node::new(Some(Box::default()), open, NodeKind::Persistent, 0, 0);
         let mut config = Node::new(Some(Box::default()), read_only, NodeKind::Persistent, 0, 0);
         config.aversion = -1;
         for (p, node) in [
@@ -212,14 +214,14 @@ impl DataTree {
             ("/zookeeper/config", config),
         ] {
             tree.data_size += p.len() as u64;
-            tree.nodes.insert(p.into(), node);
+            tree.nodes.insert(p.into(), Arc::new(node));
         }
         tree
     }
 
     fn empty() -> DataTree {
         DataTree {
-            nodes: HashMap::new(),
+            nodes: NodeMap::default(),
             acls: AclCache::default(),
             ephemerals: BTreeMap::new(),
             containers: BTreeSet::new(),
@@ -230,7 +232,12 @@ impl DataTree {
 
     /// The node at `path`; "" is the root, as in ZooKeeper.
     pub fn get(&self, path: &str) -> Option<&Node> {
-        self.nodes.get(path::normalize(path))
+        self.nodes.get(path::normalize(path)).map(|n| &**n)
+    }
+
+    /// Every node, sharing structure with the tree: O(1), and unaffected by later changes.
+    pub(crate) fn shared_nodes(&self) -> NodeMap {
+        self.nodes.clone()
     }
 
     /// Number of znodes, the root included.
@@ -279,7 +286,7 @@ impl DataTree {
 
     /// Every (path, node), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|(p, n)| (&**p, n))
+        self.nodes.iter().map(|(p, n)| (&**p, &**n))
     }
 
     /// Number of descendants of `path` (ZooKeeper's getAllChildrenNumber); `None` if absent.
@@ -314,15 +321,15 @@ impl DataTree {
         if name.is_empty() || self.nodes.contains_key(path) {
             return Err(ErrorCode::NodeExists);
         }
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        parent.children.insert(name.into());
+        let parent = node_mut(&mut self.nodes, parent_path).ok_or(ErrorCode::NoNode)?;
+        parent.children.insert(name);
         parent.cversion = parent.cversion.wrapping_add(1);
         parent.pzxid = zxid;
         let acl = self.acls.intern(acl);
         let node = Node::new(data.map(Vec::into_boxed_slice), acl, kind, zxid, time);
         self.data_size += (path.len() + node.data_len()) as u64;
         let stat = node.stat();
-        self.nodes.insert(path.into(), node);
+        self.nodes.insert(path.into(), Arc::new(node));
         match kind {
             NodeKind::Persistent => {}
             NodeKind::Ephemeral { owner } => {
@@ -353,7 +360,7 @@ impl DataTree {
             Some(node) if !node.children.is_empty() => return Err(ErrorCode::NotEmpty),
             Some(_) => {}
         }
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = node_mut(&mut self.nodes, parent_path).ok_or(ErrorCode::NoNode)?;
         parent.children.remove(name);
         parent.pzxid = parent.pzxid.max(zxid);
         let Some(node) = self.nodes.remove(path) else {
@@ -379,7 +386,8 @@ impl DataTree {
                 self.ttls.remove(path);
             }
         }
-        self.acls.release(node.acl);
+        // A snapshot in progress may still hold the node; the ACL's count is ours either way.
+        self.acls.release(&node.acl);
         Ok(())
     }
 
@@ -392,10 +400,7 @@ impl DataTree {
         zxid: i64,
         time: i64,
     ) -> Result<Stat, ErrorCode> {
-        let node = self
-            .nodes
-            .get_mut(path::normalize(path))
-            .ok_or(ErrorCode::NoNode)?;
+        let node = node_mut(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
         let new_len = data.as_ref().map_or(0, Vec::len);
         self.data_size = (self.data_size + new_len as u64).saturating_sub(node.data_len() as u64);
         node.data = data.map(Vec::into_boxed_slice);
@@ -408,14 +413,14 @@ impl DataTree {
     /// Replaces a node's ACL with a validated one and new aversion.
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], aversion: i32) -> Result<Stat, ErrorCode> {
         let shared = self.acls.intern(acl);
-        let Some(node) = self.nodes.get_mut(path::normalize(path)) else {
-            self.acls.release(shared);
+        let Some(node) = node_mut(&mut self.nodes, path) else {
+            self.acls.release(&shared);
             return Err(ErrorCode::NoNode);
         };
         let old = std::mem::replace(&mut node.acl, shared);
         node.aversion = aversion;
         let stat = node.stat();
-        self.acls.release(old);
+        self.acls.release(&old);
         Ok(stat)
     }
 
@@ -423,7 +428,6 @@ impl DataTree {
     /// indexes are derived. Fails on a duplicate path or a node whose parent is missing.
     pub(crate) fn from_nodes(nodes: Vec<(Box<str>, Node)>) -> Result<DataTree, NotATree> {
         let mut tree = DataTree::empty();
-        tree.nodes.reserve(nodes.len());
         for (p, mut node) in nodes {
             node.children.clear();
             node.acl = tree.acls.intern(&node.acl);
@@ -440,14 +444,18 @@ impl DataTree {
                     tree.ttls.insert(p.clone());
                 }
             }
-            if tree.nodes.insert(p.clone(), node).is_some() {
+            if tree
+                .nodes
+                .insert(p.clone().into(), Arc::new(node))
+                .is_some()
+            {
                 return Err(NotATree::Duplicate(p));
             }
         }
         if !tree.nodes.contains_key(ROOT) {
             return Err(NotATree::NoRoot);
         }
-        let paths: Vec<Box<str>> = tree
+        let paths: Vec<Arc<str>> = tree
             .nodes
             .keys()
             .filter(|p| &***p != ROOT)
@@ -455,14 +463,15 @@ impl DataTree {
             .collect();
         for p in paths {
             if path::validate_path(&p).is_err() {
-                return Err(NotATree::InvalidPath(p));
+                return Err(NotATree::InvalidPath((*p).into()));
             }
             let (_, name) = path::split_last(&p).unwrap_or_default();
             let parent = tree
                 .nodes
                 .get_mut(path::parent_of(&p))
-                .ok_or_else(|| NotATree::NoParent(p.clone()))?;
-            parent.children.insert(name.into());
+                .map(Arc::make_mut)
+                .ok_or_else(|| NotATree::NoParent((*p).into()))?;
+            parent.children.insert(name);
         }
         Ok(tree)
     }
