@@ -157,4 +157,42 @@ async fn an_unhealthy_app_loses_leadership_and_locks_and_stands_again_when_healt
     assert_eq!(granted.status, 200, "{granted:?}");
 }
 
-against_both!(an_unhealthy_app_loses_leadership_and_locks_and_stands_again_when_healthy);
+async fn an_unhealthy_campaigning_app_is_deposed_and_elected_again_when_healthy() {
+    let election = unique("health-campaign");
+    let app = FakeApp::start().await;
+    let url = format!("http://{}/healthz", app.addr);
+    let a = Sidecar::start_with(
+        &format!("{election}-a"),
+        &[&election],
+        &[
+            "--candidacy",
+            "app",
+            "--app-health",
+            &url,
+            "--app-health-interval",
+            "100ms",
+            "--app-health-failures",
+            "2",
+        ],
+    );
+    let mut campaign = EventStream::open(a.addr, "GET", &format!("/leader/{election}/campaign"))
+        .await
+        .expect("a campaign stream");
+    let first = campaign.wait_for("elected", |_| true).await;
+    app.answer(500);
+    let deposed = campaign.wait_for("deposed", |_| true).await;
+    assert_eq!(deposed["reason"], "app unhealthy", "{deposed}");
+    assert_eq!(deposed["token"], first["token"], "{deposed}");
+    // Healthy and still campaigning: it stands again, in a new term.
+    app.answer(200);
+    let again = campaign.wait_for("elected", |_| true).await;
+    assert!(
+        again["token"].as_i64() > first["token"].as_i64(),
+        "{again} after {first}"
+    );
+}
+
+against_both!(
+    an_unhealthy_app_loses_leadership_and_locks_and_stands_again_when_healthy,
+    an_unhealthy_campaigning_app_is_deposed_and_elected_again_when_healthy,
+);
