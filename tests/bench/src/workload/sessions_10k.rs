@@ -9,7 +9,8 @@
 //! process (on 2 cores, one process per session is out of the question).
 //!
 //! The run: open every session and queue it; after a pause, each member's RSS and its CPU over
-//! [`IDLE_WINDOW`] (from `/proc`, the pid files of `--member-pid-file`); [`HANDOVERS`] election
+//! [`IDLE_WINDOW`] (from `/proc`, the pid files of `--member-pid-file`); pings timed on a few
+//! raw sessions of its own (zookeeper-client keeps its pings to itself); [`HANDOVERS`] election
 //! hand-overs (the leader's node deleted → the successor's watch fires); kill -9 of the
 //! ensemble's leader, then every session's state watched for at least [`OBSERVE`] (longer than
 //! the session timeout, so a session the ensemble dropped has expired within it); as many
@@ -17,23 +18,34 @@
 //! and rejoined; every candidate's node counted. The latencies reported are, per session whose
 //! connection dropped, the kill → its client reporting it connected again.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, timeout};
-use zookeeper_client::{Acls, Client, CreateMode, EventType, OneshotWatcher, SessionState};
+use zookeeper_client::{
+    Acls, Client, CreateMode, Error as ZkError, EventType, OneshotWatcher, SessionState,
+};
 
 use super::ensemble_failover::{FAILOVER_TIMEOUT, find_leader};
 use super::sessions_failover::{member_control, rejoin};
 use super::{RunConfig, make_dir, remove_dir};
 use crate::ensemble::Ensemble;
 use crate::error::BenchError;
-use crate::fair_lock::{QueueNode, join};
+use crate::fair_lock::QueueNode;
 use crate::latency::LatencyRecorder;
 use crate::members::MemberControl;
+use ping_probe::ping_latencies;
+use usage::idle_usage;
 
+mod ping_probe;
+mod usage;
+
+/// How many times one request is sent again after ConnectionLoss.
+const LOSS_RETRIES: usize = 5;
 /// Candidates per election.
 const PER_ELECTION: usize = 10;
 const PREFIX: &str = "c-";
@@ -46,6 +58,11 @@ const REQUEST_CONCURRENCY: usize = 1_000;
 const SETTLE: Duration = Duration::from_secs(2);
 /// How long each member's CPU is measured at rest.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
+/// Raw sessions timing pings after the idle window, each pinging every [`PROBE_EVERY`] for
+/// [`PROBE_WINDOW`]: 3,000 round trips beside the 10,000 sessions' own pings.
+const PROBE_SESSIONS: usize = 30;
+const PROBE_WINDOW: Duration = Duration::from_secs(5);
+const PROBE_EVERY: Duration = Duration::from_millis(50);
 /// Hand-overs timed before the kill, and again after it.
 const HANDOVERS: usize = 50;
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -115,12 +132,19 @@ async fn measure(
     extra: &mut Map<String, Value>,
 ) -> Result<(LatencyRecorder, Duration), BenchError> {
     let started = Instant::now();
-    *candidates = open_candidates(ensemble, config.workers, election_dirs).await?;
-    let mut queues = queue_and_watch(candidates, election_dirs.len()).await?;
+    // ConnectionLoss answers, retried as the sidecar would: under load a client that hears
+    // nothing for 4 s (its default connection timeout) gives up on its connection.
+    let losses = Arc::new(AtomicUsize::new(0));
+    *candidates = open_candidates(ensemble, config.workers, election_dirs, &losses).await?;
+    let mut queues = queue_and_watch(candidates, election_dirs.len(), &losses).await?;
     extra.insert("setup_secs".into(), secs(started.elapsed()));
+    extra.insert(
+        "setup_connection_losses".into(),
+        losses.load(Ordering::Relaxed).into(),
+    );
     sleep(SETTLE).await;
 
-    let idle = idle_usage(ensemble, control).await?;
+    let idle = idle_usage(ensemble, control, IDLE_WINDOW).await?;
     extra.insert("rss_kib".into(), json!(idle.rss_kib));
     extra.insert(
         "rss_total_kib".into(),
@@ -128,10 +152,18 @@ async fn measure(
     );
     extra.insert("cpu_idle_pct".into(), json!(idle.cpu_pct));
     extra.insert("bench_cpu_idle_pct".into(), json!(idle.bench_cpu_pct));
+    let pings = ping_latencies(
+        ensemble.servers(),
+        PROBE_SESSIONS,
+        PROBE_WINDOW,
+        PROBE_EVERY,
+    )
+    .await?;
+    summary(extra, "ping", &pings);
 
     let elections: Vec<usize> = (0..election_dirs.len()).collect();
     let (before, after) = elections.split_at(HANDOVERS.min(elections.len() / 2));
-    let handovers_idle = handovers(candidates, &mut queues, before).await?;
+    let handovers_idle = handovers(candidates, &mut queues, before, &losses).await?;
     summary(extra, "handover", &handovers_idle);
 
     let leader = find_leader(ensemble).await?;
@@ -141,11 +173,15 @@ async fn measure(
     extra.insert("all_back_ms".into(), json!(outcome.all_back.as_millis()));
 
     let after = &after[..HANDOVERS.min(after.len())];
-    let handovers_after = handovers(candidates, &mut queues, after).await?;
+    let handovers_after = handovers(candidates, &mut queues, after, &losses).await?;
     summary(extra, "handover_after_kill", &handovers_after);
 
     rejoin(ensemble, control, leader, &election_dirs[0], &[]).await?;
     let expected = config.workers - before.len() - after.len();
+    extra.insert(
+        "connection_losses".into(),
+        losses.load(Ordering::Relaxed).into(),
+    );
     let admin = ensemble.connect(0).await?;
     let mut found = 0;
     for chunk in election_dirs.chunks(REQUEST_CONCURRENCY) {
@@ -167,17 +203,18 @@ async fn open_candidates(
     ensemble: &Ensemble,
     count: usize,
     election_dirs: &[String],
+    losses: &Arc<AtomicUsize>,
 ) -> Result<Vec<Candidate>, BenchError> {
-    let limit = std::sync::Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
+    let limit = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
     let mut tasks = JoinSet::new();
     for session in 0..count {
-        let (ensemble, limit) = (ensemble.clone(), limit.clone());
+        let (ensemble, limit, losses) = (ensemble.clone(), limit.clone(), losses.clone());
         let election = election_dirs[session % election_dirs.len()].clone();
         tasks.spawn(async move {
             let _permit = limit.acquire_owned().await;
             // The sidecar's settings: the client's default connection timeout.
             let client = ensemble.connect_any(None).await?;
-            let node = join(&client, &election, PREFIX, &[]).await?;
+            let node = queue(&client, &election, session, &losses).await?;
             Ok::<_, BenchError>(Candidate {
                 client,
                 node,
@@ -192,11 +229,73 @@ async fn open_candidates(
     Ok(candidates)
 }
 
+/// Queues `client` in `election` as `c-<session>-<sequence>`. A create whose connection was lost
+/// may still have happened: the session's own prefix finds it (as Curator's "protected" names
+/// do), so a retry never queues the session twice.
+async fn queue(
+    client: &Client,
+    election: &str,
+    session: usize,
+    losses: &AtomicUsize,
+) -> Result<QueueNode, BenchError> {
+    let prefix = format!("{PREFIX}{session}-");
+    let path = format!("{election}/{prefix}");
+    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    for _ in 0..LOSS_RETRIES {
+        let name = match client.create(&path, &[], &options).await {
+            Ok((_, sequence)) => format!("{prefix}{sequence}"),
+            Err(ZkError::ConnectionLoss) => {
+                losses.fetch_add(1, Ordering::Relaxed);
+                let children = retry_lost(losses, || client.list_children(election))
+                    .await
+                    .map_err(BenchError::op("getChildren", election))?;
+                match children.into_iter().find(|c| c.starts_with(&prefix)) {
+                    Some(name) => name,
+                    None => continue,
+                }
+            }
+            Err(e) => return Err(BenchError::op("create", &path)(e)),
+        };
+        let sequence = name[prefix.len()..]
+            .parse()
+            .map_err(|_| BenchError::BadSequentialName {
+                dir: election.to_owned(),
+                name: name.clone(),
+            })?;
+        return Ok(QueueNode {
+            dir: election.to_owned(),
+            name,
+            sequence,
+        });
+    }
+    Err(BenchError::op("create", &path)(ZkError::ConnectionLoss))
+}
+
+/// Runs `op` again while it fails with ConnectionLoss (the client reconnects meanwhile, and
+/// requests wait for it), at most [`LOSS_RETRIES`] times; every loss is counted.
+async fn retry_lost<T, F, Fut>(losses: &AtomicUsize, mut op: F) -> Result<T, ZkError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ZkError>>,
+{
+    let mut tries = 1;
+    loop {
+        match op().await {
+            Err(ZkError::ConnectionLoss) if tries < LOSS_RETRIES => {
+                losses.fetch_add(1, Ordering::Relaxed);
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Per election, its candidates (indices into `candidates`) in queue order; every one but the
 /// first watches the one before it.
 async fn queue_and_watch(
     candidates: &mut [Candidate],
     elections: usize,
+    losses: &AtomicUsize,
 ) -> Result<Vec<Vec<usize>>, BenchError> {
     let mut queues: Vec<Vec<usize>> = vec![Vec::new(); elections];
     for (index, candidate) in candidates.iter().enumerate() {
@@ -217,6 +316,14 @@ async fn queue_and_watch(
             .map(|(watcher, path)| candidates[*watcher].client.check_and_watch_stat(path));
         let results = futures_all(requests).await;
         for (result, (watcher, path)) in results.into_iter().zip(chunk) {
+            let client = &candidates[*watcher].client;
+            let result = match result {
+                Err(ZkError::ConnectionLoss) => {
+                    losses.fetch_add(1, Ordering::Relaxed);
+                    retry_lost(losses, || client.check_and_watch_stat(path)).await
+                }
+                other => other,
+            };
             let (stat, watch) = result.map_err(BenchError::op("exists", path))?;
             if stat.is_none() {
                 return Err(BenchError::OwnNodeMissing { path: path.clone() });
@@ -233,6 +340,7 @@ async fn handovers(
     candidates: &mut [Candidate],
     queues: &mut [Vec<usize>],
     elections: &[usize],
+    losses: &AtomicUsize,
 ) -> Result<LatencyRecorder, BenchError> {
     let mut latencies = LatencyRecorder::new()?;
     for &election in elections {
@@ -247,11 +355,20 @@ async fn handovers(
             .take()
             .ok_or_else(|| BenchError::OwnNodeMissing { path: path.clone() })?;
         let started = Instant::now();
-        candidates[leader]
-            .client
-            .delete(&path, None)
-            .await
-            .map_err(BenchError::op("delete", &path))?;
+        let client = &candidates[leader].client;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match client.delete(&path, None).await {
+                Ok(()) => break,
+                // The lost attempt went through.
+                Err(ZkError::NoNode) if tries > 1 => break,
+                Err(ZkError::ConnectionLoss) if tries < LOSS_RETRIES => {
+                    losses.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(BenchError::op("delete", &path)(e)),
+            }
+        }
         let event = timeout(HANDOVER_TIMEOUT, watch.changed())
             .await
             .map_err(|_| BenchError::Timeout {
@@ -387,86 +504,6 @@ async fn kill_and_watch(
     Ok((latencies, outcome))
 }
 
-/// Each member's memory and CPU at rest, and this process's CPU over the same window.
-struct Idle {
-    rss_kib: Vec<u64>,
-    /// Percent of one core.
-    cpu_pct: Vec<f64>,
-    bench_cpu_pct: f64,
-}
-
-async fn idle_usage(ensemble: &Ensemble, control: &MemberControl) -> Result<Idle, BenchError> {
-    let mut pids = Vec::new();
-    for (member, server) in ensemble.servers().iter().enumerate() {
-        pids.push(control.pid(member + 1, server)?);
-    }
-    let rss_kib = pids
-        .iter()
-        .map(|&pid| rss_kib(pid))
-        .collect::<Result<_, _>>()?;
-    let before: Vec<u64> = pids
-        .iter()
-        .map(|&p| cpu_ticks(p))
-        .collect::<Result<_, _>>()?;
-    let bench_before = cpu_ticks(std::process::id())?;
-    let started = Instant::now();
-    sleep(IDLE_WINDOW).await;
-    let window = started.elapsed().as_secs_f64();
-    // SAFETY: sysconf takes and returns plain integers.
-    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let pct = |ticks: u64| (ticks as f64 / ticks_per_sec / window * 1000.0).round() / 10.0;
-    let mut cpu_pct = Vec::new();
-    for (&pid, before) in pids.iter().zip(before) {
-        cpu_pct.push(pct(cpu_ticks(pid)?.saturating_sub(before)));
-    }
-    let bench_cpu_pct = pct(cpu_ticks(std::process::id())?.saturating_sub(bench_before));
-    Ok(Idle {
-        rss_kib,
-        cpu_pct,
-        bench_cpu_pct,
-    })
-}
-
-fn proc_file(pid: u32, file: &str) -> Result<String, BenchError> {
-    let path = format!("/proc/{pid}/{file}");
-    std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
-        context: format!("reading {path}"),
-        source,
-    })
-}
-
-/// VmRSS of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> Result<u64, BenchError> {
-    let status = proc_file(pid, "status")?;
-    Ok(status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0))
-}
-
-/// utime + stime of process `pid` (all its threads), in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64, BenchError> {
-    Ok(parse_cpu_ticks(&proc_file(pid, "stat")?))
-}
-
-fn parse_cpu_ticks(stat: &str) -> u64 {
-    // The command name (field 2) may hold spaces; the fields after its ')' are fixed, utime
-    // and stime being the 12th and 13th of them.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(11) + field(12)
-}
-
 fn summary(extra: &mut Map<String, Value>, name: &str, latencies: &LatencyRecorder) {
     let s = latencies.summary();
     extra.insert(format!("{name}_count"), latencies.count().into());
@@ -506,17 +543,5 @@ async fn close_all(candidates: Vec<Candidate>) {
     };
     if timeout(CLOSE_TIMEOUT, all).await.is_err() {
         tracing::warn!("sessions still open after {CLOSE_TIMEOUT:?}; the ensemble expires them");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_ticks_are_utime_plus_stime() {
-        let stat = "4242 (java (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 37 0 0 20 0 30 0";
-        assert_eq!(parse_cpu_ticks(stat), 287);
-        assert_eq!(parse_cpu_ticks("garbage"), 0);
     }
 }
