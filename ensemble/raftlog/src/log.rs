@@ -127,8 +127,7 @@ impl RaftLog {
     }
 
     /// Durably writes `entries` (an entry at index `i` replaces any held entries from `i` on, as
-    /// raft requires) and the hard state, with a single fdatasync (none when only the commit
-    /// index changed). On error nothing of this call is
+    /// raft requires) and the hard state, with a single fdatasync. On error nothing of this call is
     /// visible through `Storage`, and the log refuses further writes if the disk state is unknown.
     pub fn persist(
         &self,
@@ -141,23 +140,9 @@ impl RaftLog {
         let mut wal = self.lock_wal();
         wal.check_writable()?;
         self.check_append(&self.read_state().mem, entries)?;
-        // A hard state whose only change is the commit index need not wait for the disk (raft's
-        // `Ready::must_sync`): a member that loses it learns the commit again from the leader,
-        // and `initial_state` never lets it fall below the snapshot. Raft's own commit and every
-        // write's acknowledgement rest on entries, term and vote, which are always synced. That
-        // saves each member one fdatasync per write.
-        let must_sync = !entries.is_empty()
-            || hard_state.is_some_and(|hs| {
-                let durable = &self.read_state().mem.hard_state;
-                hs.term != durable.term || hs.vote != durable.vote
-            });
         let mut ops: Vec<Op> = entries.iter().cloned().map(Op::Entry).collect();
         ops.extend(hard_state.cloned().map(Op::HardState));
-        if must_sync {
-            self.commit(&mut wal, ops)
-        } else {
-            self.commit_unsynced(&mut wal, ops)
-        }
+        self.commit(&mut wal, ops)
     }
 
     /// Durably records the conf state (raft's membership after applying a conf change).
@@ -355,16 +340,6 @@ impl RaftLog {
     /// Writes `ops` durably, then applies them to the in-memory view.
     fn commit(&self, wal: &mut Wal, ops: Vec<Op>) -> Result<(), LogError> {
         wal.append(&ops, &self.read_state().mem)?;
-        self.apply_ops(wal, ops)
-    }
-
-    /// `commit` for records a crash may drop (see `persist`).
-    fn commit_unsynced(&self, wal: &mut Wal, ops: Vec<Op>) -> Result<(), LogError> {
-        wal.append_unsynced(&ops, &self.read_state().mem)?;
-        self.apply_ops(wal, ops)
-    }
-
-    fn apply_ops(&self, wal: &mut Wal, ops: Vec<Op>) -> Result<(), LogError> {
         let mut state = self.write_state();
         for op in ops {
             if let Err(reason) = state.mem.apply(op) {

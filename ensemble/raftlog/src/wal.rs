@@ -31,9 +31,6 @@ pub(crate) struct Wal {
     /// Oldest first; never empty; the last one is the active segment.
     segments: Vec<SegmentMeta>,
     active: File,
-    /// The active segment holds a record written without fdatasync (a commit-only hard state),
-    /// which the next synced record covers; a rotation syncs it first.
-    unsynced: bool,
     poisoned: Option<String>,
     pub sync_stats: SyncStats,
 }
@@ -74,7 +71,6 @@ impl Wal {
             segment_bytes,
             segments,
             active,
-            unsynced: false,
             poisoned: None,
             sync_stats: SyncStats::default(),
         };
@@ -106,20 +102,9 @@ impl Wal {
     /// Appends `ops` as one record and returns once it is durable. `mem` is the state before
     /// `ops`; it becomes the checkpoint if a new segment is started.
     pub fn append(&mut self, ops: &[Op], mem: &MemLog) -> Result<(), LogError> {
-        self.append_as(ops, mem, true)
-    }
-
-    /// Appends `ops` as one record without waiting for the disk: for what Raft may lose in a
-    /// crash (a commit index it learns again from the leader). The next synced record, in this
-    /// segment or at rotation, makes it durable; a crash before that drops it whole.
-    pub fn append_unsynced(&mut self, ops: &[Op], mem: &MemLog) -> Result<(), LogError> {
-        self.append_as(ops, mem, false)
-    }
-
-    fn append_as(&mut self, ops: &[Op], mem: &MemLog, sync: bool) -> Result<(), LogError> {
         self.check_writable()?;
         let record = segment::encode_record(ops, &self.dir)?;
-        let result = self.write_record(&record, mem, sync);
+        let result = self.write_record(&record, mem);
         if let Err(e) = &result {
             self.poison(e.to_string());
         } else {
@@ -128,7 +113,7 @@ impl Wal {
         result
     }
 
-    fn write_record(&mut self, record: &[u8], mem: &MemLog, sync: bool) -> Result<(), LogError> {
+    fn write_record(&mut self, record: &[u8], mem: &MemLog) -> Result<(), LogError> {
         if self.active_meta().bytes >= self.segment_bytes {
             self.rotate(mem)?;
         }
@@ -136,35 +121,20 @@ impl Wal {
         self.active
             .write_all(record)
             .map_err(|e| LogError::io("append to segment", &path, e))?;
-        if let Some(active) = self.segments.last_mut() {
-            active.bytes += record.len() as u64;
-        }
-        if !sync {
-            self.unsynced = true;
-            return Ok(());
-        }
-        self.sync_active(&path)
-    }
-
-    /// fdatasync of the active segment: everything written to it so far is durable after.
-    fn sync_active(&mut self, path: &Path) -> Result<(), LogError> {
         let started = Instant::now();
-        self.durability.sync_data(&self.active, path)?;
-        self.unsynced = false;
+        self.durability.sync_data(&self.active, &path)?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.sync_stats.fsyncs += 1;
         self.sync_stats.last_fsync_micros = micros;
         self.sync_stats.total_fsync_micros =
             self.sync_stats.total_fsync_micros.saturating_add(micros);
+        if let Some(active) = self.segments.last_mut() {
+            active.bytes += record.len() as u64;
+        }
         Ok(())
     }
 
     fn rotate(&mut self, mem: &MemLog) -> Result<(), LogError> {
-        if self.unsynced {
-            // Records in later segments must never be durable while an earlier one is not.
-            let path = self.active_meta().path.clone();
-            self.sync_active(&path)?;
-        }
         let seq = self.active_meta().seq + 1;
         let (file, meta) = segment::create(&self.dir, seq, mem, self.durability)?;
         tracing::debug!(path = %meta.path.display(), "started new log segment");

@@ -165,15 +165,11 @@ impl Core {
         self.apply_committed(ready.take_committed_entries())?;
         if !ready.entries().is_empty() || ready.hs().is_some() {
             let started = Instant::now();
-            // A commit-only hard state is written without an fdatasync (see `RaftLog::persist`).
-            let synced = ready.must_sync();
             self.log.persist(ready.entries(), ready.hs())?;
-            if synced {
-                self.metrics
-                    .fsync_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                self.metrics.fsyncs.inc();
-            }
+            self.metrics
+                .fsync_seconds
+                .observe(started.elapsed().as_secs_f64());
+            self.metrics.fsyncs.inc();
         }
         if !ready.persisted_messages().is_empty() {
             self.send_messages(ready.take_persisted_messages());
