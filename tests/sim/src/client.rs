@@ -5,7 +5,9 @@
 //! live ephemeral nodes count); a squatter plants persistent nodes in the queues that must
 //! never lead or hold.
 
-use std::collections::VecDeque;
+mod barrier;
+
+use std::collections::{BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 
 use baton_checker::{Call, Failure, Outcome, Reply};
@@ -18,6 +20,9 @@ use baton_sidecar::recipe::queue::{NodeKind, Queue};
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot};
+
+pub use barrier::is_marked;
+use barrier::{BarrierOp, BarrierRun};
 
 use crate::record::{Grant, Recorder, Ticket};
 use crate::time::{MS, Micros, SECOND};
@@ -45,6 +50,8 @@ pub enum Role {
     /// Plants persistent nodes in these queues (folder, kinds of node it holds) with names
     /// below every live node's and data naming other clients, as a hostile client would.
     Squatter { queues: Vec<(String, NodeKind)> },
+    /// Enters the double barrier in `dir` of `parties` parties, passes, leaves, again.
+    Barrier { dir: String, parties: u32 },
 }
 
 /// How many nodes a squatter plants per queue over a run.
@@ -86,12 +93,16 @@ enum Purpose {
     /// A semaphore waiter's listing with a children watch: any earlier node leaving may
     /// grant it.
     PermitWatch,
+    /// A semaphore waiter's `exists` on a node before its own: a planted (persistent) one is
+    /// skipped, as the sidecar skips it.
+    PermitCheck,
     LockWatch,
     LockRelease,
     Setup,
     /// A squatter's listing of queue `usize` before it plants there.
     SquatList(usize),
     SquatPlant,
+    Barrier(BarrierOp),
 }
 
 struct InFlight {
@@ -142,6 +153,19 @@ pub struct Client {
     queue: Option<Queue>,
     /// Nodes a squatter has planted (full paths).
     pub planted: Vec<String>,
+    barrier: BarrierRun,
+    /// Semaphore nodes (names) found live and ephemeral in this look, and found planted (a
+    /// planted name stays planted: no real node is ever created below the folder's counter).
+    ephemeral_seen: BTreeSet<String>,
+    planted_seen: BTreeSet<String>,
+    /// Whether the semaphore look in progress came from a listing that set a children watch.
+    watched_listing: bool,
+    /// That watch fired while the look was still reading: list again rather than wait.
+    permit_dirty: bool,
+    /// The semaphore node a `PermitCheck` in flight asks about.
+    checking: Option<String>,
+    /// A deliberate bug: a barrier client passes with one party fewer than asked for.
+    pub short_barrier: bool,
 }
 
 /// Conn ids are unique across the whole run.
@@ -171,6 +195,13 @@ impl Client {
             created: 0,
             queue: None,
             planted: Vec::new(),
+            barrier: BarrierRun::default(),
+            ephemeral_seen: BTreeSet::new(),
+            planted_seen: BTreeSet::new(),
+            checking: None,
+            watched_listing: false,
+            permit_dirty: false,
+            short_barrier: false,
         }
     }
 
@@ -340,6 +371,7 @@ impl Client {
         self.lock = LockState::Idle;
         self.my_node = None;
         self.queue = None;
+        self.reset_barrier();
         self.sync_ok = None;
         self.next_conn_at = now + rng.random_range(50 * MS..500 * MS);
         actions.push(Action::WakeAt(self.next_conn_at));
@@ -487,6 +519,7 @@ impl Client {
                 });
                 self.send(now, req, Purpose::SquatList(which), actions);
             }
+            Role::Barrier { .. } => self.barrier_act(now, actions),
             Role::Lock { dir, kind, .. } => match self.lock {
                 LockState::Idle if now >= self.next_op_at && now < self.stop_at => {
                     self.lock = LockState::Busy;
@@ -628,21 +661,41 @@ impl Client {
             },
             Purpose::PermitWatch => match reply {
                 Some(Response::GetChildren { children }) => {
-                    let queue = Queue::new(&children, NodeKind::SEMAPHORE_KINDS);
-                    let mine = self
-                        .my_node
-                        .as_ref()
-                        .map(|(n, _)| n.rsplit('/').next().unwrap_or_default());
-                    let holds = mine
-                        .and_then(|m| queue.position(m))
-                        .is_some_and(|i| queue.holds_permit(i, SIM_PERMITS));
-                    // Still waiting: the watch set with this listing wakes us.
-                    if holds || mine.and_then(|m| queue.position(m)).is_none() {
-                        self.decide(now, queue, rng, rec, &mut actions);
+                    let mut queue = Queue::new(&children, NodeKind::SEMAPHORE_KINDS);
+                    for name in &self.planted_seen {
+                        queue.remove(name);
                     }
+                    // A fresh look: the nodes before ours are read again (a name once live
+                    // may since have gone and been planted by the squatter), and if we still
+                    // wait, the watch set with this listing wakes us.
+                    self.ephemeral_seen.clear();
+                    self.watched_listing = true;
+                    self.decide(now, queue, rng, rec, &mut actions);
                 }
                 _ => return self.lose_connection(now, rng, rec, true),
             },
+            Purpose::PermitCheck => {
+                let Some(mut queue) = self.queue.clone() else {
+                    return self.lose_connection(now, rng, rec, true);
+                };
+                let Some(name) = self.checking.take() else {
+                    return self.lose_connection(now, rng, rec, true);
+                };
+                match (reply, err) {
+                    (Some(Response::Stat(stat)), _) if stat.ephemeral_owner == 0 => {
+                        queue.remove(&name);
+                        self.planted_seen.insert(name);
+                    }
+                    (Some(Response::Stat(_)), _) => {
+                        self.ephemeral_seen.insert(name);
+                    }
+                    (None, Some(ErrorCode::NoNode)) => {
+                        queue.remove(&name);
+                    }
+                    _ => return self.lose_connection(now, rng, rec, true),
+                }
+                self.decide(now, queue, rng, rec, &mut actions);
+            }
             Purpose::LockWatch => match (reply, err) {
                 // The recipe's rule: a persistent node is planted, never waited for. Its watch
                 // stays registered but is ignored (the state no longer names it); the next
@@ -669,6 +722,14 @@ impl Client {
             },
             Purpose::SquatPlant => {
                 self.next_op_at = now + rng.random_range(200 * MS..2 * SECOND);
+            }
+            Purpose::Barrier(op) => {
+                if self
+                    .on_barrier_reply(now, op, (reply, err), rng, rec, &mut actions)
+                    .is_none()
+                {
+                    return self.lose_connection(now, rng, rec, true);
+                }
             }
             Purpose::LockRelease => {
                 if hdr.err != 0 {
@@ -711,7 +772,12 @@ impl Client {
             NodeKind::Permit => NodeKind::SEMAPHORE_KINDS,
             _ => NodeKind::LOCK_KINDS,
         };
-        let queue = Queue::new(&children, kinds);
+        let mut queue = Queue::new(&children, kinds);
+        for name in &self.planted_seen {
+            queue.remove(name);
+        }
+        self.ephemeral_seen.clear();
+        self.watched_listing = false;
         self.decide(now, queue, rng, rec, actions);
     }
 
@@ -742,10 +808,28 @@ impl Client {
         let blocker = if kind == NodeKind::Permit {
             if queue.holds_permit(pos, SIM_PERMITS) {
                 None
+            } else if let Some(unknown) = queue.nodes()[..pos]
+                .iter()
+                .find(|n| !self.ephemeral_seen.contains(&n.name))
+            {
+                // The sidecar's rule: only live ephemeral nodes before ours count.
+                let path = format!("{dir}/{}", unknown.name);
+                self.checking = Some(unknown.name.clone());
+                self.lock = LockState::Busy;
+                self.queue = Some(queue.clone());
+                let req = Request::Exists(PathWatchRequest { path, watch: false });
+                self.send(now, req, Purpose::PermitCheck, actions);
+                return;
+            } else if self.watched_listing && !self.permit_dirty {
+                // Every node before ours is live: wait for the watch of this listing.
+                self.lock = LockState::Watching { predecessor: dir };
+                self.queue = Some(queue);
+                return;
             } else {
                 self.lock = LockState::Watching {
                     predecessor: dir.clone(),
                 };
+                self.permit_dirty = false;
                 let req = Request::GetChildren(PathWatchRequest {
                     path: dir,
                     watch: true,
@@ -795,10 +879,11 @@ impl Client {
             return;
         };
         let (dir, kind) = &queues[which];
-        let kinds = if *kind == NodeKind::Candidate {
-            NodeKind::ELECTION_KINDS
-        } else {
-            NodeKind::LOCK_KINDS
+        let kinds = match kind {
+            NodeKind::Candidate => NodeKind::ELECTION_KINDS,
+            NodeKind::Permit => NodeKind::SEMAPHORE_KINDS,
+            NodeKind::Party => NodeKind::BARRIER_KINDS,
+            _ => NodeKind::LOCK_KINDS,
         };
         let queue = Queue::new(&children, kinds);
         // Below the lowest node there: the folder's sequence counter is past it, so no real
@@ -814,8 +899,15 @@ impl Client {
         };
         let prefix = kinds[rng.random_range(0..kinds.len())].prefix();
         let victim = rng.random_range(0..64);
+        // A planted party asks for this run's N and is not released: counted, it would open
+        // the barrier early.
+        let party = if *kind == NodeKind::Party {
+            format!(r#","parties":{SIM_PARTIES},"passed":false"#)
+        } else {
+            String::new()
+        };
         let data = format!(
-            r#"{{"identity":"client-{victim}","address":"10.0.0.{victim}:8080","owner":"client-{victim}/1/1","since":"2026-01-01T00:00:00Z"}}"#
+            r#"{{"identity":"client-{victim}","address":"10.0.0.{victim}:8080","owner":"client-{victim}/1/1","since":"2026-01-01T00:00:00Z"{party}}}"#
         )
         .into_bytes();
         let path = format!("{dir}/{prefix}{seq:010}");
@@ -840,9 +932,13 @@ impl Client {
 
     fn on_notification(&mut self, now: Micros, path: &str) -> Vec<Action> {
         let mut actions = Vec::new();
+        if matches!(&self.role, Role::Lock { dir, kind: NodeKind::Permit, .. } if dir == path) {
+            self.permit_dirty = true;
+        }
         if matches!(&self.lock, LockState::Watching { predecessor } if predecessor == path) {
             self.check_children(now, &mut actions);
         }
+        self.on_barrier_notification(now, path, &mut actions);
         actions.push(Action::WakeAt(now));
         actions
     }
@@ -850,6 +946,9 @@ impl Client {
 
 /// The permits of the simulation's semaphore (`/baton/default/semaphores/sim`).
 pub const SIM_PERMITS: u32 = 2;
+
+/// The parties of the simulation's barrier (`/baton/default/barriers/sim`).
+pub const SIM_PARTIES: u32 = 3;
 
 /// Lock clients hold for up to this long; election candidates lead longer.
 pub const LOCK_HOLD: Micros = 300 * MS;

@@ -11,6 +11,7 @@
 //! lock and election, fencing tokens that only rise, members agreeing on the holder, and no
 //! ephemeral outliving its session. Once the faults stop, everything must make progress again.
 
+mod barrierview;
 mod client;
 mod faults;
 mod lockview;
@@ -54,7 +55,9 @@ pub struct SimConfig {
     pub election_clients: usize,
     /// Clients of a semaphore of [`client::SIM_PERMITS`] permits.
     pub semaphore_clients: usize,
-    /// Clients that plant persistent nodes in the lock and election queues.
+    /// Clients of a double barrier of [`client::SIM_PARTIES`] parties.
+    pub barrier_clients: usize,
+    /// Clients that plant persistent nodes in the lock, election, semaphore and barrier queues.
     pub squatters: usize,
     /// A deliberate bug, to prove the checks catch it; `None` in every real run.
     pub bug: Option<Bug>,
@@ -68,16 +71,19 @@ pub enum Bug {
     /// The Raft log never fsyncs (`--unsafe-no-fsync`): appends are acknowledged before they
     /// are durable, and a crash loses them.
     NoFsync,
+    /// The barrier clients pass once N − 1 parties are in (the rule off by one).
+    ShortBarrier,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 2] = [Bug::StaleSync, Bug::NoFsync];
+    pub const ALL: [Bug; 3] = [Bug::StaleSync, Bug::NoFsync, Bug::ShortBarrier];
 
     /// The name `--bug` takes.
     pub fn name(self) -> &'static str {
         match self {
             Bug::StaleSync => "stale-sync",
             Bug::NoFsync => "no-fsync",
+            Bug::ShortBarrier => "short-barrier",
         }
     }
 }
@@ -94,6 +100,7 @@ impl SimConfig {
             lock_clients: 4,
             election_clients: 3,
             semaphore_clients: 4,
+            barrier_clients: 4,
             squatters: 1,
             bug: None,
         }
@@ -109,6 +116,9 @@ pub struct Report {
     pub grants: usize,
     /// Grants of the semaphore's permits (also in `grants`).
     pub permit_grants: usize,
+    /// Times a barrier client passed, and barrier releases the ensemble's view checked.
+    pub barrier_passes: usize,
+    pub barrier_releases: u64,
     pub holder_changes: u64,
     /// Persistent nodes the squatters planted in the queues (none of which may ever hold).
     pub planted: usize,
@@ -236,6 +246,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
     let lock_dir = "/baton/default/locks/sim".to_string();
     let election_dir = "/baton/default/elections/sim".to_string();
     let semaphore_dir = "/baton/default/semaphores/sim".to_string();
+    let barrier_dir = "/baton/default/barriers/sim".to_string();
     for (count, dir, kind, hold) in [
         (cfg.lock_clients, &lock_dir, NodeKind::Exclusive, LOCK_HOLD),
         (
@@ -260,11 +271,22 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             clients.push(Client::new(clients.len(), role));
         }
     }
+    for _ in 0..cfg.barrier_clients {
+        let role = Role::Barrier {
+            dir: barrier_dir.clone(),
+            parties: client::SIM_PARTIES,
+        };
+        let mut barrier = Client::new(clients.len(), role);
+        barrier.short_barrier = cfg.bug == Some(Bug::ShortBarrier);
+        clients.push(barrier);
+    }
     for _ in 0..cfg.squatters {
         let role = Role::Squatter {
             queues: vec![
                 (lock_dir.clone(), NodeKind::Exclusive),
                 (election_dir.clone(), NodeKind::Candidate),
+                (semaphore_dir.clone(), NodeKind::Permit),
+                (barrier_dir.clone(), NodeKind::Party),
             ],
         };
         clients.push(Client::new(clients.len(), role));
@@ -278,12 +300,17 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         clients,
         vec![lock_dir.clone(), election_dir.clone()],
     );
+    world.barrier_dir = Some(barrier_dir.clone());
     for id in &ids {
         world.start_member(*id).map_err(fail)?;
         let phase = rand::Rng::random_range(&mut rng, 0..world.tick);
         world.queue.push(phase, Event::Tick { member: *id });
     }
-    bootstrap_tree(&mut world, &[&lock_dir, &election_dir, &semaphore_dir]).map_err(fail)?;
+    bootstrap_tree(
+        &mut world,
+        &[&lock_dir, &election_dir, &semaphore_dir, &barrier_dir],
+    )
+    .map_err(fail)?;
     let start = world.now;
     // Clients stop starting operations halfway through the settle phase, counted from when the
     // workload starts (after the bootstrap), so the final state is settled.
@@ -313,6 +340,8 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             .iter()
             .filter(|g| g.dir == semaphore_dir)
             .count(),
+        barrier_passes: world.rec.barrier_passes,
+        barrier_releases: world.barrier_view.releases,
         holder_changes: world.lock_view.changes,
         planted: world.clients.iter().map(|c| c.planted.len()).sum(),
         faults,
@@ -332,6 +361,7 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
         "/baton/default/locks".into(),
         "/baton/default/elections".into(),
         "/baton/default/semaphores".into(),
+        "/baton/default/barriers".into(),
     ];
     paths.extend(dirs.iter().map(|d| d.to_string()));
     // Wait for a leader, then have it apply the creates.

@@ -25,7 +25,8 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     fault_seconds: u64,
     /// Switch on a deliberate bug, to watch the checkers catch it: `stale-sync` (sync skips
-    /// the leader's ReadIndex) or `no-fsync` (the log acknowledges before it is durable).
+    /// the leader's ReadIndex), `no-fsync` (the log acknowledges before it is durable) or
+    /// `short-barrier` (barrier clients pass with one party fewer than asked for).
     #[arg(long)]
     bug: Option<String>,
     /// Log the run (faults, elections, member decisions) to stderr.
@@ -70,11 +71,13 @@ fn main() -> ExitCode {
                     println!("seed {seed}: linearizability of {key} undecided (step budget)");
                 }
                 println!(
-                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} holder changes, {} planted nodes, {} faults, {} events, trace {:016x})",
+                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} faults, {} events, trace {:016x})",
                     r.members,
                     r.operations,
                     r.grants,
                     r.permit_grants,
+                    r.barrier_passes,
+                    r.barrier_releases,
                     r.holder_changes,
                     r.planted,
                     r.faults.len(),

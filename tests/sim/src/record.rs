@@ -32,6 +32,8 @@ pub struct Recorder {
     /// (actor, full path) of every acknowledged sequential create.
     pub sequential: Vec<(u64, String)>,
     pub grants: Vec<Grant>,
+    /// Times a barrier client passed.
+    pub barrier_passes: usize,
 }
 
 /// Names an operation until it completes.

@@ -11,7 +11,8 @@ use raft::eraftpb::MessageType;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use crate::client::{Action, Client, SIM_PERMITS};
+use crate::barrierview::{self, BarrierView};
+use crate::client::{Action, Client, SIM_PARTIES, SIM_PERMITS};
 use crate::faults::{Fault, Target};
 use crate::lockview::{self, LockView};
 use crate::member::{Member, MemberSettings, Outgoing};
@@ -74,6 +75,9 @@ pub struct World {
     pub rec: Recorder,
     pub lock_view: LockView,
     pub lock_dirs: Vec<String>,
+    pub barrier_view: BarrierView,
+    /// The barrier of [`SIM_PARTIES`] parties the barrier clients use, if any.
+    pub barrier_dir: Option<String>,
     /// Per directed link: the last arrival time scheduled, so each link stays FIFO as TCP is.
     link_clock: BTreeMap<Link, Micros>,
     pub trace: DefaultHasher,
@@ -106,6 +110,8 @@ impl World {
             rec: Recorder::default(),
             lock_view: LockView::default(),
             lock_dirs,
+            barrier_view: BarrierView::default(),
+            barrier_dir: None,
             link_clock: BTreeMap::new(),
             trace: DefaultHasher::new(),
             events: 0,
@@ -359,6 +365,20 @@ impl World {
                         }
                     })
             });
+        let incarnation = self.members.get(&id).map_or(0, |m| m.incarnation);
+        let result = result.and_then(|()| {
+            let Some(dir) = &self.barrier_dir else {
+                return Ok(());
+            };
+            self.barrier_view.observe(applied, sm, dir, SIM_PARTIES)?;
+            // Only clients of this incarnation: a restarted member replays towards the release
+            // it answered before its crash.
+            self.clients
+                .iter()
+                .filter(|c| c.member() == Some((id, incarnation)))
+                .filter_map(|c| c.barrier_passed())
+                .try_for_each(|node| barrierview::check_passed(id, sm, node))
+        });
         if let Err(breach) = result {
             self.breach = Some(format!("at {} ms: {breach}", self.now / MS));
         }

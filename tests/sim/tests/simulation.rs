@@ -39,6 +39,13 @@ fn run_clean(first: u64) -> Vec<Report> {
             r.seed
         );
         assert!(
+            r.barrier_passes > 0 && r.barrier_releases > 0,
+            "seed {}: the barrier never opened ({} passes, {} releases checked)",
+            r.seed,
+            r.barrier_passes,
+            r.barrier_releases
+        );
+        assert!(
             r.faults.len() > 5,
             "seed {}: only {} faults",
             r.seed,
@@ -113,4 +120,12 @@ fn a_stale_sync_is_caught() {
 fn acknowledging_before_fsync_is_caught() {
     let failure = catch(Bug::NoFsync);
     println!("{failure}");
+}
+
+/// Barrier clients that pass with one party fewer than asked for: the barrier check in the
+/// ensemble's view ("nobody passes before N entered") must say so.
+#[test]
+fn a_short_barrier_is_caught() {
+    let failure = catch(Bug::ShortBarrier);
+    assert!(failure.what.contains("parties in"), "{failure}");
 }
