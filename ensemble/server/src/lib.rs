@@ -191,6 +191,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Arc::new(core::SystemClock),
     )?;
     core.set_max_watches_per_session(cfg.max_watches_per_session);
+    core.snapshot_off_thread(true);
     core.set_tenancy(core::TenancyConfig {
         policy: baton_machine::TenancyPolicy {
             check_identities: cfg.check_identities,

@@ -6,6 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Every metric the member exports. Cheap to update from the core thread (atomics).
 pub struct Metrics {
@@ -25,6 +27,16 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     pub fsyncs: Counter,
     pub snapshots: Counter,
+    /// Time from the core's copy of the state to the durable snapshot file.
+    pub snapshot_seconds: Histogram,
+    /// Size of the newest snapshot this member wrote.
+    pub snapshot_bytes: Gauge,
+    /// How long the core took over each batch it handled (messages, then Raft's `Ready`):
+    /// nothing else is served meanwhile, so this is the core's pause.
+    pub core_step_seconds: Histogram,
+    /// The longest of them since the member started.
+    pub core_step_max_seconds: Gauge<f64, AtomicU64>,
+    core_step_max_nanos: AtomicU64,
     /// Client connections closed at accept, by `reason`: `per_ip_limit` or `connection_limit`.
     pub client_connections_refused: Family<[(&'static str, &'static str); 1], Counter>,
     pub client_handshake_timeouts: Counter,
@@ -67,6 +79,11 @@ impl Metrics {
             fsync_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             fsyncs: Counter::default(),
             snapshots: Counter::default(),
+            snapshot_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 12)),
+            snapshot_bytes: Gauge::default(),
+            core_step_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
+            core_step_max_seconds: Gauge::default(),
+            core_step_max_nanos: AtomicU64::new(0),
             client_connections_refused: Family::default(),
             client_handshake_timeouts: Counter::default(),
             client_paused_connections: Gauge::default(),
@@ -173,9 +190,51 @@ impl Metrics {
             "Snapshots of the tree taken",
             m.snapshots.clone(),
         );
+        m.register_core(&mut registry);
         m.register_client_limits(&mut registry);
         m.register_identities(&mut registry);
         Metrics { registry, ..m }
+    }
+
+    /// One batch of the core took `took`.
+    pub fn observe_core_step(&self, took: Duration) {
+        self.core_step_seconds.observe(took.as_secs_f64());
+        let nanos = took.as_nanos().min(u64::MAX as u128) as u64;
+        // Only the core thread writes it, so load-then-store loses nothing.
+        if nanos > self.core_step_max_nanos.load(Ordering::Relaxed) {
+            self.core_step_max_nanos.store(nanos, Ordering::Relaxed);
+            self.core_step_max_seconds.set(took.as_secs_f64());
+        }
+    }
+
+    /// A snapshot of `bytes` became durable `took` after the core copied the state.
+    pub fn observe_snapshot(&self, took: Duration, bytes: usize) {
+        self.snapshot_seconds.observe(took.as_secs_f64());
+        self.snapshot_bytes.set(bytes as i64);
+    }
+
+    /// The core thread's pauses and the snapshots it hands off.
+    fn register_core(&self, registry: &mut Registry) {
+        registry.register(
+            "core_step_seconds",
+            "Time the core thread took over one batch (messages, then Raft's Ready); it serves nothing else meanwhile",
+            self.core_step_seconds.clone(),
+        );
+        registry.register(
+            "core_step_max_seconds",
+            "The longest batch of the core thread since the member started",
+            self.core_step_max_seconds.clone(),
+        );
+        registry.register(
+            "snapshot_seconds",
+            "Time from the core's copy of the state to the durable snapshot file (serialized off the core)",
+            self.snapshot_seconds.clone(),
+        );
+        registry.register(
+            "snapshot_bytes",
+            "Size of the newest snapshot this member wrote",
+            self.snapshot_bytes.clone(),
+        );
     }
 
     /// The client port's limits (DESIGN.md §4): what each refused, paused or held back.

@@ -1,8 +1,8 @@
 //! Consistent snapshots for backups (`GET /v1/snapshot`): a Raft ReadIndex confirms the
 //! leader's commit index (so a follower cut off from the ensemble cannot hand out a stale
-//! state), then, once this member has applied that far, the state machine is serialized on
-//! this thread, exactly as a periodic snapshot is: the core stalls no longer than it does for
-//! one. Hashing and sending the bytes happen on the admin API's task.
+//! state), then, once this member has applied that far, the core copies the state (O(1),
+//! `StateMachine::freeze`) and the copy is serialized on a thread of its own, as a periodic
+//! snapshot is (`snapshotter`). Hashing and sending the bytes happen on the admin API's task.
 
 use std::collections::BTreeMap;
 
@@ -83,31 +83,13 @@ impl Core {
             .raft_log
             .term(applied)
             .unwrap_or(self.node.raft.term);
-        let started = std::time::Instant::now();
-        let data = self.sm.snapshot();
-        tracing::info!(
-            index = applied,
+        let replies: Vec<BackupReply> = due.into_iter().map(|(_, reply)| reply).collect();
+        super::snapshotter::serve_backups(
+            self.sm.freeze(),
             term,
-            bytes = data.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "snapshot taken for a backup"
+            replies,
+            self.snapshots.is_off_thread(),
         );
-        let mut replies: Vec<BackupReply> = due.into_iter().map(|(_, reply)| reply).collect();
-        let last = replies.pop();
-        for reply in replies {
-            let _ = reply.send(Ok(BackupSnapshot {
-                index: applied,
-                term,
-                data: data.clone(),
-            }));
-        }
-        if let Some(reply) = last {
-            let _ = reply.send(Ok(BackupSnapshot {
-                index: applied,
-                term,
-                data,
-            }));
-        }
     }
 
     /// A change of leader or term: ReadIndex requests in flight may never be answered.

@@ -19,6 +19,7 @@
 //! - `sessions`: expiry, touches, closing; `leader_change`: what a new leader or term means.
 //! - `membership`: the admin API's membership and leadership commands.
 //! - `backup`: consistent snapshots of the state for `GET /v1/snapshot`.
+//! - `snapshotter`: serializing and writing snapshots and backups off the core thread.
 //! - `publish`: status and gauges for the admin API and four-letter words.
 
 mod auth;
@@ -42,6 +43,7 @@ mod read_index;
 mod replicate;
 mod requests;
 mod sessions;
+mod snapshotter;
 #[cfg(test)]
 mod tests;
 pub mod throttled_log;
@@ -159,6 +161,8 @@ pub struct Core {
     last_snapshot_index: u64,
     /// A membership change applied since the last snapshot (the next one must include it).
     snapshot_after_membership_change: bool,
+    /// Writes snapshots from an O(1) copy of the state, on a thread of its own.
+    snapshots: snapshotter::Snapshotter,
 
     // This member's clients.
     clients: ClientTable,
@@ -245,6 +249,7 @@ impl Core {
             conf_state,
             last_snapshot_index,
             snapshot_after_membership_change: false,
+            snapshots: snapshotter::Snapshotter::default(),
             last_heard: BTreeMap::new(),
             last_reap: started,
             started,
@@ -274,6 +279,13 @@ impl Core {
     /// would watch more is answered with QuotaExceeded.
     pub fn set_max_watches_per_session(&mut self, limit: usize) {
         self.max_watches_per_session = limit;
+    }
+
+    /// Serializes and writes snapshots and backups on threads of their own, so the core only
+    /// copies the state (O(1)) instead of pausing in proportion to the tree. Off by default
+    /// so that the simulation stays deterministic.
+    pub fn snapshot_off_thread(&mut self, on: bool) {
+        self.snapshots.set_off_thread(on);
     }
 
     /// Sets the identity settings and the recipe-tree policy (kept across snapshot installs).
@@ -336,6 +348,7 @@ impl Core {
     pub fn run(mut self, mut inbox: CoreInbox) -> Result<(), CoreError> {
         let mut batch = Vec::with_capacity(inbox::MAX_BATCH);
         while inbox.next_batch(&mut batch) {
+            let started = Instant::now();
             for msg in batch.drain(..) {
                 if !self.handle(msg) {
                     return self.finish();
@@ -343,6 +356,7 @@ impl Core {
             }
             self.on_ready()?;
             self.observe_leader();
+            self.metrics.observe_core_step(started.elapsed());
         }
         self.finish()
     }

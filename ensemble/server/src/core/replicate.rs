@@ -147,6 +147,7 @@ impl Core {
     /// Handles one `Ready`: apply what is committed, persist new entries (one fsync for the
     /// whole batch), send messages, then apply what became committed by persisting.
     pub(super) fn on_ready(&mut self) -> Result<(), CoreError> {
+        self.collect_snapshot()?;
         if !self.node.has_ready() {
             return Ok(());
         }
@@ -337,7 +338,12 @@ impl Core {
         }
     }
 
+    /// Starts a snapshot when one is due: the core only copies the state (O(1)); the
+    /// snapshotter serializes and writes it, and `collect_snapshot` counts it once durable.
     fn maybe_snapshot(&mut self) -> Result<(), CoreError> {
+        if self.snapshots.busy() {
+            return Ok(());
+        }
         let applied = self.sm.last_applied() as u64;
         let since = applied.saturating_sub(self.last_snapshot_index);
         // By count, or by the bytes the log holds in memory: 100k entries of 1 KiB writes were
@@ -349,21 +355,46 @@ impl Core {
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
-        self.snapshot_after_membership_change = false;
-        let started = Instant::now();
-        let data = self.sm.snapshot();
-        let bytes = data.len();
-        self.log
-            .create_snapshot(applied, self.conf_state.clone(), data)?;
-        self.last_snapshot_index = applied;
-        self.metrics.snapshots.inc();
-        tracing::info!(
-            index = applied,
-            bytes,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "snapshot taken; log compacted"
-        );
-        Ok(())
+        // The copy holds the state and the conf state as of `applied`, whatever is applied
+        // while it is written; a membership change applied meanwhile sets the flag again.
+        let frozen = self.sm.freeze();
+        if self
+            .snapshots
+            .start(frozen, self.conf_state.clone(), self.log.clone())
+        {
+            self.snapshot_after_membership_change = false;
+        }
+        self.collect_snapshot()
+    }
+
+    /// Counts a snapshot the snapshotter finished. Its errors are the log's, and stop the
+    /// core as they did when it wrote them itself; but a snapshot from the leader installed
+    /// meanwhile makes this one out of date, which is no failure.
+    pub(super) fn collect_snapshot(&mut self) -> Result<(), CoreError> {
+        match self.snapshots.collect() {
+            None => Ok(()),
+            Some(Ok(written)) => {
+                self.last_snapshot_index = self.last_snapshot_index.max(written.index);
+                self.metrics.snapshots.inc();
+                self.metrics
+                    .observe_snapshot(written.elapsed, written.bytes);
+                tracing::info!(
+                    index = written.index,
+                    bytes = written.bytes,
+                    elapsed_ms = written.elapsed.as_millis() as u64,
+                    "snapshot taken; log compacted"
+                );
+                Ok(())
+            }
+            Some(Err(baton_raftlog::LogError::SnapshotOutOfDate { snapshot_index, .. })) => {
+                tracing::info!(
+                    index = snapshot_index,
+                    "a newer snapshot was installed while this one was written; dropped it"
+                );
+                Ok(())
+            }
+            Some(Err(e)) => Err(e.into()),
+        }
     }
 }
 

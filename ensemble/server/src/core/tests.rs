@@ -60,7 +60,11 @@ const TIMEOUT_MS: i32 = 4000;
 
 impl OneMember {
     fn new() -> OneMember {
-        let dir = tempfile::tempdir().expect("temp dir");
+        OneMember::open(tempfile::tempdir().expect("temp dir"), 100_000, false)
+    }
+
+    /// A member over `dir` (new or reopened) snapshotting every `snapshot_entries`.
+    fn open(dir: tempfile::TempDir, snapshot_entries: u64, off_thread: bool) -> OneMember {
         let options = LogOptions {
             sync: false,
             ..LogOptions::default()
@@ -70,7 +74,7 @@ impl OneMember {
             id: 1,
             min_session_timeout_ms: 400,
             max_session_timeout_ms: 60_000,
-            snapshot_entries: 100_000,
+            snapshot_entries,
             tick: Duration::from_millis(100),
             reap_interval: Duration::from_secs(1),
             join: false,
@@ -82,8 +86,9 @@ impl OneMember {
         let (status, _) = watch::channel(Status::default());
         let members = [(1, "127.0.0.1:1".to_string())];
         let metrics = Arc::new(Metrics::new());
-        let core =
+        let mut core =
             Core::new(cfg, log, &members, metrics, status, None, clock.clone()).expect("core");
+        core.snapshot_off_thread(off_thread);
         let mut member = OneMember {
             core,
             clock,
@@ -306,4 +311,64 @@ fn a_backup_holds_every_write_answered_before_it() {
         "sessions are in it; a restore drops them"
     );
     assert!(snap.term >= 1);
+}
+
+/// Steps an idle member until the snapshotter has handed back `count` snapshots in all.
+fn await_snapshots(m: &mut OneMember, count: u64) {
+    for _ in 0..60_000 {
+        if m.core.metrics.snapshots.get() >= count {
+            return;
+        }
+        m.step(vec![]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("no snapshot came back from the snapshot thread");
+}
+
+#[test]
+fn a_snapshot_written_off_the_core_is_the_state_at_its_index_and_survives_a_restart() {
+    let mut m = OneMember::open(tempfile::tempdir().expect("temp dir"), 40, true);
+    let (mut client, _) = m.session();
+    // Writes go on while the first snapshot is written; each step may start the next.
+    for xid in 1..=300 {
+        m.request(&client, xid, create(&format!("/n{xid:03}")));
+        let (hdr, _, _) = client.reply(OpCode::Create);
+        assert_eq!(hdr.err, 0);
+    }
+    await_snapshots(&mut m, 2);
+    let snap = m.core.log.latest_snapshot().expect("a snapshot");
+    let index = snap.get_metadata().index;
+    let frozen = baton_machine::StateMachine::restore(snap.get_data()).expect("restores");
+    assert_eq!(frozen.last_applied() as u64, index);
+    // Exactly the nodes created at or before its index, with the stats they had then.
+    let live = m.core.state();
+    let mut then = 0;
+    for (path, node) in live.tree().iter() {
+        let stat = node.stat();
+        if stat.czxid as u64 <= index && path.starts_with("/n") {
+            then += 1;
+            assert_eq!(frozen.stat(path), Some(stat), "{path}");
+        }
+    }
+    assert!(then > 0 && then < 300, "{then} nodes at index {index}");
+    assert_eq!(frozen.node_count(), then + 4, "and the four built-in nodes");
+    assert_eq!(m.core.last_snapshot_index, index);
+
+    // A restart reads the newest snapshot and the log after it: the whole state (the new
+    // term's first entry aside, which moves only the applied index).
+    let expected: Vec<(String, baton_proto::Stat)> = live
+        .tree()
+        .iter()
+        .map(|(path, node)| (path.to_owned(), node.stat()))
+        .collect();
+    let OneMember {
+        core, _dir: dir, ..
+    } = m;
+    drop(core);
+    let reopened = OneMember::open(dir, 40, true);
+    let state = reopened.core.state();
+    assert_eq!(state.node_count(), expected.len());
+    for (path, stat) in expected {
+        assert_eq!(state.stat(&path), Some(stat), "{path} after the restart");
+    }
 }
