@@ -2,13 +2,22 @@
 # Benchmarks Baton against Apache ZooKeeper 3.8 on this machine, the same ensemble size for both,
 # with the same client (baton-bench) and the same workloads, and prints one table side by side.
 #
-#   tests/scripts/bench.sh [--quick] [--targets zk,baton] [--members 1|3|5] [--tls peer|off|on|both]
+#   tests/scripts/bench.sh [--quick] [--targets zk,baton,etcd] [--members 1|3|5] [--tls peer|off|on|both]
 #                    [--rows LIST] [--repeat N]
 #
 #   --quick          ~2 s per cell instead of ~6 s, fewer failover rounds (about 2 minutes instead
 #                    of 5 on an idle build; --members 3 adds a minute or more for ensemble-failover,
 #                    whose rounds wait for the killed member to restart and rejoin)
-#   --targets LIST   which servers to run (default zk,baton); a single one prints its own numbers
+#   --targets LIST   which servers to run (default zk,baton,etcd); a single one prints its own
+#                    numbers. etcd (Debian's etcd-server, 3.4) runs as a cluster of --members on
+#                    loopback, plain (left out with --tls on or both), on the rows that mean the
+#                    same thing there (baton-bench --etcd): create-delete (put + delete), get-data
+#                    (serializable gets, like ZooKeeper's member-local reads), get-data-linearizable
+#                    (linearizable gets; ZooKeeper and Baton: sync + getData), the mixes (gets and
+#                    puts), lock-* (etcd's lock service) and election-failover (its election
+#                    service: the leader resigns, the next campaign returns, Observe names it).
+#                    Installed from Debian when missing, with protoc for baton-bench's etcd
+#                    client (its cargo feature `etcd`, built here).
 #   --members N      ensemble size (default 1: ZooKeeper standalone, Baton one member). With 3 or 5,
 #                    every member runs on loopback on this one machine, and the bench's workers are
 #                    spread round-robin across the members (worker i talks to member i mod N), so
@@ -44,14 +53,26 @@
 #                    builds in this work tree cannot change them between runs
 #
 # The sidecar rows run real baton-sidecar processes (built here) against each server: HTTP lock
-# acquire+release, uncontended and contended, and /leader hand-over on SIGTERM.
+# acquire+release, uncontended and contended, and /leader hand-over on SIGTERM; semaphore
+# acquire+release (2 permits), uncontended and contended; and an app crash (SIGKILL of a child
+# process standing for the app): app-crash-lock-free-{stream,ttl,zk-session} time until a waiting
+# pod gets the crashed app's lock (held with hold=stream, as a 2 s lease, or by a plain ZooKeeper
+# client with a 4 s session), app-crash-new-leader-{health,none} until another pod's sidecar leads
+# (with --app-health 100ms x 2; without it the leader never changes: "never", after waiting 5 s).
+# --rows app-crash-lock-free (a prefix of row names followed by -) selects a whole family.
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
 # Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper clients, $ZK_SECURE_PORT (42281)
 # for its TLS clients (and $ZK_QUORUM_PORT (42888) for its quorum and election ports), and from
 # $BATON_PORT (43181), $BATON_SECURE_PORT (43281), $BATON_PEER_PORT (43888) and $BATON_ADMIN_PORT
-# (43080) for Baton.
+# (43080) for Baton, and from $ETCD_PORT (44379) and $ETCD_PEER_PORT (44479) for etcd, whose data is
+# under $BENCH_DIR/etcd/<i>.
+# The floor: before the matrix, `fsync` with as many writers as members (each its own file, as
+# every member persists each entry to its own log on this one disk) and `loopback-rtt` (a 64-byte
+# echo over 127.0.0.1); fsync again at the end. floor = fdatasync p50 (the mean of both) +
+# loopback p50, and the table's "floor x" columns give every single-client row's p50 as a multiple
+# of it.
 # Every member is started by a script of its own, $BENCH_DIR/run/start-<name>-<i>.sh (name: zk,
 # zk-tls, baton, baton-tls), which writes the member's pid (the server process itself: the
 # script ends in exec) to $BENCH_DIR/run/<name>-<i>.pid; that pid, and only that one, is what
@@ -65,9 +86,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cell=6s
 election_rounds=30
 handover_rounds=30
+crash_rounds=20
+ttl_rounds=10
+zk_crash_rounds=5
 failover_rounds=10
 sessions_rounds=3
-targets=zk,baton
+targets=zk,baton,etcd
 members=1
 tls=peer
 rows=all
@@ -75,7 +99,8 @@ repeat=1
 build=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3; sessions_rounds=2 ;;
+    --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3; sessions_rounds=2
+             crash_rounds=10; ttl_rounds=4; zk_crash_rounds=3 ;;
     --targets) targets=${2:?--targets needs a list}; shift ;;
     --members) members=${2:?--members needs a number}; shift ;;
     --tls) tls=${2:?--tls needs peer, off, on or both}; shift ;;
@@ -102,7 +127,7 @@ command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 want() { [[ ",$targets," == *",$1,"* ]]; }
-want zk || want baton || { echo "bench.sh: --targets must name zk and/or baton" >&2; exit 2; }
+want zk || want baton || want etcd || { echo "bench.sh: --targets must name zk, baton and/or etcd" >&2; exit 2; }
 
 # The servers under test, in table order. A name ending in -tls serves (and is benchmarked
 # on) a TLS client port and runs its quorum over TLS; plain "baton" has peer TLS unless
@@ -113,6 +138,16 @@ for server_kind in zk baton; do
   if [ "$tls" != on ]; then names+=("$server_kind"); fi
   if [ "$tls" = on ] || [ "$tls" = both ]; then names+=("$server_kind-tls"); fi
 done
+# etcd runs plain only: its rows compare the servers' own protocols, and it has no counterpart of
+# the TLS servers' rows.
+if want etcd; then
+  if [ "$tls" = on ] || [ "$tls" = both ]; then
+    echo "bench.sh: etcd runs plain only; left out with --tls $tls" >&2
+  else
+    names+=(etcd)
+  fi
+fi
+is_etcd() { [ "$1" = etcd ]; }
 is_tls() { [[ "$1" == *-tls ]]; }
 is_zk() { [[ "$1" == zk* ]]; }
 # Does plain "baton" run with --insecure-no-tls?
@@ -122,14 +157,22 @@ pairs=()
 if [ "$tls" = both ]; then
   want zk && pairs+=(zk:zk-tls)
   want baton && pairs+=(baton:baton-tls)
-elif [ "${#names[@]}" = 2 ]; then
-  pairs+=("${names[0]}:${names[1]}")
+else
+  core=()
+  for name in "${names[@]}"; do is_etcd "$name" || core+=("$name"); done
+  [ "${#core[@]}" != 2 ] || pairs+=("${core[0]}:${core[1]}")
 fi
+# Baton against etcd as well.
+if [[ " ${names[*]} " == *" etcd "* && " ${names[*]} " == *" baton "* ]]; then pairs+=(etcd:baton); fi
 
 # --rows: is row $1 (workload) with $2 workers selected?
 row_wanted() {
   [ "$rows" = all ] && return 0
-  [[ ",$rows," == *",$1,"* || ",$rows," == *",$1:$2,"* ]]
+  [[ ",$rows," == *",$1,"* || ",$rows," == *",$1:$2,"* ]] && return 0
+  # A family: app-crash-lock-free selects app-crash-lock-free-stream, -ttl and -zk-session.
+  local entry
+  for entry in ${rows//,/ }; do [[ "$1" == "$entry"-* ]] && return 0; done
+  return 1
 }
 
 # True when something accepts connections on 127.0.0.1:$1.
@@ -159,6 +202,9 @@ for name in "${names[@]}"; do
       is_tls "$name" && pick_port "secure_port[$k]" "${ZK_SECURE_PORT:-42281}"
       pick_port "quorum_port[$k]" "${ZK_QUORUM_PORT:-42888}"
       pick_port "election_port[$k]" "${ZK_QUORUM_PORT:-42888}"
+    elif is_etcd "$name"; then
+      pick_port "client_port[$k]" "${ETCD_PORT:-44379}"
+      pick_port "peer_port[$k]" "${ETCD_PEER_PORT:-44479}"
     else
       pick_port "client_port[$k]" "${BATON_PORT:-43181}"
       is_tls "$name" && pick_port "secure_port[$k]" "${BATON_SECURE_PORT:-43281}"
@@ -175,13 +221,29 @@ results=$work/results.jsonl
 # certificates.
 packages=(-p baton-bench -p baton-sidecar)
 if want baton || [ "$tls" = on ] || [ "$tls" = both ]; then packages+=(-p baton-ensemble); fi
+if [[ " ${names[*]} " == *" etcd "* ]]; then
+  # baton-bench's etcd client is an optional feature: its build needs protoc and the protobuf
+  # well-known types, which the default workspace build does not.
+  packages+=(--features baton-bench/etcd)
+  missing=()
+  needed=(etcd-server)
+  [ "$build" = 0 ] || needed+=(protobuf-compiler libprotobuf-dev)
+  for package in "${needed[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    echo "installing ${missing[*]}" >&2
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
 if [ "$build" = 1 ]; then
   echo "building ${packages[*]} (release)..." >&2
   (cd "$root" && cargo build --release --quiet "${packages[@]}")
 fi
 
 # Only what this script creates is removed, whatever $BENCH_DIR points at.
-rm -rf "$work/zk" "$work/zk-tls" "$work/baton" "$work/baton-tls" "$work/run" "$work/certs"
+rm -rf "$work/zk" "$work/zk-tls" "$work/baton" "$work/baton-tls" "$work/etcd" "$work/run" "$work/certs"
 mkdir -p "$work/run"
 : >"$results"
 
@@ -340,6 +402,26 @@ baton_member() {
   member_script "$name" "$i" "$work/$name-$i.log" "$bin/baton-ensemble" "${args[@]}"
 }
 
+# Member $1 of etcd: one of --members on loopback, its data on the same disk as the others'
+# (etcd fsyncs its WAL before acknowledging, always).
+etcd_member() {
+  local i=$1 j cluster=() client peer
+  for j in $(seq 1 "$members"); do cluster+=("m$j=http://127.0.0.1:${peer_port[etcd/$j]}"); done
+  client=http://127.0.0.1:${client_port[etcd/$i]}
+  peer=http://127.0.0.1:${peer_port[etcd/$i]}
+  member_script etcd "$i" "$work/etcd-$i.log" etcd --name "m$i" --data-dir "$work/etcd/$i" \
+    --listen-client-urls "$client" --advertise-client-urls "$client" \
+    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+    --initial-cluster "$(IFS=,; echo "${cluster[*]}")" --initial-cluster-state new \
+    --initial-cluster-token bench --logger zap --log-level warn
+}
+# Member $2 of etcd has a leader and serves clients.
+etcd_ready() {
+  local k=$1/$2
+  curl -sf "http://127.0.0.1:${client_port[$k]}/health" | grep -q '"health":"true"' &&
+    listens "${client_port[$k]}" "${member_pid[$k]}"
+}
+
 # One CA for every server: Baton's members and ZooKeeper's (which reads the same PEM files).
 if { want baton && [ "$tls" = peer ]; } || [ "$tls" = on ] || [ "$tls" = both ]; then
   "$bin/baton-ensemble" certs --out "$work/certs" --cluster-id bench \
@@ -364,6 +446,8 @@ for name in "${start_order[@]}"; do
       else
         zk_member "$name" "$i"
       fi
+    elif is_etcd "$name"; then
+      etcd_member "$i"
     else
       baton_member "$name" "$i"
     fi
@@ -379,7 +463,7 @@ for name in "${start_order[@]}"; do
 done
 for i in $(seq 1 "$members"); do
   for name in "${names[@]}"; do
-    if is_zk "$name"; then check=zk_ready; else check=baton_ready; fi
+    if is_zk "$name"; then check=zk_ready; elif is_etcd "$name"; then check=etcd_ready; else check=baton_ready; fi
     wait_ready "$name member $i" "${member_pid[$name/$i]}" "$work/$name-$i.log" "$check" "$name" "$i"
   done
 done
@@ -400,12 +484,15 @@ for name in "${names[@]}"; do rss_idle[$name]=$(rss_kib "$name"); done
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start; $members member(s) each; servers: ${names[*]}" >&2
 
-# The disk's own fdatasync latency, the floor under every durable write. Measured before and
-# after the matrix: on a shared machine it moves with everyone else's I/O.
+# The disk's own fdatasync latency, the floor under every durable write, with one writer per
+# member as the members share this disk. Measured before and after the matrix: on a shared
+# machine it moves with everyone else's I/O.
 disk_sync() {
-  "$bench" --workload fsync --ops 1000 --fsync-dir "$work" --label "$1" --json >>"$results"
+  "$bench" --workload fsync --workers "$members" --ops 1000 --fsync-dir "$work" --label "$1" --json >>"$results"
 }
 disk_sync disk-before
+# The other half of the floor: one loopback round trip.
+"$bench" --workload loopback-rtt --ops 10000 --label loopback --json >>"$results"
 
 # One cell of the matrix: the same arguments against every server, one after the other, so
 # background load on this shared machine hits them alike (in reverse order every other round).
@@ -420,6 +507,10 @@ cell() {
   fi
   for name in "${order[@]}"; do
     tls_args=()
+    if is_etcd "$name"; then
+      etcd_counterpart "$@" || continue
+      tls_args=(--etcd)
+    fi
     if [ "${plain_client:-0}" = 1 ]; then
       servers=${plain_server[$name]}
     else
@@ -431,6 +522,21 @@ cell() {
       tee -a "$results" |
       jq -r '"  \(.label)\t\(.workload)\tworkers=\(.workers)\tops/s=\(.ops_per_sec)\tp50=\(.p50_us)us"' >&2
   done
+}
+# Whether the cell's --workload (in the arguments) has an etcd counterpart in baton-bench --etcd.
+etcd_counterpart() {
+  local previous='' arg
+  for arg in "$@"; do
+    if [ "$previous" = --workload ]; then
+      case "$arg" in
+        create-delete|get-data|get-data-linearizable|mixed-90-10|mixed-50-50) return 0 ;;
+        lock-uncontended|lock-contended|election-failover) return 0 ;;
+        *) return 1 ;;
+      esac
+    fi
+    previous=$arg
+  done
+  return 1
 }
 # A row of the matrix: workload $1 with $2 workers, unless --rows leaves it out.
 row() {
@@ -444,13 +550,21 @@ row() {
 # ensemble's leader may happen to be member 1 and another's a follower, and their one-worker
 # rows would time different paths. So each server's list starts at its first follower, checked
 # again every round (leadership can move under load).
+member_is_follower() {
+  if is_etcd "$1"; then
+    curl -sf -X POST -d '{}' "http://127.0.0.1:${client_port[$1/$2]}/v3/maintenance/status" |
+      jq -e '.leader != .header.member_id' >/dev/null
+  else
+    [[ "$(four_letter 127.0.0.1 "${client_port[$1/$2]}" srvr)" == *"Mode: follower"* ]]
+  fi
+}
 follower_first() {
   local name i found list=() rotated=()
   [ "$members" -gt 1 ] || return 0
   for name in "${names[@]}"; do
     found=0
     for i in $(seq 1 "$members"); do
-      if [[ "$(four_letter 127.0.0.1 "${client_port[$name/$i]}" srvr)" == *"Mode: follower"* ]]; then
+      if member_is_follower "$name" "$i"; then
         found=1
         break
       fi
@@ -474,6 +588,7 @@ for round in $(seq 1 "$repeat"); do
   row create-delete 10 --duration "$cell"
   row create-delete 50 --duration "$cell"
   row get-data 10 --duration "$cell"
+  row get-data-linearizable 10 --duration "$cell"
   row mixed-90-10 10 --duration "$cell"
   row mixed-50-50 10 --duration "$cell"
   row lock-uncontended 1 --duration "$cell"
@@ -482,6 +597,13 @@ for round in $(seq 1 "$repeat"); do
   row sidecar-lock-contended 5 --duration "$cell"
   row election-failover 5 --ops "$election_rounds"
   row sidecar-handover 3 --ops "$handover_rounds"
+  row semaphore-uncontended 1 --duration "$cell"
+  row semaphore-contended 5 --duration "$cell"
+  row app-crash-lock-free-stream 2 --ops "$crash_rounds"
+  row app-crash-lock-free-ttl 2 --ops "$ttl_rounds"
+  row app-crash-lock-free-zk-session 2 --ops "$zk_crash_rounds"
+  row app-crash-new-leader-health 3 --ops "$crash_rounds"
+  row app-crash-new-leader-none 3 --ops 1
   row watch-fanout 100 --duration "$cell"
   if [ "$round" = "$repeat" ] && row_wanted populate 32; then
     row populate 32 --ops 100000 --data-size 100
@@ -523,16 +645,20 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
     function add(key, name, o, a, b, c) {
       if (!(key in seen)) { seen[key] = 1; order[++rows] = key }
       ops[key, name] = o; p50[key, name] = a; p99[key, name] = b; p999[key, name] = c
+      has[key, name] = 1
     }
     # One metric of one row: a column per server, then one ratio per pair; higher is better
     # for ops/s (second/first), lower for latencies (first/second).
     function cells(key, m, timed,    t, p, v, a, b) {
       for (t = 1; t <= n; t++) {
-        if (m == 1) v = timed ? "-" : sprintf("%.0f", ops[key, target[t]])
+        if (m == 1) v = (timed || !((key, target[t]) in has)) ? "-" : sprintf("%.0f", ops[key, target[t]])
         else if (m == 2) v = lat(p50[key, target[t]])
         else if (m == 3) v = lat(p99[key, target[t]])
         else v = lat(p999[key, target[t]])
-        printf " %14s", v
+        # A timed row with no round recorded: what it waited for never came (app-crash-new-leader-none).
+        if (m > 1 && timed && ops[key, target[t]] == 0) v = "never"
+        # A server without this row (etcd has no counterpart of most sidecar rows).
+        printf " %14s", ((key, target[t]) in has) ? v : "-"
       }
       for (p = 1; p <= npairs; p++) {
         a = first[p]; b = second[p]
@@ -548,11 +674,22 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
       npairs = split(pairs, pair, " ")
       for (p = 1; p <= npairs; p++) { split(pair[p], ab, ":"); first[p] = ab[1]; second[p] = ab[2] }
     }
+    # A single-client row p50 as a multiple of the floor.
+    function floors(key, timed,    t, v) {
+      for (t = 1; t <= n; t++) {
+        v = "-"
+        if (floor > 0 && !timed && key ~ / w1( |$)/ && ((key, target[t]) in has))
+          v = sprintf("%.2f", p50[key, target[t]] / floor)
+        printf " %14s", v
+      }
+    }
     $3 ~ /^disk-/ {
-      disk = disk sprintf("%s: append 1 KiB + fdatasync p50 %s, p99 %s, p999 %s (%.0f/s)\n",
-                          $3, lat($5), lat($6), lat($7), $4)
+      disk = disk sprintf("%s: append 1 KiB + fdatasync, %d writer(s) at once, p50 %s, p99 %s, p999 %s (%.0f/s)\n",
+                          $3, $2, lat($5), lat($6), lat($7), $4)
+      dsum += $5; dn++
       next
     }
+    $3 == "loopback" { rtt = $5; rtt99 = $6; next }
     {
       key = $1 " w" $2
       if (repeat > 1) {
@@ -570,28 +707,36 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
                          s99[key, target[t]] / c, s999[key, target[t]] / c)
         }
       }
+      if (dn > 0 && rtt != "") floor = dsum / dn + rtt
       printf "%-30s", "workload"
       split("ops/s p50 p99 p999", metric, " ")
       for (m = 1; m <= 4; m++) {
         for (t = 1; t <= n; t++) printf " %14s", metric[m] "(" target[t] ")"
         for (p = 1; p <= npairs; p++) printf " %6s", "x" (npairs > 1 ? p : "")
       }
+      for (t = 1; t <= n; t++) printf " %14s", "floor x(" target[t] ")"
       printf "\n"
       for (r = 1; r <= rows; r++) {
         key = order[r]
         printf "%-30s", key
         # Hand-over and failover rows time rounds that include restarts: their rate says
         # nothing, their latencies are the result.
-        timed = (key ~ /(failover|handover|sessions-10k) w/)
+        timed = (key ~ /(failover|handover|sessions-10k|app-crash-.*) w/)
         for (m = 1; m <= 4; m++) cells(key, m, timed)
+        floors(key, timed)
         printf "\n"
       }
       for (p = 1; p <= npairs; p++) printf "x%s: %s against %s\n", (npairs > 1 ? p : ""), second[p], first[p]
       printf "%s", disk
+      if (floor > 0)
+        printf "floor: fdatasync p50 %s (mean of the disk lines) + loopback round trip p50 %s (p99 %s) = %s; floor x: a single-client row'"'"'s p50 / floor\n",
+               lat(dsum / dn), lat(rtt), lat(rtt99), lat(floor)
     }'
 
 # What the sessions rows measure besides latencies (their latencies are in the table: per
 # session, the kill until it wrote again, or until its client was connected again).
+jq -r 'select(.workload == "app-crash-new-leader-none") |
+  "app-crash-new-leader-none \(.label): no new leader within 5 s of the leading app'"'"'s crash (without --app-health)"' "$results"
 jq -r 'select(.workload == "sessions-failover") |
   "sessions-failover \(.label): \(.sessions_lost) session(s) lost"' "$results"
 jq -r 'select(.workload == "sessions-10k") |

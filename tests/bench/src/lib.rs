@@ -8,6 +8,7 @@
 //! their HTTP API; ensemble-failover kills and restarts ensemble members. With the `etcd` feature,
 //! `--etcd` runs the rows that carry over against etcd's v3 API instead.
 
+pub mod app_child;
 pub mod budget;
 pub mod ensemble;
 pub mod error;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use baton_bench::app_child;
 use baton_bench::budget::{Limit, parse_duration};
 use baton_bench::ensemble::Ensemble;
 use baton_bench::members::MemberControl;
@@ -153,6 +154,17 @@ async fn main() -> ExitCode {
             }),
         )
         .init();
+    // The app-crash workloads run this executable again as the app they kill.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(app_child::APP_CHILD_ARG) {
+        return match app_child::run_child(&args[2..]).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("baton-bench app child: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

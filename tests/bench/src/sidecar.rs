@@ -63,6 +63,17 @@ impl SidecarLauncher {
         identity: &str,
         election: Option<&str>,
     ) -> Result<Sidecar, BenchError> {
+        self.start_with(ensemble, identity, election, &[]).await
+    }
+
+    /// [`SidecarLauncher::start`] with more flags (e.g. `--app-health URL`).
+    pub async fn start_with(
+        &self,
+        ensemble: &str,
+        identity: &str,
+        election: Option<&str>,
+        extra_args: &[String],
+    ) -> Result<Sidecar, BenchError> {
         let fail = |detail: String| BenchError::Sidecar {
             identity: identity.to_owned(),
             detail,
@@ -85,6 +96,7 @@ impl SidecarLauncher {
         if let Some(ca) = &self.ensemble_ca {
             command.arg("--ensemble-ca").arg(ca);
         }
+        command.args(extra_args);
         let mut child = command
             .spawn()
             .map_err(|e| fail(format!("cannot run {}: {e}", self.binary.display())))?;

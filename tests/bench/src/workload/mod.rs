@@ -1,5 +1,7 @@
 //! The workloads, the knobs they share, and the closed-loop harness most of them run in.
 
+mod app_crash;
+mod app_crash_leader;
 mod crud;
 mod election;
 mod ensemble_failover;
@@ -7,6 +9,7 @@ mod fanout;
 mod fsync;
 mod lock;
 mod loopback;
+mod semaphore;
 mod sessions_10k;
 mod sessions_failover;
 mod sidecar_handover;
@@ -85,6 +88,24 @@ pub enum Workload {
     /// idle CPU, election hand-over, and every session back after a leader kill -9.
     #[value(name = "sessions-10k")]
     Sessions10k,
+    /// An app holding a lock with hold=stream through its sidecar is killed (SIGKILL); time
+    /// until a waiting pod's sidecar grants it.
+    AppCrashLockFreeStream,
+    /// The same with a lease (ttl=2s, renewed every third): the lock frees when it runs out.
+    AppCrashLockFreeTtl,
+    /// The same with a plain ZooKeeper client (4 s session): the lock frees on session expiry.
+    AppCrashLockFreeZkSession,
+    /// --workers pods (app + sidecar with --app-health) in one election; the leader's app is
+    /// killed; time until another sidecar names a new leader.
+    AppCrashNewLeaderHealth,
+    /// The same without --app-health (today): the leader never changes; each round waits 5 s
+    /// for a hand-over that must not come and records nothing (ops=0).
+    AppCrashNewLeaderNone,
+    /// One baton-sidecar per worker, each taking and releasing a permit of its own 2-permit
+    /// semaphore over HTTP.
+    SemaphoreUncontended,
+    /// --workers baton-sidecars on one 2-permit semaphore; never more than 2 hold at once.
+    SemaphoreContended,
 }
 
 impl Workload {
@@ -109,6 +130,13 @@ impl Workload {
             Workload::EnsembleFailover => "ensemble-failover",
             Workload::SessionsFailover => "sessions-failover",
             Workload::Sessions10k => "sessions-10k",
+            Workload::AppCrashLockFreeStream => "app-crash-lock-free-stream",
+            Workload::AppCrashLockFreeTtl => "app-crash-lock-free-ttl",
+            Workload::AppCrashLockFreeZkSession => "app-crash-lock-free-zk-session",
+            Workload::AppCrashNewLeaderHealth => "app-crash-new-leader-health",
+            Workload::AppCrashNewLeaderNone => "app-crash-new-leader-none",
+            Workload::SemaphoreUncontended => "semaphore-uncontended",
+            Workload::SemaphoreContended => "semaphore-contended",
         }
     }
 
@@ -120,8 +148,13 @@ impl Workload {
             | Workload::Fsync
             | Workload::LoopbackRtt
             | Workload::SidecarLockUncontended
+            | Workload::SemaphoreUncontended
             | Workload::EnsembleFailover => 1,
-            Workload::SidecarLockContended => 5,
+            Workload::AppCrashLockFreeStream
+            | Workload::AppCrashLockFreeTtl
+            | Workload::AppCrashLockFreeZkSession => 2,
+            Workload::AppCrashNewLeaderHealth | Workload::AppCrashNewLeaderNone => 3,
+            Workload::SidecarLockContended | Workload::SemaphoreContended => 5,
             Workload::SidecarHandover => 3,
             Workload::GetData
             | Workload::GetDataLinearizable
@@ -143,6 +176,10 @@ impl Workload {
             Workload::EnsembleFailover => Limit::Ops(5),
             Workload::SessionsFailover => Limit::Ops(3),
             Workload::Sessions10k => Limit::Ops(1),
+            Workload::AppCrashLockFreeStream | Workload::AppCrashNewLeaderHealth => Limit::Ops(20),
+            Workload::AppCrashLockFreeTtl => Limit::Ops(10),
+            Workload::AppCrashLockFreeZkSession => Limit::Ops(5),
+            Workload::AppCrashNewLeaderNone => Limit::Ops(1),
             Workload::Populate => Limit::Ops(100_000),
             Workload::Fsync => Limit::Ops(1_000),
             Workload::LoopbackRtt => Limit::Ops(10_000),
@@ -204,6 +241,23 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
             sessions_failover::run(servers()?, config, &dir, &mut extra).await?
         }
         Workload::Sessions10k => sessions_10k::run(servers()?, config, &dir, &mut extra).await?,
+        Workload::AppCrashLockFreeStream => {
+            app_crash::run(servers()?, config, &dir, app_crash::Way::Stream).await?
+        }
+        Workload::AppCrashLockFreeTtl => {
+            app_crash::run(servers()?, config, &dir, app_crash::Way::Ttl).await?
+        }
+        Workload::AppCrashLockFreeZkSession => {
+            app_crash::run(servers()?, config, &dir, app_crash::Way::ZkSession).await?
+        }
+        Workload::AppCrashNewLeaderHealth => {
+            app_crash_leader::run(servers()?, config, &dir, true).await?
+        }
+        Workload::AppCrashNewLeaderNone => {
+            app_crash_leader::run(servers()?, config, &dir, false).await?
+        }
+        Workload::SemaphoreUncontended => semaphore::run(servers()?, config, &dir, false).await?,
+        Workload::SemaphoreContended => semaphore::run(servers()?, config, &dir, true).await?,
     };
     if let Some(ensemble) = &config.ensemble {
         let open = ensemble.wait_all_closed(SESSION_CLOSE_TIMEOUT).await;

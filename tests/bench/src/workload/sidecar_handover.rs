@@ -37,7 +37,7 @@ const REJOIN_TIMEOUT: Duration = Duration::from_secs(30);
 const LONG_POLL_WAIT: &str = "30s";
 
 /// What a long-poll reported: the new leader's identity and when its answer arrived.
-type Named = Result<(String, Instant), BenchError>;
+pub(super) type Named = Result<(String, Instant), BenchError>;
 
 /// Runs the hand-over rounds and records each one.
 pub(super) async fn run(
@@ -142,7 +142,7 @@ async fn rounds(
 }
 
 /// The leader's identity and token in a `GET /leader` body (token 0 when there is none).
-fn leader_of(view: &serde_json::Value) -> (Option<String>, i64) {
+pub(super) fn leader_of(view: &serde_json::Value) -> (Option<String>, i64) {
     let leader = &view["leader"];
     (
         leader["identity"].as_str().map(str::to_owned),
@@ -154,7 +154,7 @@ fn leader_of(view: &serde_json::Value) -> (Option<String>, i64) {
 ///
 /// A poll also returns when the leader is briefly unknown (the old one gone, the new one not yet
 /// seen: token 0); it is asked again from there.
-async fn until_new_leader(
+pub(super) async fn until_new_leader(
     mut http: HttpClient,
     old: String,
     mut token: i64,
@@ -176,7 +176,11 @@ async fn until_new_leader(
 }
 
 /// The identities in the election's queue, leader first, once exactly `count` have queued.
-async fn queued(admin: &Client, folder: &str, count: usize) -> Result<Vec<String>, BenchError> {
+pub(super) async fn queued(
+    admin: &Client,
+    folder: &str,
+    count: usize,
+) -> Result<Vec<String>, BenchError> {
     let deadline = Instant::now() + REJOIN_TIMEOUT;
     loop {
         let (children, _, watcher) = admin
