@@ -34,6 +34,21 @@ pub async fn mode(server: &str) -> Option<Mode> {
     parse_mode(&answer)
 }
 
+/// The `Connections:` of `server`'s `srvr` answer (both servers give it); `None` when it does
+/// not answer.
+pub async fn connections(server: &str) -> Option<u64> {
+    let answer = timeout(EXCHANGE_TIMEOUT, ask(server, b"srvr"))
+        .await
+        .ok()?
+        .ok()?;
+    answer
+        .lines()
+        .find_map(|line| line.strip_prefix("Connections:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The ids of the sessions connected to `server` right now: ZooKeeper lists them in `cons`
 /// (`sid=0x..`), Baton in `stat` (it does not answer `cons`), so both are asked.
 pub async fn session_ids(server: &str) -> Result<HashSet<i64>, BenchError> {

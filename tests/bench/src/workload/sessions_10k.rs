@@ -39,7 +39,7 @@ use crate::fair_lock::QueueNode;
 use crate::latency::LatencyRecorder;
 use crate::members::MemberControl;
 use ping_probe::ping_latencies;
-use usage::idle_usage;
+use usage::{footprint, idle_usage};
 
 mod ping_probe;
 mod usage;
@@ -145,6 +145,10 @@ async fn measure(
     sleep(SETTLE).await;
 
     let idle = idle_usage(ensemble, control, IDLE_WINDOW).await?;
+    // Connections per member beside its memory: a member's RSS grows with the connections it
+    // serves, while every member holds every session.
+    let (connections, _) = footprint(ensemble, control).await;
+    extra.insert("connections".into(), json!(connections));
     extra.insert("rss_kib".into(), json!(idle.rss_kib));
     extra.insert(
         "rss_total_kib".into(),
@@ -171,6 +175,9 @@ async fn measure(
     extra.insert("reconnected".into(), outcome.reconnected.into());
     extra.insert("sessions_lost".into(), outcome.lost.into());
     extra.insert("all_back_ms".into(), json!(outcome.all_back.as_millis()));
+    let (connections, rss) = footprint(ensemble, control).await;
+    extra.insert("connections_after_kill".into(), json!(connections));
+    extra.insert("rss_after_kill_kib".into(), json!(rss));
 
     let after = &after[..HANDOVERS.min(after.len())];
     let handovers_after = handovers(candidates, &mut queues, after, &losses).await?;

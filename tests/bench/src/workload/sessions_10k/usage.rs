@@ -6,6 +6,7 @@ use tokio::time::{Instant, sleep};
 
 use crate::ensemble::Ensemble;
 use crate::error::BenchError;
+use crate::four_letter;
 use crate::members::MemberControl;
 
 /// Each member's memory and CPU at rest, and this process's CPU over the same window.
@@ -50,6 +51,22 @@ pub(super) async fn idle_usage(
         cpu_pct,
         bench_cpu_pct,
     })
+}
+
+/// Each member's client connections and resident memory (KiB) now; `None` for a member that
+/// is down.
+pub(super) async fn footprint(
+    ensemble: &Ensemble,
+    control: &MemberControl,
+) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
+    let mut connections = Vec::new();
+    let mut rss = Vec::new();
+    for (member, server) in ensemble.servers().iter().enumerate() {
+        connections.push(four_letter::connections(server).await);
+        let pid = control.pid(member + 1, server).ok();
+        rss.push(pid.and_then(|pid| rss_kib(pid).ok()));
+    }
+    (connections, rss)
 }
 
 fn proc_file(pid: u32, file: &str) -> Result<String, BenchError> {
