@@ -147,6 +147,13 @@ fn try_lines(facts: &BannerFacts<'_>) -> Vec<String> {
     ));
     out.push(curl(
         format!(
+            "curl -N -X POST '{}/lock/{ELECTION}?hold=stream'",
+            taker.pod.listen
+        ),
+        "held while curl runs: Ctrl-C (a crash) frees it at once",
+    ));
+    out.push(curl(
+        format!(
             "curl -s -X DELETE '{}/lock/{ELECTION}?token=T'",
             taker.pod.listen
         ),

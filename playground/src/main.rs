@@ -8,6 +8,7 @@ mod binaries;
 mod console;
 mod ports;
 mod startup;
+mod stream_hold;
 mod supervisor;
 mod topology;
 mod watch;
@@ -32,8 +33,9 @@ const RESTART_AFTER: Duration = Duration::from_secs(3);
 /// Leader election and locks on your machine: a local Baton ensemble and sidecar "pods".
 ///
 /// Starts a Raft ensemble (baton-ensemble) and one baton-sidecar per pod on 127.0.0.1, all
-/// standing in the election "demo"; prints who leads and curl lines to try; then prints a
-/// line whenever the election's leader or the ensemble's Raft leader changes. Kill any
+/// standing in the election "demo"; prints who leads and curl lines to try; shows once that a
+/// lock held with hold=stream passes to a waiting pod within milliseconds of its app crashing;
+/// then prints a line whenever the election's leader or the ensemble's Raft leader changes. Kill any
 /// process to watch the hand-over; it is restarted a few seconds later. Ctrl-C stops all.
 #[derive(Debug, Parser)]
 #[command(version)]
@@ -171,6 +173,7 @@ async fn demo(
             console
         ),
         watch::ensemble(started.members.clone(), Some(started.raft_leader), console),
+        stream_hold::demonstrate(&started.pods, console),
     );
     Ok(())
 }

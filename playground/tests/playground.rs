@@ -1,6 +1,7 @@
 //! Runs the real `baton-playground` (with the `baton-ensemble` and `baton-sidecar` built in the
 //! same target dir), kills the demo leader's sidecar, and checks the hand-over is reported,
-//! the sidecar comes back, and no child outlives the playground.
+//! the sidecar comes back, the stream-hold demonstration hands its lock over, and no child
+//! outlives the playground.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -213,6 +214,15 @@ fn the_demo_leader_hands_over_and_nothing_outlives_the_playground() {
     let (successor, successor_pid) = election_leader(&line).expect("parsed above");
     assert_ne!(successor_pid, leader_pid);
     assert!(successor.starts_with("pod-"), "{line}");
+
+    // The stream-hold demonstration (pod-b's app holds, pod-c waits, pod-b's app crashes).
+    let (_, line) = playground.wait_line(watching, "the stream-hold demonstration", |l| {
+        l.contains("lock \"crash-demo\": ") || l.contains("stream-hold demonstration skipped")
+    });
+    assert!(
+        line.contains("pod-c got it ") && line.contains(" after pod-b's app crashed"),
+        "{line}"
+    );
 
     let restarted = format!("{leader}'s sidecar restarted: pid ");
     playground.wait_line(watching, "the killed sidecar's restart", |l| {
