@@ -8,7 +8,8 @@
 //! Each run records what the clients saw and checks it: linearizability of the znodes'
 //! writes and of reads after `sync`, no acknowledged write lost, no sequential name handed out
 //! twice, per-session FIFO answers; in the ensemble's view after every step: one holder per
-//! lock and election, fencing tokens that only rise, members agreeing on the holder, and no
+//! lock and election, fencing tokens that only rise, members agreeing on the holder, never more
+//! than N holders of a semaphore, nobody passing a barrier before N parties entered, and no
 //! ephemeral outliving its session. Once the faults stop, everything must make progress again.
 
 mod barrierview;
