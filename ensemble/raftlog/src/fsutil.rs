@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::crash_model;
 use crate::error::LogError;
 
+/// How much of a file `write_atomically` writes between two fdatasyncs.
+const SYNC_SLICE_BYTES: usize = 4 << 20;
+
 /// Suffix of files being written; a crash can leave them behind and startup deletes them.
 pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
@@ -59,9 +62,18 @@ impl Durability {
             .truncate(true)
             .open(&tmp)
             .map_err(|e| LogError::io("create temp file", &tmp, e))?;
-        file.write_all(contents)
-            .map_err(|e| LogError::io("write temp file", &tmp, e))?;
-        self.sync_data(&file, &tmp)?;
+        // A large file (a snapshot of a million znodes is 140 MiB) goes out in slices, each
+        // durable before the next is written. Written whole, its dirty pages were flushed in
+        // one burst that the WAL's fdatasync on the same disk queued behind: the core, which
+        // waits for that fdatasync, stalled for up to 0.75 s while a snapshot was written.
+        for slice in contents
+            .chunks(SYNC_SLICE_BYTES)
+            .chain(contents.is_empty().then_some(&[][..]))
+        {
+            file.write_all(slice)
+                .map_err(|e| LogError::io("write temp file", &tmp, e))?;
+            self.sync_data(&file, &tmp)?;
+        }
         drop(file);
         fs::rename(&tmp, &path)
             .map_err(|e| LogError::io("rename temp file into place", &path, e))?;

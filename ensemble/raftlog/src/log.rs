@@ -277,7 +277,11 @@ impl RaftLog {
         }
         tracing::debug!(dir = %self.inner.dir.display(), index, term, compact_to, "created snapshot");
         let anchor = self.read_state().mem.anchor().0;
-        self.reclaim(&mut wal, anchor);
+        self.retire_segments(&mut wal, anchor);
+        // Without the WAL's lock: unlinking a snapshot file of a hundred MiB and syncing the
+        // directory must not hold up the next `persist`, which the core waits on.
+        drop(wal);
+        self.prune_snapshots();
         Ok(())
     }
 
@@ -386,9 +390,19 @@ impl RaftLog {
     /// Deletes segments and snapshot files made obsolete by a durable compaction point. Failure
     /// only costs disk space, so it is logged rather than reported: the durable change succeeded.
     fn reclaim(&self, wal: &mut Wal, compacted_to: u64) {
+        self.retire_segments(wal, compacted_to);
+        self.prune_snapshots();
+    }
+
+    fn retire_segments(&self, wal: &mut Wal, compacted_to: u64) {
         if let Err(e) = wal.delete_obsolete(compacted_to) {
             tracing::warn!(error = %e, "could not delete compacted log segments; will retry at the next snapshot");
         }
+    }
+
+    /// Keeps the newest `SNAPSHOTS_KEPT` files. Safe beside a snapshot being installed: that
+    /// one is not listed until renamed into place, and only older ones are removed.
+    fn prune_snapshots(&self) {
         if let Err(e) = snapfile::prune(&self.inner.dir, self.inner.durability, SNAPSHOTS_KEPT) {
             tracing::warn!(error = %e, "could not delete old snapshots; will retry at the next snapshot");
         }
