@@ -32,13 +32,17 @@ use crate::members::MemberControl;
 
 /// The client's connection timeout for these sessions. zookeeper-client gives up on a server
 /// that accepted the connection but does not answer within it (default 2/5 of the 10 s session
-/// timeout, 4 s); at 1 s a survivor that holds a reconnect costs at most 1 s before the client
+/// timeout, 4 s); at 2 s a survivor that holds a reconnect costs at most 2 s before the client
 /// tries the next one, so what is timed is the server, not the client's patience. It also makes
-/// an idle session ping every 375 ms. The same for both servers.
-pub(super) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
+/// an idle session ping every 750 ms. Not less: on this shared 2-core machine 1 s of silence
+/// from a loaded JVM happens, and a connection dropped for it would be timed as an outage. The
+/// same for both servers.
+pub(super) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times a batch of sessions is opened before giving up on placing them on the leader
 /// (each lands there with probability 1/members).
 const PLACEMENT_ATTEMPTS: usize = 30;
+/// Pause before writing again after a refused write, before the kill.
+const RETRY_PAUSE: Duration = Duration::from_millis(5);
 /// How long every session writes before the kill, so the kill meets them mid-loop.
 const WRITING_BEFORE_KILL: Duration = Duration::from_millis(200);
 
@@ -244,12 +248,20 @@ async fn writer(
     let mut ready = Some(ready);
     let killed_at = loop {
         tokio::select! {
-            written = client.set_data(&target, &data, None) => {
-                written.map_err(BenchError::op("setData", &target))?;
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(()).await;
+            written = client.set_data(&target, &data, None) => match written {
+                Ok(_) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(()).await;
+                    }
                 }
-            }
+                // Nothing is timed before the kill: on a loaded machine a connection may drop
+                // (the client hears nothing for its connection timeout) and is made again.
+                Err(error) if !client.state().is_terminated() => {
+                    tracing::debug!(%error, target, "write before the kill failed; again");
+                    sleep(RETRY_PAUSE).await;
+                }
+                Err(error) => return Err(BenchError::op("setData", &target)(error)),
+            },
             // A write in flight at the kill is abandoned (its answer, if any, is ignored):
             // only writes sent after the kill count.
             changed = kill.changed() => {
