@@ -16,6 +16,9 @@ use crate::core::{ConnId, CoreMsg, Outbound, ReplyBudget};
 const MAX_BATCH: usize = 256 * 1024;
 /// A frame this large is written from its own buffer rather than copied into the batch.
 const LARGE_FRAME: usize = 64 * 1024;
+/// A batch buffer larger than this is freed once written rather than kept for the next: an
+/// idle session should cost next to nothing (10,000 per member are expected).
+const KEEP_BATCH: usize = 4 * 1024;
 
 /// What the writer needs besides the socket.
 pub(super) struct WriterParts {
@@ -63,7 +66,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
     } = parts;
     let stall = ctx.limits.write_stall_timeout;
     let mut connect_response_sent = false;
-    let mut batch: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut batch: Vec<u8> = Vec::new();
     let mut close = false;
     'outer: while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -102,7 +105,11 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
             report(&ctx, conn, &e);
             break;
         }
-        batch.clear();
+        if batch.capacity() > KEEP_BATCH {
+            batch = Vec::new();
+        } else {
+            batch.clear();
+        }
         if let Err(e) = flush_progressing(&mut wr, stall).await {
             report(&ctx, conn, &e);
             break;
