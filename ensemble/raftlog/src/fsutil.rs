@@ -54,6 +54,16 @@ impl Durability {
         name: &str,
         contents: &[u8],
     ) -> Result<PathBuf, LogError> {
+        self.write_atomically_parts(dir, name, &[contents])
+    }
+
+    /// `write_atomically` of the concatenation of `parts`.
+    pub fn write_atomically_parts(
+        self,
+        dir: &Path,
+        name: &str,
+        parts: &[&[u8]],
+    ) -> Result<PathBuf, LogError> {
         let path = dir.join(name);
         let tmp = dir.join(format!("{name}{TEMP_SUFFIX}"));
         let mut file = OpenOptions::new()
@@ -66,14 +76,19 @@ impl Durability {
         // durable before the next is written. Written whole, its dirty pages were flushed in
         // one burst that the WAL's fdatasync on the same disk queued behind: the core, which
         // waits for that fdatasync, stalled for up to 0.75 s while a snapshot was written.
-        for slice in contents
-            .chunks(SYNC_SLICE_BYTES)
-            .chain(contents.is_empty().then_some(&[][..]))
-        {
-            file.write_all(slice)
-                .map_err(|e| LogError::io("write temp file", &tmp, e))?;
-            self.sync_data(&file, &tmp)?;
+        let mut unsynced = 0;
+        for part in parts {
+            for slice in part.chunks(SYNC_SLICE_BYTES) {
+                file.write_all(slice)
+                    .map_err(|e| LogError::io("write temp file", &tmp, e))?;
+                unsynced += slice.len();
+                if unsynced >= SYNC_SLICE_BYTES {
+                    self.sync_data(&file, &tmp)?;
+                    unsynced = 0;
+                }
+            }
         }
+        self.sync_data(&file, &tmp)?;
         drop(file);
         fs::rename(&tmp, &path)
             .map_err(|e| LogError::io("rename temp file into place", &path, e))?;

@@ -69,16 +69,19 @@ pub(crate) fn write(
             reason: format!("cannot encode snapshot metadata: {e}"),
         })?;
     let data = &snap.data[..];
-    let mut buf = Vec::with_capacity(HEADER_LEN + meta_bytes.len() + data.len());
-    buf.extend_from_slice(MAGIC);
-    buf.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(&meta_bytes);
-    buf.extend_from_slice(data);
-    let crc = checksum(&buf);
-    buf[20..24].copy_from_slice(&crc.to_le_bytes());
-    durability.write_atomically(dir, &name, &buf)
+    let mut header = Vec::with_capacity(HEADER_LEN + meta_bytes.len());
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
+    header.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    header.extend_from_slice(&[0; 4]);
+    header.extend_from_slice(&meta_bytes);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&header[8..20]);
+    h.update(&header[HEADER_LEN..]);
+    h.update(data);
+    header[20..24].copy_from_slice(&h.finalize().to_le_bytes());
+    // Written from its parts: the data (a hundred MiB and more) is not copied again.
+    durability.write_atomically_parts(dir, &name, &[&header, data])
 }
 
 fn checksum(file: &[u8]) -> u32 {

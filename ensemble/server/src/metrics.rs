@@ -37,6 +37,9 @@ pub struct Metrics {
     /// The longest of them since the member started.
     pub core_step_max_seconds: Gauge<f64, AtomicU64>,
     core_step_max_nanos: AtomicU64,
+    /// The longest batch less the fsyncs in it: the core's own work, apart from the disk.
+    pub core_work_max_seconds: Gauge<f64, AtomicU64>,
+    core_work_max_nanos: AtomicU64,
     /// Client connections closed at accept, by `reason`: `per_ip_limit` or `connection_limit`.
     pub client_connections_refused: Family<[(&'static str, &'static str); 1], Counter>,
     pub client_handshake_timeouts: Counter,
@@ -84,6 +87,8 @@ impl Metrics {
             core_step_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 14)),
             core_step_max_seconds: Gauge::default(),
             core_step_max_nanos: AtomicU64::new(0),
+            core_work_max_seconds: Gauge::default(),
+            core_work_max_nanos: AtomicU64::new(0),
             client_connections_refused: Family::default(),
             client_handshake_timeouts: Counter::default(),
             client_paused_connections: Gauge::default(),
@@ -196,15 +201,12 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// One batch of the core took `took`.
-    pub fn observe_core_step(&self, took: Duration) {
+    /// One batch of the core took `took`, of which `fsync` waiting for the disk.
+    pub fn observe_core_step(&self, took: Duration, fsync: Duration) {
         self.core_step_seconds.observe(took.as_secs_f64());
-        let nanos = took.as_nanos().min(u64::MAX as u128) as u64;
-        // Only the core thread writes it, so load-then-store loses nothing.
-        if nanos > self.core_step_max_nanos.load(Ordering::Relaxed) {
-            self.core_step_max_nanos.store(nanos, Ordering::Relaxed);
-            self.core_step_max_seconds.set(took.as_secs_f64());
-        }
+        raise_max(&self.core_step_max_nanos, &self.core_step_max_seconds, took);
+        let work = took.saturating_sub(fsync);
+        raise_max(&self.core_work_max_nanos, &self.core_work_max_seconds, work);
     }
 
     /// A snapshot of `bytes` became durable `took` after the core copied the state.
@@ -224,6 +226,11 @@ impl Metrics {
             "core_step_max_seconds",
             "The longest batch of the core thread since the member started",
             self.core_step_max_seconds.clone(),
+        );
+        registry.register(
+            "core_work_max_seconds",
+            "The longest batch of the core thread less the fsyncs in it (its own work, apart from the disk)",
+            self.core_work_max_seconds.clone(),
         );
         registry.register(
             "snapshot_seconds",
@@ -316,6 +323,15 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// Only the core thread writes these, so load-then-store loses nothing.
+fn raise_max(nanos: &AtomicU64, gauge: &Gauge<f64, AtomicU64>, took: Duration) {
+    let n = took.as_nanos().min(u64::MAX as u128) as u64;
+    if n > nanos.load(Ordering::Relaxed) {
+        nanos.store(n, Ordering::Relaxed);
+        gauge.set(took.as_secs_f64());
     }
 }
 

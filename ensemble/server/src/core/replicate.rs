@@ -167,9 +167,9 @@ impl Core {
         if !ready.entries().is_empty() || ready.hs().is_some() {
             let started = Instant::now();
             self.log.persist(ready.entries(), ready.hs())?;
-            self.metrics
-                .fsync_seconds
-                .observe(started.elapsed().as_secs_f64());
+            let took = started.elapsed();
+            self.fsync_in_step += took;
+            self.metrics.fsync_seconds.observe(took.as_secs_f64());
             self.metrics.fsyncs.inc();
         }
         if !ready.persisted_messages().is_empty() {
