@@ -231,8 +231,7 @@ impl RaftLog {
         meta.set_conf_state(conf_state);
         snapfile::write(&self.inner.dir, self.inner.durability, &snap)?;
 
-        let mut wal = self.lock_wal();
-        {
+        let replaced = {
             let mut state = self.write_state();
             // A snapshot installed from the leader meanwhile may be newer; never go backwards.
             if state
@@ -240,9 +239,15 @@ impl RaftLog {
                 .as_ref()
                 .is_none_or(|s| s.get_metadata().index < index)
             {
-                state.snapshot = Some(snap);
+                state.snapshot.replace(snap)
+            } else {
+                None
             }
-        }
+        };
+        // Freed outside the lock: unmapping a previous snapshot of a hundred MiB can take tens
+        // of milliseconds, and the core's next `persist` and raft's reads wait on that lock.
+        drop(replaced);
+        let mut wal = self.lock_wal();
         // Keep the entries after the older kept snapshot (the empty state at 0 if none), so that
         // if this snapshot is found damaged at startup, that one plus the log still reaches
         // everything this member acknowledged. Listed after the write: a leader's snapshot
