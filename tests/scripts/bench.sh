@@ -63,11 +63,13 @@
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
-# Ports: the first free ones from $ZK_PORT (42181) for ZooKeeper clients, $ZK_SECURE_PORT (42281)
-# for its TLS clients (and $ZK_QUORUM_PORT (42888) for its quorum and election ports), and from
-# $BATON_PORT (43181), $BATON_SECURE_PORT (43281), $BATON_PEER_PORT (43888) and $BATON_ADMIN_PORT
-# (43080) for Baton, and from $ETCD_PORT (44379) and $ETCD_PEER_PORT (44479) for etcd, whose data is
-# under $BENCH_DIR/etcd/<i>.
+# Ports: the first free ones from $ZK_PORT (22181) for ZooKeeper clients, $ZK_SECURE_PORT (22281)
+# for its TLS clients (and $ZK_QUORUM_PORT (22888) for its quorum and election ports), and from
+# $BATON_PORT (23181), $BATON_SECURE_PORT (23281), $BATON_PEER_PORT (23888) and $BATON_ADMIN_PORT
+# (23080) for Baton, and from $ETCD_PORT (24379) and $ETCD_PEER_PORT (24479) for etcd, whose data is
+# under $BENCH_DIR/etcd/<i>. All below Linux's ephemeral range (32768-60999): with 10,000 client
+# connections open, a member restarted by a failover row could otherwise find its port taken by
+# one of them (it happened: "cannot listen on the admin address").
 # The floor: before the matrix, `fsync` with as many writers as members (each its own file, as
 # every member persists each entry to its own log on this one disk) and `loopback-rtt` (a 64-byte
 # echo over 127.0.0.1); fsync again at the end. floor = fdatasync p50 (the mean of both) +
@@ -198,18 +200,18 @@ for name in "${names[@]}"; do
   for i in $(seq 1 "$members"); do
     k=$name/$i
     if is_zk "$name"; then
-      pick_port "client_port[$k]" "${ZK_PORT:-42181}"
-      is_tls "$name" && pick_port "secure_port[$k]" "${ZK_SECURE_PORT:-42281}"
-      pick_port "quorum_port[$k]" "${ZK_QUORUM_PORT:-42888}"
-      pick_port "election_port[$k]" "${ZK_QUORUM_PORT:-42888}"
+      pick_port "client_port[$k]" "${ZK_PORT:-22181}"
+      is_tls "$name" && pick_port "secure_port[$k]" "${ZK_SECURE_PORT:-22281}"
+      pick_port "quorum_port[$k]" "${ZK_QUORUM_PORT:-22888}"
+      pick_port "election_port[$k]" "${ZK_QUORUM_PORT:-22888}"
     elif is_etcd "$name"; then
-      pick_port "client_port[$k]" "${ETCD_PORT:-44379}"
-      pick_port "peer_port[$k]" "${ETCD_PEER_PORT:-44479}"
+      pick_port "client_port[$k]" "${ETCD_PORT:-24379}"
+      pick_port "peer_port[$k]" "${ETCD_PEER_PORT:-24479}"
     else
-      pick_port "client_port[$k]" "${BATON_PORT:-43181}"
-      is_tls "$name" && pick_port "secure_port[$k]" "${BATON_SECURE_PORT:-43281}"
-      pick_port "peer_port[$k]" "${BATON_PEER_PORT:-43888}"
-      pick_port "admin_port[$k]" "${BATON_ADMIN_PORT:-43080}"
+      pick_port "client_port[$k]" "${BATON_PORT:-23181}"
+      is_tls "$name" && pick_port "secure_port[$k]" "${BATON_SECURE_PORT:-23281}"
+      pick_port "peer_port[$k]" "${BATON_PEER_PORT:-23888}"
+      pick_port "admin_port[$k]" "${BATON_ADMIN_PORT:-23080}"
     fi
   done
 done
