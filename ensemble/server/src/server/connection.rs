@@ -66,6 +66,19 @@ pub async fn serve(
     let Some(tls) = tls else {
         return serve_stream(stream, peer, conn, ctx, deadline).await;
     };
+    // Boxed, so that a plain connection's task carries no room for a TLS session's state: a
+    // task is as large as its largest state, for as long as the connection lives.
+    Box::pin(serve_tls(stream, peer, conn, ctx, tls, deadline)).await
+}
+
+async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    ctx: ClientContext,
+    tls: TlsAcceptor,
+    deadline: Instant,
+) {
     match tokio::time::timeout_at(deadline, tls.accept(stream)).await {
         Ok(Ok(stream)) => serve_stream(stream, peer, conn, ctx, deadline).await,
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "client TLS handshake failed"),
@@ -171,7 +184,10 @@ async fn serve_stream<S: SplitStream>(
     deadline: Instant,
 ) {
     let (rd, wr) = stream.split_halves();
-    match tokio::time::timeout_at(deadline, handshake(rd, wr, peer, conn, &ctx)).await {
+    // Boxed: the handshake's state is freed once it is done instead of sizing the task for the
+    // connection's whole life.
+    let handshake = Box::pin(handshake(rd, wr, peer, conn, &ctx));
+    match tokio::time::timeout_at(deadline, handshake).await {
         Ok(Some(established)) => serve_requests(established, peer, conn, &ctx).await,
         Ok(None) => {}
         Err(_) => {
