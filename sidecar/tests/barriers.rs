@@ -4,9 +4,9 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Sidecar, unique};
+use common::{Sidecar, unique, wait_for_children};
 use tokio::task::JoinHandle;
 
 fn enter(addr: SocketAddr, path: String) -> JoinHandle<(common::Response, Instant)> {
@@ -25,7 +25,8 @@ async fn nobody_passes_before_n_entered() {
     for round in 0..2 {
         let first = enter(pods[0].addr, path.clone());
         let second = enter(pods[1].addr, path.clone());
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Both are in (a round's parties have left by the time their calls returned).
+        wait_for_children(&format!("/baton/default/barriers/{name}"), 2).await;
         assert!(
             !first.is_finished() && !second.is_finished(),
             "round {round}: passed with two of three in"
@@ -50,7 +51,7 @@ async fn nobody_passes_before_n_entered() {
     assert_eq!(alone.error_code(), "NotPassed");
     let pair = format!("/barrier/{name}-pair?parties=2&wait=60s");
     let one = enter(pods[0].addr, pair.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for_children(&format!("/baton/default/barriers/{name}-pair"), 1).await;
     // Another count while a party waits is refused.
     let mismatch = pods[1]
         .call("POST", &format!("/barrier/{name}-pair?parties=3&wait=1s"))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Sidecar, unique};
+use common::{Sidecar, unique, wait_for_children};
 
 /// Four sidecars, each taking a 2-permit semaphore ten times: at most two inside at once,
 /// every grant a distinct token, and both permits used at once at some point.
@@ -113,7 +113,8 @@ async fn a_crashed_holder_frees_its_permit() {
             .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Two holders and the third pod's queued node.
+    wait_for_children(&format!("/baton/default/semaphores/{name}"), 3).await;
     assert!(
         !waiting.is_finished(),
         "granted while both permits were held"

@@ -178,6 +178,35 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Waits, on children watches rather than a clock, until the ensemble's `dir` holds at least
+/// `n` nodes: a sidecar's request is then known to be queued, not merely sent.
+pub async fn wait_for_children(dir: &str, n: usize) {
+    use zookeeper_client as zk;
+    let observe = async {
+        let client = zk::Client::connect(&zk_address())
+            .await
+            .expect("observer session");
+        loop {
+            match client.list_and_watch_children(dir).await {
+                Ok((children, _)) if children.len() >= n => return,
+                Ok((_, watcher)) => {
+                    watcher.changed().await;
+                }
+                Err(zk::Error::NoNode) => {
+                    let (stat, watcher) = client.check_and_watch_stat(dir).await.expect("exists");
+                    if stat.is_none() {
+                        watcher.changed().await;
+                    }
+                }
+                Err(e) => panic!("list {dir}: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), observe)
+        .await
+        .unwrap_or_else(|_| panic!("{dir} never held {n} nodes"));
+}
+
 /// A name no other test (or earlier run against a shared ensemble) uses.
 pub fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
