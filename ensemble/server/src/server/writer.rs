@@ -16,8 +16,9 @@ use crate::core::{ConnId, CoreMsg, Outbound, ReplyBudget};
 const MAX_BATCH: usize = 256 * 1024;
 /// A frame this large is written from its own buffer rather than copied into the batch.
 const LARGE_FRAME: usize = 64 * 1024;
-/// A batch buffer larger than this is freed once written rather than kept for the next: an
-/// idle session should cost next to nothing (10,000 per member are expected).
+/// A batch buffer larger than this is freed once written if nothing else is queued: an idle
+/// session should cost next to nothing (10,000 per member are expected), while a busy one
+/// keeps its buffer rather than allocating one per flush.
 const KEEP_BATCH: usize = 4 * 1024;
 
 /// What the writer needs besides the socket.
@@ -105,7 +106,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
             report(&ctx, conn, &e);
             break;
         }
-        if batch.capacity() > KEEP_BATCH {
+        if batch.capacity() > KEEP_BATCH && rx.is_empty() {
             batch = Vec::new();
         } else {
             batch.clear();
