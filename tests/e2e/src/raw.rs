@@ -72,15 +72,8 @@ impl RawConnection {
     /// Opens a connection and creates a new session (30 s timeout); returns the session id.
     pub async fn open_session(addr: SocketAddr) -> Result<(RawConnection, i64)> {
         let mut conn = RawConnection::open(addr).await?;
-        let mut connect = Vec::new();
-        connect.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-        connect.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
-        connect.extend_from_slice(&30_000i32.to_be_bytes()); // timeOut
-        connect.extend_from_slice(&0i64.to_be_bytes()); // sessionId: new session
-        connect.extend_from_slice(&16i32.to_be_bytes()); // passwd length
-        connect.extend_from_slice(&[0; 16]);
-        connect.push(0); // readOnly
-        conn.send_frame(&connect).await?;
+        conn.send_frame(&connect_request_body(0, &[0; 16], 0, 30_000))
+            .await?;
         match conn.receive().await? {
             // ConnectResponse: protocolVersion, timeOut, sessionId, passwd.
             Outcome::Frame(payload) if payload.len() >= 16 => {
@@ -196,6 +189,25 @@ fn is_reset(err: &std::io::Error) -> bool {
             | std::io::ErrorKind::BrokenPipe
             | std::io::ErrorKind::ConnectionAborted
     )
+}
+
+/// A ConnectRequest's payload: a new session (`session_id` 0) or a reconnect with its
+/// password and the newest zxid the client has seen.
+pub fn connect_request_body(
+    session_id: i64,
+    passwd: &[u8],
+    last_zxid_seen: i64,
+    timeout_ms: i32,
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
+    body.extend_from_slice(&last_zxid_seen.to_be_bytes());
+    body.extend_from_slice(&timeout_ms.to_be_bytes());
+    body.extend_from_slice(&session_id.to_be_bytes());
+    body.extend_from_slice(&(passwd.len() as i32).to_be_bytes());
+    body.extend_from_slice(passwd);
+    body.push(0); // readOnly
+    body
 }
 
 /// Opcodes used by raw tests (`ZooDefs.OpCode`).

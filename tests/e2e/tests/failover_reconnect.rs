@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_tests::cluster::{Cluster, run_cluster_case_with_flags};
-use baton_tests::raw::{Outcome, RawConnection, ReplyHeader, opcode, path_and_watch};
+use baton_tests::raw::{
+    Outcome, RawConnection, ReplyHeader, connect_request_body, opcode, path_and_watch,
+};
 
 /// Far past every deadline below: a reconnect that waits for it fails the test.
 const HANDSHAKE_BACKSTOP: &str = "600s";
@@ -35,20 +37,6 @@ struct Granted {
     passwd: Vec<u8>,
     timeout_ms: i32,
     last_zxid: i64,
-}
-
-/// A ConnectRequest for a new session (`session_id` 0) or a reconnect.
-fn connect_request(session_id: i64, passwd: &[u8], last_zxid: i64) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-    // As real clients do: a member that has not yet applied what the client saw refuses it.
-    body.extend_from_slice(&last_zxid.to_be_bytes());
-    body.extend_from_slice(&SESSION_TIMEOUT_MS.to_be_bytes());
-    body.extend_from_slice(&session_id.to_be_bytes());
-    body.extend_from_slice(&(passwd.len() as i32).to_be_bytes());
-    body.extend_from_slice(passwd);
-    body.push(0); // readOnly
-    body
 }
 
 /// ConnectResponse: protocolVersion, timeOut, sessionId, passwd (length-prefixed).
@@ -82,10 +70,12 @@ async fn handshake(
         Err(_) => return Ok(None),
     };
     if conn
-        .send_frame(&connect_request(
+        // As real clients do, the newest zxid seen: a member behind it refuses the session.
+        .send_frame(&connect_request_body(
             session_id,
             &session.passwd,
             session.last_zxid,
+            SESSION_TIMEOUT_MS,
         ))
         .await
         .is_err()

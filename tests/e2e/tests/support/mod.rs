@@ -265,15 +265,9 @@ pub async fn closed_by_server(stream: &mut TcpStream, within: Duration) -> Resul
 
 /// A ConnectRequest frame for a new session (30 s timeout).
 pub fn connect_request() -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-    body.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
-    body.extend_from_slice(&30_000i32.to_be_bytes()); // timeOut
-    body.extend_from_slice(&0i64.to_be_bytes()); // sessionId
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0; 16]);
-    body.push(0); // readOnly
-    frame(&body)
+    frame(&baton_tests::raw::connect_request_body(
+        0, &[0; 16], 0, 30_000,
+    ))
 }
 
 /// `payload` with its length prefix.
