@@ -19,7 +19,7 @@ use super::owned_node::{OwnedCreate, wait_reconnected};
 use super::pending_node::PendingNode;
 use super::queue::{NodeKind, Queue};
 use super::trust::is_trusted;
-use super::{ConnectionState, RecipeError, ResourceName, SessionHandle};
+use super::{RecipeError, ResourceName, SessionHandle};
 
 /// The JSON data of a party node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,16 +92,7 @@ impl BarrierRecipe {
     pub async fn enter(&self, wait: Duration) -> Result<(), BarrierError> {
         let started = Instant::now();
         let deadline = started + wait;
-        let conn = match self.session.connected_now() {
-            Some(conn) => conn,
-            None => match tokio::time::timeout_at(deadline, self.session.connected(0)).await {
-                Ok(connected) => connected?,
-                Err(_) if self.session.state() == ConnectionState::Suspended => {
-                    return Err(RecipeError::Suspended.into());
-                }
-                Err(_) => return Err(RecipeError::SessionLost.into()),
-            },
-        };
+        let conn = self.session.connected_by(deadline).await?;
         let owner = self.session.next_owner_id(&self.identity, &conn);
         let data = serde_json::to_vec(&PartyData {
             identity: self.identity.clone(),

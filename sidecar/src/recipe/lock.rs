@@ -90,17 +90,7 @@ impl LockRecipe {
     ) -> Result<LockGrant, LockError> {
         let started = Instant::now();
         let deadline = started + wait;
-        // A disconnected session is waited for like a holder would be: within `wait`.
-        let conn = match self.session.connected_now() {
-            Some(conn) => conn,
-            None => match tokio::time::timeout_at(deadline, self.session.connected(0)).await {
-                Ok(connected) => connected?,
-                Err(_) if self.session.state() == ConnectionState::Suspended => {
-                    return Err(RecipeError::Suspended.into());
-                }
-                Err(_) => return Err(RecipeError::SessionLost.into()),
-            },
-        };
+        let conn = self.session.connected_by(deadline).await?;
         let owner = self.session.next_owner_id(&self.identity, &conn);
         let data = self.data(&owner, lease_expires_at);
         let namespace = self.session.namespace();

@@ -223,6 +223,20 @@ impl SessionHandle {
         }
     }
 
+    /// The client once CONNECTED, waiting until `deadline` at most (a disconnected session is
+    /// waited for as a holder would be): `Suspended` if it is still reconnecting then,
+    /// `SessionLost` otherwise.
+    pub async fn connected_by(&self, deadline: Instant) -> Result<Connection, RecipeError> {
+        if let Some(conn) = self.connected_now() {
+            return Ok(conn);
+        }
+        match tokio::time::timeout_at(deadline, self.connected(0)).await {
+            Ok(connected) => connected,
+            Err(_) if self.state() == ConnectionState::Suspended => Err(RecipeError::Suspended),
+            Err(_) => Err(RecipeError::SessionLost),
+        }
+    }
+
     /// Resolves once session `generation` is no longer CONNECTED (suspended, lost or closed).
     pub async fn left_connected(&self, generation: u64) {
         let mut rx = self.rx.clone();
