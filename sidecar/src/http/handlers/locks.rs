@@ -13,7 +13,7 @@ use crate::events::{session_change_data, session_changes, session_mark, sse_comm
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
-use crate::leases::{Ending, StreamHold};
+use crate::leases::{Ending, Lease, StreamHold};
 use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{LockEntry, LockMode, LockRecipe, ResourceName};
 
@@ -261,15 +261,7 @@ pub(super) async fn inspect_semaphore(
             "permits": permits,
             "holders": holders,
             "waiters": waiters,
-            "self": {
-                "identity": state.identity,
-                "holds": held.is_some(),
-                "token": held.as_ref().map(|l| l.token),
-                "hold": held.as_ref().map(|l| l.hold.as_str()),
-                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
-                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
-                "state": state.session.state(),
-            },
+            "self": own_hold(state, held.as_ref()),
         }),
     ))
 }
@@ -292,6 +284,8 @@ pub(super) async fn inspect(
     };
     let holders: Vec<_> = queue.holders.iter().map(entry).collect();
     let waiters: Vec<_> = queue.waiters.iter().map(entry).collect();
+    let mut me = own_hold(state, held.as_ref());
+    me["mode"] = json!(held.as_ref().map(|l| l.mode));
     Ok(json(
         StatusCode::OK,
         &json!({
@@ -299,16 +293,20 @@ pub(super) async fn inspect(
             "holder": holders.first(),
             "holders": holders,
             "waiters": waiters,
-            "self": {
-                "identity": state.identity,
-                "holds": held.is_some(),
-                "mode": held.as_ref().map(|l| l.mode),
-                "token": held.as_ref().map(|l| l.token),
-                "hold": held.as_ref().map(|l| l.hold.as_str()),
-                "expiresAt": held.as_ref().and_then(|l| l.expires_at).map(rfc3339),
-                "validUntil": held.as_ref().and_then(|l| l.valid_until).map(rfc3339),
-                "state": state.session.state(),
-            },
+            "self": me,
         }),
     ))
+}
+
+/// This pod's side of a lock or semaphore answer (`self`): whether and how it holds it.
+fn own_hold(state: &ApiState, held: Option<&Lease>) -> serde_json::Value {
+    json!({
+        "identity": state.identity,
+        "holds": held.is_some(),
+        "token": held.map(|l| l.token),
+        "hold": held.map(|l| l.hold.as_str()),
+        "expiresAt": held.and_then(|l| l.expires_at).map(rfc3339),
+        "validUntil": held.and_then(|l| l.valid_until).map(rfc3339),
+        "state": state.session.state(),
+    })
 }
