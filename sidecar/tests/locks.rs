@@ -78,6 +78,8 @@ async fn five_sidecars_fifty_acquisitions_each_never_overlap_and_tokens_rise() {
                 // While inside, the ensemble must agree this pod is the one holder.
                 let seen = sidecar.call("GET", &format!("/lock/{lock}")).await;
                 assert_eq!(seen.body["self"]["holds"], true, "{seen:?}");
+                assert_eq!(seen.body["self"]["token"], token, "{seen:?}");
+                assert_eq!(seen.body["self"]["mode"], "exclusive", "{seen:?}");
                 assert_eq!(seen.body["holder"]["token"], token, "{seen:?}");
                 assert_eq!(
                     seen.body["holder"]["identity"],
