@@ -32,6 +32,8 @@ pub(crate) struct Wal {
     segments: Vec<SegmentMeta>,
     active: File,
     poisoned: Option<String>,
+    /// The active segment has records no fsync has covered yet (see `append`).
+    unsynced: bool,
     pub sync_stats: SyncStats,
 }
 
@@ -72,6 +74,7 @@ impl Wal {
             segments,
             active,
             poisoned: None,
+            unsynced: false,
             sync_stats: SyncStats::default(),
         };
         Ok((wal, mem))
@@ -99,12 +102,15 @@ impl Wal {
         self.poisoned.is_some()
     }
 
-    /// Appends `ops` as one record and returns once it is durable. `mem` is the state before
-    /// `ops`; it becomes the checkpoint if a new segment is started.
-    pub fn append(&mut self, ops: &[Op], mem: &MemLog) -> Result<(), LogError> {
+    /// Appends `ops` as one record and, with `sync`, returns once it is durable (and with it
+    /// every record before it). Without `sync` the record is written but may be lost to a
+    /// power failure until the next synced one: for what Raft need not keep (a commit index,
+    /// which the leader tells again). `mem` is the state before `ops`; it becomes the
+    /// checkpoint if a new segment is started.
+    pub fn append(&mut self, ops: &[Op], mem: &MemLog, sync: bool) -> Result<(), LogError> {
         self.check_writable()?;
         let record = segment::encode_record(ops, &self.dir)?;
-        let result = self.write_record(&record, mem);
+        let result = self.write_record(&record, mem, sync);
         if let Err(e) = &result {
             self.poison(e.to_string());
         } else {
@@ -113,24 +119,40 @@ impl Wal {
         result
     }
 
-    fn write_record(&mut self, record: &[u8], mem: &MemLog) -> Result<(), LogError> {
+    fn write_record(&mut self, record: &[u8], mem: &MemLog, sync: bool) -> Result<(), LogError> {
         if self.active_meta().bytes >= self.segment_bytes {
+            // A segment is finished durable: replay accepts a torn record only at the very end
+            // of the log, never at the end of a segment that a newer one follows.
+            if self.unsynced {
+                self.sync_active()?;
+            }
             self.rotate(mem)?;
         }
         let path = self.active_meta().path.clone();
         self.active
             .write_all(record)
             .map_err(|e| LogError::io("append to segment", &path, e))?;
+        if let Some(active) = self.segments.last_mut() {
+            active.bytes += record.len() as u64;
+        }
+        if sync {
+            self.sync_active()
+        } else {
+            self.unsynced = true;
+            Ok(())
+        }
+    }
+
+    fn sync_active(&mut self) -> Result<(), LogError> {
         let started = Instant::now();
-        self.durability.sync_data(&self.active, &path)?;
+        self.durability
+            .sync_data(&self.active, &self.active_meta().path)?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.unsynced = false;
         self.sync_stats.fsyncs += 1;
         self.sync_stats.last_fsync_micros = micros;
         self.sync_stats.total_fsync_micros =
             self.sync_stats.total_fsync_micros.saturating_add(micros);
-        if let Some(active) = self.segments.last_mut() {
-            active.bytes += record.len() as u64;
-        }
         Ok(())
     }
 

@@ -456,3 +456,88 @@ fn a_damaged_only_snapshot_falls_back_to_the_whole_log() {
         vec![PathBuf::from(format!("{}.corrupt", snap.display()))]
     );
 }
+
+/// Raft needs entries, the term and the vote on disk before a message goes out; a commit index
+/// it learns again from the leader. So a hard state that only moves the commit index costs no
+/// fsync, and a power loss may take it (and only it) away.
+#[test]
+fn only_a_commit_index_is_written_without_an_fsync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let log = open(dir.path(), opts(true)).expect("open");
+        log.persist(&batch(1..=3, 1), Some(&hard_state(1, 1, 1)))
+            .expect("entries");
+        assert_eq!(log.stats().fsyncs, 1);
+        log.persist(&[], Some(&hard_state(1, 1, 3)))
+            .expect("commit only");
+        assert_eq!(log.stats().fsyncs, 1, "a commit index alone is not synced");
+        log.persist(&[], Some(&hard_state(2, 1, 3))).expect("term");
+        assert_eq!(log.stats().fsyncs, 2, "a new term is synced");
+        log.persist(&[], Some(&hard_state(2, 2, 3))).expect("vote");
+        assert_eq!(log.stats().fsyncs, 3, "a vote is synced");
+        log.persist(&batch(4..=4, 2), Some(&hard_state(2, 2, 4)))
+            .expect("entries");
+        assert_eq!(log.stats().fsyncs, 4);
+    }
+    // Closed cleanly, the unsynced record was still written.
+    let log = open(dir.path(), opts(true)).expect("reopen");
+    assert_eq!(
+        log.initial_state().expect("state").hard_state,
+        hard_state(2, 2, 4)
+    );
+}
+
+#[test]
+fn a_power_loss_takes_only_an_unsynced_commit_index() {
+    baton_raftlog::crash_model::enable();
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let log = open(dir.path(), opts(true)).expect("open");
+        log.persist(&batch(1..=3, 1), Some(&hard_state(1, 1, 1)))
+            .expect("entries");
+        log.persist(&[], Some(&hard_state(1, 1, 3)))
+            .expect("commit only");
+    }
+    baton_raftlog::crash_model::crash(dir.path()).expect("crash");
+    let log = open(dir.path(), opts(true)).expect("reopen after the crash");
+    assert_eq!(
+        log.initial_state().expect("state").hard_state,
+        hard_state(1, 1, 1),
+        "the commit index falls back to the last synced one"
+    );
+    assert_eq!(all_entries(&log), vec![(1, 1), (2, 1), (3, 1)]);
+}
+
+/// A segment that a newer one follows must end durable: replay forgives a torn record only at
+/// the very end of the log. So an unsynced commit index at a segment's end is synced before
+/// the next segment starts.
+#[test]
+fn a_segment_ends_synced_even_after_an_unsynced_commit_index() {
+    baton_raftlog::crash_model::enable();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = LogOptions {
+        segment_bytes: 1,
+        ..opts(true)
+    };
+    {
+        let log = open(dir.path(), options.clone()).expect("open");
+        log.persist(&batch(1..=3, 1), Some(&hard_state(1, 1, 1)))
+            .expect("entries");
+        log.persist(&[], Some(&hard_state(1, 1, 3)))
+            .expect("commit only");
+        log.persist(&batch(4..=4, 1), None)
+            .expect("entries in a new segment");
+        assert!(segments(dir.path()).len() >= 2, "the log rotated");
+    }
+    let lengths = |dir: &Path| -> Vec<u64> {
+        segments(dir)
+            .iter()
+            .map(|p| fs::metadata(p).expect("stat").len())
+            .collect()
+    };
+    let before = lengths(dir.path());
+    baton_raftlog::crash_model::crash(dir.path()).expect("crash");
+    assert_eq!(lengths(dir.path()), before, "every segment was durable");
+    let log = open(dir.path(), options).expect("reopen after the crash");
+    assert_eq!(log.initial_state().expect("state").hard_state.commit, 3);
+}
