@@ -143,8 +143,8 @@ impl RaftLog {
         wal.check_writable()?;
         self.check_append(&self.read_state().mem, entries)?;
         // What Raft needs durable before a message goes out: entries, the term and the vote.
-        // A hard state that only moves the commit index is written but not synced (as etcd's
-        // raft does, `MustSync`): a member that loses it learns the commit index again from
+        // A hard state that only moves the commit index is written but not synced (raft-rs's
+        // own `Ready::must_sync` is false for it, as etcd's `MustSync` is): a member that loses it learns the commit index again from
         // the leader, and `initial_state` never reports less than the snapshot's index. It
         // saves each member an fsync per write, one that followed every commit on the same
         // disk the next write's entries wait for.
