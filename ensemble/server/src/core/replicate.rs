@@ -169,8 +169,12 @@ impl Core {
             self.log.persist(ready.entries(), ready.hs())?;
             let took = started.elapsed();
             self.fsync_in_step += took;
-            self.metrics.fsync_seconds.observe(took.as_secs_f64());
-            self.metrics.fsyncs.inc();
+            // A hard state that only moves the commit index is written without an fsync
+            // (`RaftLog::persist`); raft-rs says which readies needed one.
+            if ready.must_sync() {
+                self.metrics.fsync_seconds.observe(took.as_secs_f64());
+                self.metrics.fsyncs.inc();
+            }
         }
         if !ready.persisted_messages().is_empty() {
             self.send_messages(ready.take_persisted_messages());
