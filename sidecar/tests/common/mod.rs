@@ -93,8 +93,27 @@ struct TestServer {
     _pki: Option<baton_tests::pki::Pki>,
 }
 
+/// Start-up attempts on fresh ports: a port picked free may be taken before the server binds it
+/// (by any process's outgoing connection: the picks come from the ephemeral range).
+const START_ATTEMPTS: u32 = 3;
+
 impl TestServer {
     fn start(target: Target) -> Self {
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(target) {
+                Ok(server) => return server,
+                Err(why) if attempt < START_ATTEMPTS => {
+                    eprintln!("{target}: start attempt {attempt} failed ({why}); new ports");
+                    attempt += 1;
+                }
+                Err(why) => panic!("{target} did not start: {why}"),
+            }
+        }
+    }
+
+    /// One start on freshly picked ports; `Err` when the server could not bind one of them.
+    fn try_start(target: Target) -> Result<Self, String> {
         let port = free_port();
         let mut pki = None;
         let dir = std::env::temp_dir().join(format!(
@@ -130,7 +149,7 @@ impl TestServer {
         let mut child = Command::new("bash")
             .arg("-c")
             .arg(format!(
-                r#"{server} >"$dir.log" 2>&1 </dev/null & pid=$!; cat >/dev/null; kill $pid; wait $pid; rm -rf "$dir" "$dir.log""#
+                r#"{server} >"$dir.log" 2>&1 </dev/null & pid=$!; echo $pid >"$dir.pid"; cat >/dev/null; kill $pid; wait $pid; rm -rf "$dir" "$dir.log" "$dir.pid""#
             ))
             .env("dir", &dir)
             .stdin(Stdio::piped())
@@ -142,22 +161,33 @@ impl TestServer {
             .expect("start the server under test");
         let lifeline = child.stdin.take().expect("piped stdin");
         let address = format!("127.0.0.1:{port}");
+        let log = PathBuf::from(format!("{}.log", dir.display()));
+        let pid_file = PathBuf::from(format!("{}.pid", dir.display()));
         let started = Instant::now();
         // Polling an external process's startup: there is no event to wait for.
         while four_letter_word(&address, "ruok").is_none_or(|r| r != "imok") {
+            let printed = std::fs::read_to_string(&log).unwrap_or_default();
+            // A server that exits while starting most likely lost one of its ports (ZooKeeper
+            // says nothing about it here: its logger is off).
+            if server_exited(&pid_file) {
+                // Closing its stdin makes the shell clean up after it.
+                drop(lifeline);
+                let _ = child.wait();
+                return Err(format!("it exited while starting; its log:\n{printed}"));
+            }
+            // The log is quoted, not pointed to: the shell removes it when this process exits.
             assert!(
                 started.elapsed() < BOUND,
-                "{target} did not start on {address}; its log: {}.log",
-                dir.display()
+                "{target} did not start on {address}; its log:\n{printed}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        Self {
+        Ok(Self {
             address,
             _lifeline: Mutex::new(lifeline),
             _shell: Mutex::new(child),
             _pki: pki,
-        }
+        })
     }
 }
 
@@ -171,6 +201,21 @@ fn four_letter_word(address: &str, word: &str) -> Option<String> {
 }
 
 /// A port nobody listens on right now.
+/// Whether the process whose pid the test server's shell wrote to `pid_file` has exited (a
+/// zombie counts: the shell reaps it only at the end).
+fn server_exited(pid_file: &std::path::Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return false; // not written yet
+    };
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
