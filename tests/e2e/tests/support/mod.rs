@@ -19,6 +19,8 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// How long a member may take to become ready on a loaded machine.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
+/// Start-up attempts when a member loses one of its ports to another process.
+const START_ATTEMPTS: u32 = 3;
 /// Deadline for one exchange (an answer that never comes fails the test, never hangs it).
 pub const IO_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -52,7 +54,29 @@ impl Member {
     }
 
     /// As `start`, with environment variables for the member (KUBECONFIG for `--k8s-auth`).
+    /// A member that could not bind one of its ports starts again on fresh ones: a port picked
+    /// free can be taken before the member binds it (the picks come from the ephemeral range,
+    /// which every process's outgoing connections draw from too).
     pub async fn start_with_env(
+        listeners: Listeners,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Member> {
+        let mut attempt = 1;
+        loop {
+            match Member::start_once(listeners, extra, env).await {
+                Err(e)
+                    if attempt < START_ATTEMPTS && format!("{e:#}").contains("cannot listen") =>
+                {
+                    eprintln!("start attempt {attempt} lost a port; new ports: {e:#}");
+                    attempt += 1;
+                }
+                started => return started,
+            }
+        }
+    }
+
+    async fn start_once(
         listeners: Listeners,
         extra: &[&str],
         env: &[(&str, &str)],
