@@ -128,26 +128,26 @@ impl RaftLog {
 
     /// Durably writes `entries` (an entry at index `i` replaces any held entries from `i` on, as
     /// raft requires) and the hard state, with a single fdatasync; a hard state that moves only
-    /// the commit index, with no entries, is written without one (see below). On error nothing
-    /// of this call is visible through `Storage`, and the log refuses further writes if the disk
-    /// state is unknown.
+    /// the commit index, with no entries, is written without one (see below). Returns whether
+    /// it synced. On error nothing of this call is visible through `Storage`, and the log
+    /// refuses further writes if the disk state is unknown.
     pub fn persist(
         &self,
         entries: &[Entry],
         hard_state: Option<&HardState>,
-    ) -> Result<(), LogError> {
+    ) -> Result<bool, LogError> {
         if entries.is_empty() && hard_state.is_none() {
-            return Ok(());
+            return Ok(false);
         }
         let mut wal = self.lock_wal();
         wal.check_writable()?;
         self.check_append(&self.read_state().mem, entries)?;
         // What Raft needs durable before a message goes out: entries, the term and the vote.
         // A hard state that only moves the commit index is written but not synced (raft-rs's
-        // own `Ready::must_sync` is false for it, as etcd's `MustSync` is): a member that loses it learns the commit index again from
-        // the leader, and `initial_state` never reports less than the snapshot's index. It
-        // saves each member an fsync per write, one that followed every commit on the same
-        // disk the next write's entries wait for.
+        // own `Ready::must_sync` is false for it, as etcd's `MustSync` is): a member that loses
+        // it learns the commit index again from the leader, and `initial_state` never reports
+        // less than the snapshot's index. It saves each member an fsync per write, one that
+        // followed every commit on the same disk the next write's entries wait for.
         let sync = !entries.is_empty()
             || hard_state.is_some_and(|hs| {
                 // The last one written; its term and vote were synced when they changed.
@@ -156,7 +156,8 @@ impl RaftLog {
             });
         let mut ops: Vec<Op> = entries.iter().cloned().map(Op::Entry).collect();
         ops.extend(hard_state.cloned().map(Op::HardState));
-        self.write(&mut wal, ops, sync)
+        self.write(&mut wal, ops, sync)?;
+        Ok(sync)
     }
 
     /// Durably records the conf state (raft's membership after applying a conf change).

@@ -25,7 +25,7 @@ fn disk_full_is_an_error_never_a_success() {
     let failure = loop {
         let index = acknowledged + 1;
         match log.persist(&[entry_with_data(index, 1, &payload)], None) {
-            Ok(()) => acknowledged = index,
+            Ok(_) => acknowledged = index,
             Err(e) => break e,
         }
         assert!(acknowledged < 100_000, "the filesystem never filled up");

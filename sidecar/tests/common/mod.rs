@@ -112,7 +112,8 @@ impl TestServer {
         }
     }
 
-    /// One start on freshly picked ports; `Err` when the server could not bind one of them.
+    /// One start on freshly picked ports; `Err` when the server exited while starting (most
+    /// likely it could not bind one of them).
     fn try_start(target: Target) -> Result<Self, String> {
         let port = free_port();
         let mut pki = None;
@@ -200,7 +201,6 @@ fn four_letter_word(address: &str, word: &str) -> Option<String> {
     Some(out)
 }
 
-/// A port nobody listens on right now.
 /// Whether the process whose pid the test server's shell wrote to `pid_file` has exited (a
 /// zombie counts: the shell reaps it only at the end).
 fn server_exited(pid_file: &std::path::Path) -> bool {
@@ -216,6 +216,7 @@ fn server_exited(pid_file: &std::path::Path) -> bool {
     }
 }
 
+/// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

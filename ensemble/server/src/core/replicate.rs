@@ -166,12 +166,11 @@ impl Core {
         self.apply_committed(ready.take_committed_entries())?;
         if !ready.entries().is_empty() || ready.hs().is_some() {
             let started = Instant::now();
-            self.log.persist(ready.entries(), ready.hs())?;
-            let took = started.elapsed();
-            self.fsync_in_step += took;
-            // A hard state that only moves the commit index is written without an fsync
-            // (`RaftLog::persist`); raft-rs says which readies needed one.
-            if ready.must_sync() {
+            // A hard state that only moves the commit index is written without an fsync, and
+            // is not counted as one.
+            if self.log.persist(ready.entries(), ready.hs())? {
+                let took = started.elapsed();
+                self.fsync_in_step += took;
                 self.metrics.fsync_seconds.observe(took.as_secs_f64());
                 self.metrics.fsyncs.inc();
             }
