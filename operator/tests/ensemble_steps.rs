@@ -48,13 +48,40 @@ const SETTLE: Duration = Duration::from_secs(60);
 /// ensemble's cluster id. Killed when dropped.
 struct Joiner {
     child: Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Joiner {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Starts of a joining member before the test gives up on finding it free ports.
+const JOINER_START_ATTEMPTS: u32 = 3;
+
+/// How long a joining member may take to listen on a loaded CI machine.
+const LISTEN_WITHIN: Duration = Duration::from_secs(30);
+
+/// `Some(joiner)` once its log says it serves (it has bound every address by then), `None` if
+/// it exits first.
+async fn listening(mut joiner: Joiner) -> Result<Option<Joiner>> {
+    let log = joiner.dir.path().join("log");
+    let deadline = std::time::Instant::now() + LISTEN_WITHIN;
+    loop {
+        if joiner.child.try_wait()?.is_some() {
+            return Ok(None);
+        }
+        if std::fs::read_to_string(&log)?.contains("baton-ensemble serving") {
+            return Ok(Some(joiner));
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("the joining member did not start serving within {LISTEN_WITHIN:?}");
+        }
+        // Nothing tells this process when another one has bound its ports; a member does
+        // within milliseconds of starting, so this looks a few times at most.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -88,18 +115,45 @@ impl Members {
 
     /// Starts member `id` with `--join`, as a new pod of a scaled-up StatefulSet would, with
     /// a certificate the cluster's CA issues for it now (as the operator does before the
-    /// StatefulSet grows).
-    fn start_joiner(&mut self, pki: &baton_tests::pki::Pki, id: u64) -> Result<()> {
+    /// StatefulSet grows). Its ports are picked free, and another process's outgoing
+    /// connection can take one before the member binds it (both draw from the ephemeral
+    /// range): a member that exits before it listens starts again on fresh ports, and only
+    /// the ports it listens on enter the roster.
+    async fn start_joiner(&mut self, pki: &baton_tests::pki::Pki, id: u64) -> Result<()> {
         pki.add_member(id)?;
+        for attempt in 1..=JOINER_START_ATTEMPTS {
+            let (joiner, peer, admin) = self.spawn_joiner(pki, id)?;
+            match listening(joiner).await? {
+                Some(joiner) => {
+                    self.roster.insert(id, admin.to_string(), peer.to_string());
+                    self.joiners.insert(id, joiner);
+                    return Ok(());
+                }
+                None => eprintln!(
+                    "joiner {id}, attempt {attempt}, exited before it listened (a port taken?); new ports"
+                ),
+            }
+        }
+        bail!("joiner {id} exited before it listened, {JOINER_START_ATTEMPTS} times")
+    }
+
+    /// Spawns member `id` with `--join` on fresh ports; returns it with its peer and admin
+    /// addresses.
+    fn spawn_joiner(
+        &self,
+        pki: &baton_tests::pki::Pki,
+        id: u64,
+    ) -> Result<(Joiner, SocketAddr, SocketAddr)> {
         let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let admin = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let client = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-        self.roster.insert(id, admin.to_string(), peer.to_string());
         let members = self
             .roster
             .ids()
             .into_iter()
+            .filter(|m| *m != id)
             .filter_map(|m| Some(format!("{m}={}", self.roster.peer_addr(m)?)))
+            .chain([format!("{id}={peer}")])
             .collect::<Vec<_>>()
             .join(",");
         let dir = tempfile::Builder::new()
@@ -126,8 +180,7 @@ impl Members {
             .stderr(log)
             .spawn()
             .context("spawn a joining member")?;
-        self.joiners.insert(id, Joiner { child, _dir: dir });
-        Ok(())
+        Ok((Joiner { child, dir }, peer, admin))
     }
 
     /// The roster of members 1..=n.
@@ -183,7 +236,7 @@ async fn converge(
         let p = plan(desired, &observed(*replicas, *replicas, view));
         // The StatefulSet controller's part: pods appear and go with the replicas.
         for id in (*replicas + 1)..=p.membership.replicas {
-            members.start_joiner(cluster.pki(), id as u64)?;
+            members.start_joiner(cluster.pki(), id as u64).await?;
         }
         for id in (p.membership.replicas + 1)..=*replicas {
             let id = id as u64;
@@ -519,7 +572,7 @@ fn start_pod(
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
-    Ok((Joiner { child, _dir: dir }, admin))
+    Ok((Joiner { child, dir }, admin))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
