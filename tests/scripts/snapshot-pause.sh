@@ -7,7 +7,10 @@
 # covers the whole tree, waits until every member has it on disk, and prints per member:
 # RSS, znodes, snapshots taken, the last snapshot's size and time (copy to durable file, off
 # the core), and the longest core pause (`baton_core_step_max_seconds`: the longest batch
-# the core thread handled) with how many batches took over 12.8 ms.
+# the core thread handled) with how many batches took over 12.8 ms. Then, from the members'
+# logs, when each batch of 10 ms or more happened: while a snapshot was being written (from the
+# copy until 300 ms after it was durable, which covers the compaction and the deletion of the
+# snapshot it replaced) or not, and how many of them waited 10 ms or more on an fsync.
 #
 #   tests/scripts/snapshot-pause.sh [--znodes 1000000] [--members 1|3]
 #       [--snapshot-entries 100000] [--data-size 16] [--workers 32] [--keep]
@@ -50,6 +53,7 @@ for i in $(seq 1 "$members"); do
   servers+=("127.0.0.1:$((base + i))")
 done
 for i in $(seq 1 "$members"); do
+  BATON_LOG="${BATON_LOG:-info},baton_ensemble::core_batch=debug" \
   "$bin/baton-ensemble" --id "$i" --data-dir "$work/m$i" --insecure-no-tls \
     --client-addr "127.0.0.1:$((base + i))" --peer-addr "127.0.0.1:$((base + 10 + i))" \
     --admin-addr "127.0.0.1:$((base + 20 + i))" --members "$(IFS=,; echo "${peers[*]}")" \
@@ -105,4 +109,38 @@ for i in $(seq 1 "$members"); do
     "$(awk -v s="$(metric "$i" baton_core_step_max_seconds)" 'BEGIN { print s * 1000 }')" \
     "$(awk -v s="$(metric "$i" baton_core_work_max_seconds)" 'BEGIN { print s * 1000 }')" \
     "$(awk -v a="$steps" -v b="$fast" 'BEGIN { print a - b }')"
+done
+
+echo
+echo "batches of 10 ms or more, by what the member was doing (from the logs):"
+for i in $(seq 1 "$members"); do
+  python3 - "$i" "$work/m$i.log" <<'PY'
+import datetime, re, sys
+
+member, log = sys.argv[1], sys.argv[2]
+def at(stamp):
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+snapshots, batches, first, last = [], [], None, None
+for line in open(log, errors="replace"):
+    m = re.match(r"(\S+Z) ", line)
+    if not m:
+        continue
+    t = at(m.group(1))
+    first, last = first or t, t
+    m = re.search(r"snapshot taken; log compacted .*elapsed_ms=(\d+)", line)
+    if m:
+        snapshots.append((t - int(m.group(1)) / 1000, t + 0.3))
+    m = re.search(r"a long core batch took_us=(\d+) fsync_us=(\d+)", line)
+    if m:
+        batches.append((t, int(m.group(1)) / 1000, int(m.group(2)) / 1000))
+during = lambda t: any(a <= t <= b for a, b in snapshots)
+busy = sum(b - a for a, b in snapshots)
+for name, chosen, secs in (
+    ("while a snapshot was written", [b for b in batches if during(b[0])], busy),
+    ("otherwise", [b for b in batches if not during(b[0])], (last or 0) - (first or 0) - busy),
+):
+    print(f"member {member} {name} ({secs:.1f} s): {len(chosen)} batches, "
+          f"{sum(1 for b in chosen if b[2] >= 10)} with an fsync of 10 ms or more, "
+          f"longest {max((b[1] for b in chosen), default=0):.1f} ms")
+PY
 done

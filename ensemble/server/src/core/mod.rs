@@ -85,6 +85,10 @@ pub use throttled_log::ThrottledLog;
 /// watches one node per waiter; Curator caches watch one per cached node).
 pub const DEFAULT_MAX_WATCHES_PER_SESSION: usize = 100_000;
 
+/// A batch this long is logged (at debug, target `baton_ensemble::core_batch`): the goal for
+/// the core's longest pause.
+const LONG_BATCH: Duration = Duration::from_millis(10);
+
 /// Settings the core needs from the command line.
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -353,6 +357,7 @@ impl Core {
         while inbox.next_batch(&mut batch) {
             let started = Instant::now();
             self.fsync_in_step = Duration::ZERO;
+            let messages = batch.len();
             for msg in batch.drain(..) {
                 if !self.handle(msg) {
                     return self.finish();
@@ -360,8 +365,19 @@ impl Core {
             }
             self.on_ready()?;
             self.observe_leader();
-            self.metrics
-                .observe_core_step(started.elapsed(), self.fsync_in_step);
+            let took = started.elapsed();
+            self.metrics.observe_core_step(took, self.fsync_in_step);
+            if took >= LONG_BATCH {
+                // Debug only: `tests/scripts/snapshot-pause.sh` turns it on to tell which long
+                // batches fell while a snapshot was written; the metrics count them all.
+                tracing::debug!(
+                    target: "baton_ensemble::core_batch",
+                    took_us = took.as_micros() as u64,
+                    fsync_us = self.fsync_in_step.as_micros() as u64,
+                    messages,
+                    "a long core batch"
+                );
+            }
         }
         self.finish()
     }
