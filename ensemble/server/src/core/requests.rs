@@ -267,7 +267,13 @@ impl Core {
                         None => return,
                     }
                 }
-                _ => return,
+                // An idle connection keeps no queue: its room for four entries was 576 bytes
+                // of each of 10,000 sessions' connections.
+                None => {
+                    conn.pipeline = std::collections::VecDeque::new();
+                    return;
+                }
+                Some(Pending::Write { .. } | Pending::Sync { .. }) => return,
             }
         }
     }
