@@ -11,7 +11,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
 
 use baton_checker::{Call, Failure, Outcome, Reply};
-use baton_ensemble::core::{ConnId, ConnectOutcome, CoreMsg, Outbound};
+use baton_ensemble::core::{
+    ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundRx, unlimited_outbound_queue,
+};
 use baton_proto::{
     ConnectRequest, CreateMode, CreateRequest, DeleteRequest, ErrorCode, OpCode, PathWatchRequest,
     Request, Response, SetDataRequest, codec, open_acl_unsafe, xid,
@@ -19,7 +21,7 @@ use baton_proto::{
 use baton_sidecar::recipe::queue::{NodeKind, Queue};
 use rand::Rng;
 use rand::rngs::StdRng;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use barrier::is_marked;
 use barrier::{BarrierOp, BarrierRun};
@@ -74,7 +76,7 @@ struct Conn {
     member: u64,
     incarnation: u64,
     id: ConnId,
-    rx: mpsc::UnboundedReceiver<Outbound>,
+    rx: OutboundRx,
     _done: oneshot::Receiver<ConnectOutcome>,
     session: Option<i64>,
     opened: Micros,
@@ -243,7 +245,7 @@ impl Client {
     pub fn take_frames(&mut self) -> Vec<Outbound> {
         let mut out = Vec::new();
         if let Some(conn) = &mut self.conn {
-            while let Ok(frame) = conn.rx.try_recv() {
+            while let Some(frame) = conn.rx.try_recv() {
                 out.push(frame);
             }
         }
@@ -305,7 +307,7 @@ impl Client {
         let &&(member, incarnation, _) = &up[rng.random_range(0..up.len())];
         self.generation += 1;
         let id = conn_id(self.id, self.generation);
-        let (out, rx) = mpsc::unbounded_channel();
+        let (out, rx) = unlimited_outbound_queue();
         let (done, done_rx) = oneshot::channel();
         self.conn = Some(Conn {
             member,
@@ -333,7 +335,7 @@ impl Client {
             msg: CoreMsg::Connect {
                 conn: id,
                 peer,
-                out: out.into(),
+                out,
                 req,
                 done,
             },

@@ -124,15 +124,13 @@ impl Core {
 mod tests {
     use std::net::SocketAddr;
 
-    use tokio::sync::mpsc;
-
     use super::*;
-    use crate::core::messages::{Outbound, OutboundTx};
+    use crate::core::messages::{OutboundRx, unlimited_outbound_queue};
 
-    fn conn() -> (LocalConn, mpsc::UnboundedReceiver<Outbound>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    fn conn() -> (LocalConn, OutboundRx) {
+        let (tx, rx) = unlimited_outbound_queue();
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("address");
-        (LocalConn::new(peer, OutboundTx::from(tx)), rx)
+        (LocalConn::new(peer, tx), rx)
     }
 
     #[test]

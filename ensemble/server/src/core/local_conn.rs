@@ -120,13 +120,12 @@ impl LocalConn {
 #[cfg(test)]
 mod tests {
     use baton_proto::ErrorCode;
-    use tokio::sync::mpsc;
 
     use super::*;
 
     fn conn() -> LocalConn {
         let peer: SocketAddr = "10.0.0.1:4000".parse().expect("address");
-        LocalConn::new(peer, OutboundTx::from(mpsc::unbounded_channel().0))
+        LocalConn::new(peer, crate::core::unlimited_outbound_queue().0)
     }
 
     #[test]

@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use baton_proto::{ConnectRequest, Id, Request};
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::channel::mpsc as queue;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// Identifies one client TCP connection on this member.
 pub type ConnId = u64;
@@ -91,29 +93,38 @@ impl ReplyBudget {
     }
 }
 
+/// A connection's outbound queue, whose bytes `budget` counts; the writer reports what it wrote
+/// to the same budget. An empty queue holds no room for messages: tokio's unbounded channel
+/// reserved a block of 32 slots (1 KiB) for each of 10,000 idle sessions' connections.
+pub fn outbound_queue(budget: Arc<ReplyBudget>) -> (OutboundTx, OutboundRx) {
+    let (tx, rx) = queue::unbounded();
+    (OutboundTx { tx, budget }, OutboundRx(rx))
+}
+
+/// A queue without a byte limit (the simulation's clients, which read everything at once).
+pub fn unlimited_outbound_queue() -> (OutboundTx, OutboundRx) {
+    outbound_queue(Arc::new(ReplyBudget::unlimited()))
+}
+
 /// The sending half of a connection's outbound queue, counting what it holds.
 #[derive(Debug, Clone)]
 pub struct OutboundTx {
-    tx: mpsc::UnboundedSender<Outbound>,
+    tx: queue::UnboundedSender<Outbound>,
     budget: Arc<ReplyBudget>,
 }
 
 impl OutboundTx {
-    /// A queue whose bytes `budget` counts; the writer reports what it wrote to the same budget.
-    pub fn new(tx: mpsc::UnboundedSender<Outbound>, budget: Arc<ReplyBudget>) -> Self {
-        OutboundTx { tx, budget }
-    }
-
-    /// Queues a frame or the order to close; fails only when the writer has gone away.
-    pub fn send(&self, msg: Outbound) -> Result<(), mpsc::error::SendError<Outbound>> {
+    /// Queues a frame or the order to close; gives it back only when the writer has gone away.
+    pub fn send(&self, msg: Outbound) -> Result<(), Outbound> {
         let bytes = match &msg {
             Outbound::Frame(f) => f.len(),
             Outbound::Close => 0,
         };
         // Counted before it is queued: the writer may take and write it at once.
         self.budget.queue(bytes);
-        self.tx.send(msg).inspect_err(|_| {
+        self.tx.unbounded_send(msg).map_err(|e| {
             self.budget.unqueue(bytes);
+            e.into_inner()
         })
     }
 
@@ -123,10 +134,24 @@ impl OutboundTx {
     }
 }
 
-impl From<mpsc::UnboundedSender<Outbound>> for OutboundTx {
-    /// A queue without a byte limit (the simulation's clients, which read everything at once).
-    fn from(tx: mpsc::UnboundedSender<Outbound>) -> Self {
-        OutboundTx::new(tx, Arc::new(ReplyBudget::unlimited()))
+/// The receiving half of a connection's outbound queue: its writer's.
+#[derive(Debug)]
+pub struct OutboundRx(queue::UnboundedReceiver<Outbound>);
+
+impl OutboundRx {
+    /// The next message; `None` once every sender is gone and nothing is left.
+    pub async fn recv(&mut self) -> Option<Outbound> {
+        self.0.next().await
+    }
+
+    /// A message already queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<Outbound> {
+        self.0.try_recv().ok()
+    }
+
+    /// Refuses every later message; those already queued can still be taken.
+    pub fn close(&mut self) {
+        self.0.close();
     }
 }
 

@@ -73,7 +73,8 @@ pub use inbox::CoreInbox;
 use leader_change::LeaderWatch;
 pub use links::PeerLinks;
 pub use messages::{
-    ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, Outbound, OutboundTx, ReplyBudget,
+    ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, Outbound, OutboundRx, OutboundTx,
+    ReplyBudget, outbound_queue, unlimited_outbound_queue,
 };
 use publish::LatencyStats;
 use read_index::ReadIndexQueue;

@@ -11,7 +11,7 @@ use baton_proto::{
     open_acl_unsafe,
 };
 use baton_raftlog::{LogOptions, RaftLog};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use super::*;
 
@@ -25,7 +25,7 @@ struct OneMember {
 /// What a connection's writer would have been handed.
 struct Client {
     id: ConnId,
-    out: mpsc::UnboundedReceiver<Outbound>,
+    out: OutboundRx,
     done: oneshot::Receiver<ConnectOutcome>,
 }
 
@@ -34,7 +34,7 @@ impl Client {
     fn take(&mut self) -> (Vec<bytes::Bytes>, bool) {
         let mut frames = Vec::new();
         let mut closed = false;
-        while let Ok(msg) = self.out.try_recv() {
+        while let Some(msg) = self.out.try_recv() {
             match msg {
                 Outbound::Frame(f) => frames.push(f),
                 Outbound::Close => closed = true,
@@ -111,12 +111,12 @@ impl OneMember {
     fn connect(&mut self, req: ConnectRequest) -> Client {
         let id = self.next_conn;
         self.next_conn += 1;
-        let (tx, out) = mpsc::unbounded_channel();
+        let (tx, out) = unlimited_outbound_queue();
         let (done_tx, done) = oneshot::channel();
         self.step(vec![CoreMsg::Connect {
             conn: id,
             peer: "127.0.0.1:9999".parse().expect("address"),
-            out: OutboundTx::from(tx),
+            out: tx,
             req,
             done: done_tx,
         }]);

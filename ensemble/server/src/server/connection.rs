@@ -17,7 +17,7 @@ use baton_proto::frame::{FrameDecoder, FrameError, four_letter_word};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
@@ -25,7 +25,7 @@ use super::request::{Flow, send_request_to_core};
 use super::window::RequestWindow;
 use super::writer::{WriterParts, write_loop};
 use super::{ClientContext, four_letter};
-use crate::core::{ConnId, ConnectOutcome, CoreMsg, OutboundTx, ReplyBudget};
+use crate::core::{ConnId, ConnectOutcome, CoreMsg, OutboundTx, ReplyBudget, outbound_queue};
 
 /// A stream that splits into halves the reader and the writer own.
 pub(super) trait SplitStream: Send + 'static {
@@ -272,7 +272,7 @@ where
         limits.max_outstanding_requests,
         limits.max_unread_reply_bytes,
     ));
-    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let (out, out_rx) = outbound_queue(budget.clone());
     let (closed_tx, closed) = oneshot::channel::<()>();
     let task = tokio::spawn(write_loop(
         wr,
@@ -287,7 +287,7 @@ where
     ));
     StartedWriter {
         task,
-        out: OutboundTx::new(out_tx, budget.clone()),
+        out,
         budget,
         window,
         closed,

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::ClientContext;
 use super::window::RequestWindow;
-use crate::core::{ConnId, CoreMsg, Outbound, ReplyBudget};
+use crate::core::{ConnId, CoreMsg, Outbound, OutboundRx, ReplyBudget};
 
 /// Small frames are gathered up to this size before a write.
 const MAX_BATCH: usize = 256 * 1024;
@@ -23,7 +23,7 @@ const KEEP_BATCH: usize = 4 * 1024;
 
 /// What the writer needs besides the socket.
 pub(super) struct WriterParts {
-    pub rx: mpsc::UnboundedReceiver<Outbound>,
+    pub rx: OutboundRx,
     pub budget: Arc<ReplyBudget>,
     pub window: Arc<RequestWindow>,
     pub conn: ConnId,
@@ -69,7 +69,16 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
     let mut connect_response_sent = false;
     let mut batch: Vec<u8> = Vec::new();
     let mut close = false;
-    'outer: while let Some(first) = rx.recv().await {
+    // A message taken to see whether the queue was empty, written in the next round.
+    let mut waiting: Option<Outbound> = None;
+    'outer: loop {
+        let first = match waiting.take() {
+            Some(msg) => msg,
+            None => match rx.recv().await {
+                Some(msg) => msg,
+                None => break,
+            },
+        };
         let mut next = Some(first);
         let mut tally = Tally::default();
         while let Some(msg) = next.take() {
@@ -99,17 +108,20 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
                 batch.extend_from_slice(&frame);
             }
             if batch.len() < MAX_BATCH {
-                next = rx.try_recv().ok();
+                next = rx.try_recv();
             }
         }
         if let Err(e) = write_progressing(&mut wr, &batch, stall).await {
             report(&ctx, conn, &e);
             break;
         }
-        if batch.capacity() > KEEP_BATCH && rx.is_empty() {
-            batch = Vec::new();
-        } else {
-            batch.clear();
+        batch.clear();
+        if batch.capacity() > KEEP_BATCH {
+            // Freed only if nothing else is queued; what was is written in the next round.
+            waiting = rx.try_recv();
+            if waiting.is_none() {
+                batch = Vec::new();
+            }
         }
         if let Err(e) = flush_progressing(&mut wr, stall).await {
             report(&ctx, conn, &e);
@@ -127,7 +139,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
     // Whatever is still queued will never be written: take it off the budget (and the
     // member's total), and refuse anything the core sends from now on.
     rx.close();
-    while let Ok(msg) = rx.try_recv() {
+    while let Some(msg) = waiting.take().or_else(|| rx.try_recv()) {
         if let Outbound::Frame(f) = msg {
             budget.written(f.len());
         }
