@@ -468,8 +468,27 @@ fn operator_pki() -> Result<baton_operator::pki::Pki> {
 /// script under `/bin/sh`, the ConfigMap and the container's env as environment, the
 /// container's arguments (with loopback ports instead of the pod's fixed ones), and the built
 /// `zk-tls` Secret written out as files where the kubelet would mount it. Returns the process
-/// and its admin address.
-fn start_pod(
+/// and its admin address. A member that exits before it serves (a port picked free, taken first
+/// by another process's connection) starts again on fresh ports.
+async fn start_pod(
+    pod: &str,
+    replicas: i32,
+    bootstrap: i32,
+    pki: &baton_operator::pki::Pki,
+) -> Result<(Joiner, String)> {
+    for attempt in 1..=JOINER_START_ATTEMPTS {
+        let (member, admin) = start_pod_once(pod, replicas, bootstrap, pki)?;
+        if let Some(member) = listening(member).await? {
+            return Ok((member, admin));
+        }
+        eprintln!(
+            "pod {pod}, attempt {attempt}, exited before it served (a port taken?); new ports"
+        );
+    }
+    bail!("pod {pod} exited before it served, {JOINER_START_ATTEMPTS} times")
+}
+
+fn start_pod_once(
     pod: &str,
     replicas: i32,
     bootstrap: i32,
@@ -595,7 +614,7 @@ async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()>
     let admin = HttpAdmin::tls(&credentials, Duration::from_secs(2))?;
     // A one-member ensemble: pod zk-0 bootstraps and leads, with the ConfigMap's cluster id,
     // serving the certificate the start script picked from the mounted Secret.
-    let (_first, first_admin) = start_pod("zk-0", 1, 1, &pki)?;
+    let (_first, first_admin) = start_pod("zk-0", 1, 1, &pki).await?;
     let mut roster = Roster::default();
     roster.insert(1, first_admin, "zk-0.zk-peers.prod.svc:2888".into());
     let view = wait_until(&admin, &roster, "zk-0 to lead", SETTLE, |v| {
@@ -605,7 +624,7 @@ async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()>
     assert_eq!(view.statuses[&1].cluster_id, "prod.zk");
     assert_eq!(view.voters(), vec![1]);
     // Pod zk-1 of a scaled-up StatefulSet is beyond the bootstrap set: it joins and waits.
-    let (_second, second_admin) = start_pod("zk-1", 2, 1, &pki)?;
+    let (_second, second_admin) = start_pod("zk-1", 2, 1, &pki).await?;
     let mut roster = Roster::default();
     roster.insert(2, second_admin, "zk-1.zk-peers.prod.svc:2888".into());
     let view = wait_until(&admin, &roster, "zk-1 to answer", SETTLE, |v| {
