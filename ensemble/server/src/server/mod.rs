@@ -199,6 +199,27 @@ pub async fn serve_clients(
     }
 }
 
+/// A client context for unit tests: small limits, and `core` as the core's queue.
+#[cfg(test)]
+pub(crate) fn test_context(core: mpsc::Sender<CoreMsg>) -> ClientContext {
+    let (_, status) = watch::channel(Default::default());
+    let limits = ClientLimits {
+        max_frame_bytes: 1024,
+        max_connections: 10,
+        max_connections_per_ip: 0,
+        handshake_timeout: Duration::from_secs(1),
+        max_outstanding_requests: 10,
+        max_unread_reply_bytes: 1024,
+        write_stall_timeout: Duration::from_secs(1),
+    };
+    ClientContext::new(
+        core,
+        status,
+        Arc::new(crate::metrics::Metrics::new()),
+        limits,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

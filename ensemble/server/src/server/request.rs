@@ -99,28 +99,10 @@ fn after_verdict(verdict: &IdentityVerdict, peer: SocketAddr) -> Flow {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use tokio::sync::{mpsc, watch};
+    use tokio::sync::mpsc;
 
     use super::*;
-    use crate::metrics::Metrics;
-    use crate::server::ClientLimits;
-
-    fn context(core: mpsc::Sender<CoreMsg>) -> ClientContext {
-        let (_, status) = watch::channel(Default::default());
-        let limits = ClientLimits {
-            max_frame_bytes: 1024,
-            max_connections: 10,
-            max_connections_per_ip: 0,
-            handshake_timeout: Duration::from_secs(1),
-            max_outstanding_requests: 10,
-            max_unread_reply_bytes: 1024,
-            write_stall_timeout: Duration::from_secs(1),
-        };
-        ClientContext::new(core, status, Arc::new(Metrics::new()), limits)
-    }
+    use crate::server::test_context as context;
 
     fn request_frame(xid: i32, opcode: i32) -> Vec<u8> {
         let mut bytes = xid.to_be_bytes().to_vec();

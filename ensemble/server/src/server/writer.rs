@@ -71,6 +71,8 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
     let mut close = false;
     // A message taken to see whether the queue was empty, written in the next round.
     let mut waiting: Option<Outbound> = None;
+    // The round being written; its bytes leave the budget once written, or when writing stops.
+    let mut tally = Tally::default();
     'outer: loop {
         let first = match waiting.take() {
             Some(msg) => msg,
@@ -80,7 +82,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
             },
         };
         let mut next = Some(first);
-        let mut tally = Tally::default();
+        tally = Tally::default();
         while let Some(msg) = next.take() {
             let frame = match msg {
                 Outbound::Frame(f) => f,
@@ -127,7 +129,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
             report(&ctx, conn, &e);
             break;
         }
-        if budget.written(tally.bytes) {
+        if budget.written(std::mem::take(&mut tally.bytes)) {
             // The core holds this connection's requests until we caught up.
             let _ = ctx.core.send(CoreMsg::Drained { conn }).await;
         }
@@ -136,8 +138,10 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, parts: WriterPa
             break;
         }
     }
-    // Whatever is still queued will never be written: take it off the budget (and the
-    // member's total), and refuse anything the core sends from now on.
+    // Whatever is still queued, or was in the round that failed, will never be written: take
+    // it off the budget (and the member's total), and refuse anything the core sends from now
+    // on.
+    budget.written(tally.bytes);
     rx.close();
     while let Some(msg) = waiting.take().or_else(|| rx.try_recv()) {
         if let Outbound::Frame(f) = msg {
@@ -192,7 +196,63 @@ async fn flush_progressing<W: AsyncWrite + Unpin>(
 
 #[cfg(test)]
 mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
+
     use super::*;
+    use crate::core::outbound_queue;
+
+    /// A socket that takes every write and fails every flush: the client went away.
+    struct BrokenOnFlush;
+
+    impl AsyncWrite for BrokenOnFlush {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The writer looks for a queued message before it frees a large batch buffer. When the
+    /// socket then fails, that message was never written: it must come off the budget (and the
+    /// member's total) like everything else still queued.
+    #[tokio::test]
+    async fn what_a_failed_writer_held_comes_off_the_budget() {
+        let (core, _core_rx) = tokio::sync::mpsc::channel(4);
+        let budget = Arc::new(ReplyBudget::new(1 << 20, Default::default()));
+        let (out, rx) = outbound_queue(budget.clone());
+        // Frames copied into the batch until it is full; the last one waits for the next round,
+        // and the writer takes it to see that the queue is not empty.
+        let frame = Bytes::from(vec![0u8; LARGE_FRAME - 1]);
+        for _ in 0..=MAX_BATCH / frame.len() + 1 {
+            out.send(Outbound::Frame(frame.clone())).expect("queued");
+        }
+        let (closed, _) = oneshot::channel();
+        let parts = WriterParts {
+            rx,
+            budget: budget.clone(),
+            window: Arc::new(RequestWindow::new(10, 1 << 20)),
+            conn: 7,
+            ctx: super::super::test_context(core),
+            closed,
+        };
+        write_loop(BrokenOnFlush, parts).await;
+        assert_eq!(
+            budget.queued(),
+            0,
+            "every queued byte was taken off the budget"
+        );
+    }
 
     #[test]
     fn notifications_are_told_apart_by_their_xid() {
