@@ -251,6 +251,24 @@ fn writes_are_answered_with_their_zookeeper_error_code() {
     assert!(!closed);
 }
 
+/// An idle connection costs its member next to nothing (10,000 sessions per member are
+/// expected): once its last write is answered, its request pipeline holds no room.
+#[test]
+fn an_answered_connection_keeps_no_room_for_requests() {
+    let mut m = OneMember::new();
+    let (mut client, _) = m.session();
+    m.request(&client, 1, create("/a"));
+    let (hdr, _, _) = client.reply(OpCode::Create);
+    assert_eq!((hdr.xid, hdr.err), (1, 0));
+    let conn = m.core.clients.get(client.id).expect("connected");
+    assert!(conn.pipeline.is_empty());
+    assert_eq!(
+        conn.pipeline.capacity(),
+        0,
+        "the drained pipeline was freed"
+    );
+}
+
 #[test]
 fn a_sync_is_answered_through_the_read_index() {
     let mut m = OneMember::new();
