@@ -64,6 +64,23 @@ const JOINER_START_ATTEMPTS: u32 = 3;
 /// How long a joining member may take to listen on a loaded CI machine.
 const LISTEN_WITHIN: Duration = Duration::from_secs(30);
 
+/// Runs `spawn` until the member it starts serves, up to `JOINER_START_ATTEMPTS` times: its ports
+/// are picked free, and another process's outgoing connection can take one before the member
+/// binds it (both draw from the ephemeral range). Returns the member and what `spawn` said of it.
+async fn start_serving<T>(
+    what: &str,
+    mut spawn: impl FnMut() -> Result<(Joiner, T)>,
+) -> Result<(Joiner, T)> {
+    for attempt in 1..=JOINER_START_ATTEMPTS {
+        let (member, said) = spawn()?;
+        if let Some(member) = listening(member).await? {
+            return Ok((member, said));
+        }
+        eprintln!("{what}, attempt {attempt}, exited before it served (a port taken?); new ports");
+    }
+    bail!("{what} exited before it served, {JOINER_START_ATTEMPTS} times")
+}
+
 /// `Some(joiner)` once its log says it serves (it has bound every address by then), `None` if
 /// it exits first.
 async fn listening(mut joiner: Joiner) -> Result<Option<Joiner>> {
@@ -115,26 +132,14 @@ impl Members {
 
     /// Starts member `id` with `--join`, as a new pod of a scaled-up StatefulSet would, with
     /// a certificate the cluster's CA issues for it now (as the operator does before the
-    /// StatefulSet grows). Its ports are picked free, and another process's outgoing
-    /// connection can take one before the member binds it (both draw from the ephemeral
-    /// range): a member that exits before it listens starts again on fresh ports, and only
-    /// the ports it listens on enter the roster.
+    /// StatefulSet grows). Only the ports it serves on enter the roster (`start_serving`).
     async fn start_joiner(&mut self, pki: &baton_tests::pki::Pki, id: u64) -> Result<()> {
         pki.add_member(id)?;
-        for attempt in 1..=JOINER_START_ATTEMPTS {
-            let (joiner, peer, admin) = self.spawn_joiner(pki, id)?;
-            match listening(joiner).await? {
-                Some(joiner) => {
-                    self.roster.insert(id, admin.to_string(), peer.to_string());
-                    self.joiners.insert(id, joiner);
-                    return Ok(());
-                }
-                None => eprintln!(
-                    "joiner {id}, attempt {attempt}, exited before it listened (a port taken?); new ports"
-                ),
-            }
-        }
-        bail!("joiner {id} exited before it listened, {JOINER_START_ATTEMPTS} times")
+        let what = format!("joiner {id}");
+        let (joiner, (peer, admin)) = start_serving(&what, || self.spawn_joiner(pki, id)).await?;
+        self.roster.insert(id, admin.to_string(), peer.to_string());
+        self.joiners.insert(id, joiner);
+        Ok(())
     }
 
     /// Spawns member `id` with `--join` on fresh ports; returns it with its peer and admin
@@ -143,7 +148,7 @@ impl Members {
         &self,
         pki: &baton_tests::pki::Pki,
         id: u64,
-    ) -> Result<(Joiner, SocketAddr, SocketAddr)> {
+    ) -> Result<(Joiner, (SocketAddr, SocketAddr))> {
         let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let admin = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let client = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
@@ -180,7 +185,7 @@ impl Members {
             .stderr(log)
             .spawn()
             .context("spawn a joining member")?;
-        Ok((Joiner { child, dir }, peer, admin))
+        Ok((Joiner { child, dir }, (peer, admin)))
     }
 
     /// The roster of members 1..=n.
@@ -468,24 +473,17 @@ fn operator_pki() -> Result<baton_operator::pki::Pki> {
 /// script under `/bin/sh`, the ConfigMap and the container's env as environment, the
 /// container's arguments (with loopback ports instead of the pod's fixed ones), and the built
 /// `zk-tls` Secret written out as files where the kubelet would mount it. Returns the process
-/// and its admin address. A member that exits before it serves (a port picked free, taken first
-/// by another process's connection) starts again on fresh ports.
+/// and its admin address, once it serves (`start_serving`).
 async fn start_pod(
     pod: &str,
     replicas: i32,
     bootstrap: i32,
     pki: &baton_operator::pki::Pki,
 ) -> Result<(Joiner, String)> {
-    for attempt in 1..=JOINER_START_ATTEMPTS {
-        let (member, admin) = start_pod_once(pod, replicas, bootstrap, pki)?;
-        if let Some(member) = listening(member).await? {
-            return Ok((member, admin));
-        }
-        eprintln!(
-            "pod {pod}, attempt {attempt}, exited before it served (a port taken?); new ports"
-        );
-    }
-    bail!("pod {pod} exited before it served, {JOINER_START_ATTEMPTS} times")
+    start_serving(&format!("pod {pod}"), || {
+        start_pod_once(pod, replicas, bootstrap, pki)
+    })
+    .await
 }
 
 fn start_pod_once(
