@@ -13,6 +13,11 @@
 //!
 //! Baton's recipe-tree policy (`tenancy`) refuses with NoAuth before anything that would tell
 //! whether a node exists; exists is checked too (its answer and its watch reveal a node).
+//! Counts and listings obey it like getChildren: getAllChildrenNumber of `/`, "" or `/baton`
+//! (which ZooKeeper answers with READ on the path alone) leaves out everything below a
+//! namespace the caller may not read, so it counts only what the caller could list; and
+//! getEphemerals lists only the caller's nodes it may still read (a session whose `k8s`
+//! identity was replaced by another namespace's keeps its old ephemerals but no view of them).
 //!
 //! Watches are the caller's job: exists registers one even on NoNode (not on BadArguments);
 //! getData and getChildren register only on success; a multiRead never registers one, whatever
@@ -23,7 +28,7 @@ use baton_proto::{ErrorCode, Id, MultiReadOp, MultiReadResult, Request, Response
 use crate::acl;
 use crate::path;
 use crate::state::StateMachine;
-use crate::tenancy::{Access, Refusal};
+use crate::tenancy::{Access, RECIPE_ROOT, Refusal, Scope, scope};
 use crate::tree::Node;
 
 impl StateMachine {
@@ -81,6 +86,7 @@ impl StateMachine {
                 } else {
                     self.tree.descendant_count(path).unwrap_or(0)
                 };
+                let total = total.saturating_sub(self.hidden_below(path, auth));
                 Ok(Response::GetAllChildrenNumber {
                     total: i32::try_from(total).unwrap_or(i32::MAX),
                 })
@@ -93,6 +99,7 @@ impl StateMachine {
                     .tree
                     .ephemerals(session_id)
                     .filter(|p| all || p.starts_with(prefix_path.as_str()))
+                    .filter(|p| self.may_read(p, auth).is_ok())
                     .map(str::to_owned)
                     .collect();
                 Ok(Response::GetEphemerals { ephemerals })
@@ -132,6 +139,22 @@ impl StateMachine {
             acl::check(node.acl(), perms::READ, auth)?;
         }
         Ok(node)
+    }
+
+    /// How many nodes below `path` the recipe-tree policy hides from `auth`: the descendants
+    /// of every namespace it may not read, when `path` is an ancestor of them (`/`, "" or
+    /// `/baton`; a path inside a namespace is refused whole by `readable`). The namespaces'
+    /// own nodes stay counted: getChildren of `/baton` lists them to anyone.
+    fn hidden_below(&self, path: &str, auth: &[Id]) -> usize {
+        let spans_namespaces = matches!(path, "" | "/") || scope(path) == Scope::Root;
+        let Some(root) = self.tree.get(RECIPE_ROOT).filter(|_| spans_namespaces) else {
+            return 0;
+        };
+        root.children()
+            .map(|ns| format!("{RECIPE_ROOT}/{ns}"))
+            .filter(|ns| self.may_read(ns, auth).is_err())
+            .map(|ns| self.tree.descendant_count(&ns).unwrap_or(0))
+            .sum()
     }
 
     fn policy_allows(&self, path: &str, auth: &[Id]) -> Result<(), ErrorCode> {

@@ -15,8 +15,9 @@
 //!   `k8s` identity of namespace `<ns>` (`k8s:NS/SA/POD`); ZooKeeper ACLs still apply there
 //!   in addition, so a namespace can only lock itself out. `/baton` itself is shared: anyone
 //!   may create it (persistent only: an ephemeral or TTL `/baton` would be a squat), read it
-//!   and create namespaces below it whatever its ACL says; only super may change its data or
-//!   ACL or delete it.
+//!   and create namespaces below it whatever its ACL (or, for creating it, `/`'s) says; only
+//!   super may change its data or ACL or delete it. So no ACL on `/` or `/baton` can lock
+//!   tenants out, while `setACL /` still works as in ZooKeeper for everything else.
 //! - Everything outside `/baton` is left to ZooKeeper's ACLs.
 
 use baton_proto::Id;
@@ -154,6 +155,14 @@ impl TenancyPolicy {
         self.check_identities && scope(path) == Scope::Root
     }
 
+    /// Whether creating the node at `path` (not sequential) skips the CREATE permission of its
+    /// parent: `/baton` when identities are checked. Otherwise anyone allowed `setACL /` (on a
+    /// fresh ensemble, anyone) could keep every namespace from its tree by taking CREATE off
+    /// `/` before `/baton` exists. ZooKeeper's `setACL /` is kept for everything else.
+    pub fn waives_parent_acl(&self, path: &str) -> bool {
+        self.check_identities && scope(path) == Scope::Root
+    }
+
     /// Whether the node at `path` may be created with this lifetime (`persistent`: neither
     /// ephemeral, TTL nor container): `/baton` must be persistent when identities are checked (an ephemeral one could never get
     /// children, a TTL or container one would vanish).
@@ -272,6 +281,10 @@ mod tests {
         assert!(ON.waives_acl("/baton"));
         assert!(!ON.waives_acl("/baton/a"));
         assert!(!OFF.waives_acl("/baton"));
+        assert!(ON.waives_parent_acl("/baton"));
+        assert!(!ON.waives_parent_acl("/baton/a"));
+        assert!(!ON.waives_parent_acl("/batons"));
+        assert!(!OFF.waives_parent_acl("/baton"));
         assert_eq!(
             ON.check_root_kind("/baton", false),
             Err(Refusal::RootNotPersistent)

@@ -19,7 +19,9 @@
 //!
 //! Baton's recipe-tree policy (`tenancy`) adds NoAuth right after the path checks, before
 //! anything that would tell whether a node exists, and owner-only deletion right after
-//! NoNode; the refusal is kept in [`Prep::refusal`] for the caller's logs and metrics.
+//! NoNode; the refusal is kept in [`Prep::refusal`] for the caller's logs and metrics. Creating
+//! `/baton` itself skips CREATE on `/` (`TenancyPolicy::waives_parent_acl`): no ACL anyone puts
+//! on `/` can keep tenants from their tree.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -197,7 +199,9 @@ impl<'a> Prep<'a> {
         self.refuse(&req.path, root_kind)?;
         let acl = acl::fixup_acl(&req.acl, self.auth)?;
         let mut parent = self.record(parent_path).ok_or(ErrorCode::NoNode)?;
-        self.acl_check(parent_path, &parent.acl, perms::CREATE)?;
+        if mode.is_sequential() || !self.policy.waives_parent_acl(path::normalize(&req.path)) {
+            self.acl_check(parent_path, &parent.acl, perms::CREATE)?;
+        }
         let path = if mode.is_sequential() {
             format!("{}{:010}", req.path, parent.child_creates)
         } else {

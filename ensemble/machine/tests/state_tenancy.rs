@@ -358,3 +358,116 @@ fn super_passes_acls_and_sees_them_whole() {
     );
     assert!(read_as(&h, A1, Request::GetChildren(pw("/baton/a/elections"))).is_ok());
 }
+
+fn count_as(h: &Harness, session: i64, auth: &[Id], path: &str) -> Result<i32, ErrorCode> {
+    match h.sm.read(
+        session,
+        auth,
+        &Request::GetAllChildrenNumber { path: path.into() },
+    ) {
+        Ok(Response::GetAllChildrenNumber { total }) => Ok(total),
+        Ok(other) => panic!("getAllChildrenNumber {path}: {other:?}"),
+        Err(e) => Err(e),
+    }
+}
+
+/// A client allowed `setACL /` (on a fresh ensemble, anyone) takes CREATE off `/` before
+/// `/baton` exists: tenants still make `/baton` and their namespaces, while `/`'s new ACL
+/// still governs every other top-level node, as in ZooKeeper.
+#[test]
+fn no_acl_on_the_root_locks_tenants_out_of_baton() {
+    let mut h = Harness::new();
+    h.sm.set_tenancy(TenancyPolicy {
+        check_identities: true,
+    });
+    for s in [A1, B, ANON] {
+        h.open(s);
+    }
+    let read_only = vec![acl(perms::READ, "world", "anyone")];
+    let a = as_(&mut h, ANON, set_acl("/", read_only, -1));
+    assert_eq!(err(&a), None, "setACL / is ZooKeeper's to allow");
+    let a = as_(&mut h, ANON, create("/other", 0));
+    assert_eq!(
+        err(&a),
+        Some(ErrorCode::NoAuth),
+        "/ keeps its ACL elsewhere"
+    );
+    // A sequential create named like the root lands outside it: `/`'s ACL applies.
+    let a = as_(&mut h, A1, create("/baton", 2));
+    assert_eq!(err(&a), Some(ErrorCode::NoAuth));
+    let a = as_(&mut h, A1, create("/baton", 0));
+    assert_eq!(err(&a), None, "a tenant creates /baton whatever / says");
+    for (s, ns) in [(A1, "/baton/a"), (B, "/baton/b")] {
+        let a = as_(&mut h, s, create(ns, 0));
+        assert_eq!(err(&a), None, "create {ns}");
+    }
+    // Without the policy there are no tenants: `/` is ZooKeeper's alone.
+    let mut plain = Harness::new();
+    plain.open(ANON);
+    let a = as_(
+        &mut plain,
+        ANON,
+        set_acl("/", vec![acl(perms::READ, "world", "anyone")], -1),
+    );
+    assert_eq!(err(&a), None);
+    let a = as_(&mut plain, ANON, create("/baton", 0));
+    assert_eq!(err(&a), Some(ErrorCode::NoAuth));
+}
+
+/// getAllChildrenNumber counts only what the caller could list with getChildren: nothing
+/// below a namespace it may not read, whichever ancestor it counts from.
+#[test]
+fn counts_leave_out_other_namespaces() {
+    let mut h = harness(true);
+    let a = as_(&mut h, B, create("/baton/b", 0));
+    assert_eq!(err(&a), None);
+    let a = as_(&mut h, B, create("/baton/b/locks", 0));
+    assert_eq!(err(&a), None);
+    // Below /baton: a, a/elections, a/elections/web, the candidate, b, b/locks.
+    assert_eq!(count_as(&h, SUPER, &ids(SUPER), "/baton"), Ok(6));
+    assert_eq!(
+        count_as(&h, A1, &ids(A1), "/baton"),
+        Ok(5),
+        "a's 3, b itself"
+    );
+    assert_eq!(
+        count_as(&h, B, &ids(B), "/baton"),
+        Ok(3),
+        "a itself, b's 1, b"
+    );
+    assert_eq!(
+        count_as(&h, ANON, &ids(ANON), "/baton"),
+        Ok(2),
+        "a and b only"
+    );
+    let everything = count_as(&h, SUPER, &ids(SUPER), "/").expect("super counts /");
+    assert_eq!(count_as(&h, ANON, &ids(ANON), "/"), Ok(everything - 4));
+    let with_root = count_as(&h, SUPER, &ids(SUPER), "").expect("super counts \"\"");
+    assert_eq!(count_as(&h, ANON, &ids(ANON), ""), Ok(with_root - 4));
+    // Inside a namespace the path itself is refused, as getChildren is.
+    assert_eq!(count_as(&h, B, &ids(B), "/baton/a"), Err(ErrorCode::NoAuth));
+    assert_eq!(count_as(&h, A2, &ids(A2), "/baton/a"), Ok(3));
+    // Without the policy, ZooKeeper's count.
+    let h = harness(false);
+    assert_eq!(count_as(&h, ANON, &ids(ANON), "/baton"), Ok(4));
+}
+
+/// getEphemerals lists a session's own nodes only where its current identities may read.
+#[test]
+fn ephemerals_are_listed_only_where_the_caller_may_read() {
+    let h = harness(true);
+    let list = |auth: &[Id]| match h.sm.read(
+        A1,
+        auth,
+        &Request::GetEphemerals {
+            prefix_path: "/".into(),
+        },
+    ) {
+        Ok(Response::GetEphemerals { ephemerals }) => ephemerals,
+        other => panic!("getEphemerals: {other:?}"),
+    };
+    assert_eq!(list(&ids(A1)), vec![CANDIDATE.to_owned()]);
+    // The session now speaks for namespace b (a newer k8s identity replaces the older).
+    assert!(list(&ids(B)).is_empty());
+    assert_eq!(list(&ids(SUPER)), vec![CANDIDATE.to_owned()]);
+}
