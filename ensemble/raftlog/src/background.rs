@@ -22,3 +22,9 @@ pub(crate) fn run(name: &str, work: impl FnOnce() + Send + 'static) {
         tracing::warn!(thread = name, error = %e, "no thread for background clean-up");
     }
 }
+
+/// Returns freed heap memory to the kernel on a thread of its own: for a caller that has just
+/// freed a lot (a large delete from the tree) and must not wait the tens of ms it takes.
+pub fn release_freed_memory() {
+    run("baton-trim", return_freed_memory);
+}

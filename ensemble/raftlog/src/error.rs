@@ -78,6 +78,17 @@ pub enum LogError {
         first_index: u64,
     },
 
+    /// The volume is full (ENOSPC or EDQUOT) and nothing of this call was written: the log is
+    /// unchanged and still writable. Try again once space is freed (a snapshot compacts the
+    /// log and deletes segments).
+    #[error("{op} {}: no space left on the volume; nothing was written, the log stays writable: {source}", path.display())]
+    NoSpace {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
     /// An earlier write or fsync failed, so what is on disk is unknown; the log refuses further
     /// writes until it is reopened (which replays what really reached the disk).
     #[error("raft log {} refuses writes after an earlier failure: {first_failure}", dir.display())]
@@ -91,6 +102,32 @@ impl LogError {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// Whether this is a full volume that left the log unchanged and writable.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, LogError::NoSpace { .. })
+    }
+
+    /// Whether `self` is an I/O error for lack of space (the state on disk not yet known clean).
+    pub(crate) fn is_space_io(&self) -> bool {
+        match self {
+            LogError::Io { source, .. } | LogError::NoSpace { source, .. } => {
+                is_space_error(source)
+            }
+            _ => false,
+        }
+    }
+
+    /// Turns an I/O error for lack of space into [`LogError::NoSpace`]; for a caller that
+    /// made sure nothing of the failed write is left.
+    pub(crate) fn into_no_space(self) -> Self {
+        match self {
+            LogError::Io { op, path, source } if is_space_error(&source) => {
+                LogError::NoSpace { op, path, source }
+            }
+            e => e,
         }
     }
 
@@ -112,4 +149,9 @@ impl From<LogError> for raft::Error {
     fn from(e: LogError) -> Self {
         raft::Error::Store(raft::StorageError::Other(Box::new(e)))
     }
+}
+
+/// ENOSPC, or EDQUOT (a quota is a full volume to us).
+pub(crate) fn is_space_error(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }

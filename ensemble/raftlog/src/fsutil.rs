@@ -2,6 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::crash_model;
@@ -66,12 +67,26 @@ impl Durability {
     ) -> Result<PathBuf, LogError> {
         let path = dir.join(name);
         let tmp = dir.join(format!("{name}{TEMP_SUFFIX}"));
-        let mut file = OpenOptions::new()
+        if let Err(e) = self.write_temp(&tmp, parts) {
+            // A half-written temp file on a full volume holds the very space a retry needs.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        fs::rename(&tmp, &path)
+            .map_err(|e| LogError::io("rename temp file into place", &path, e))?;
+        crash_model::renamed(&tmp, &path);
+        self.sync_dir(dir)?;
+        Ok(path)
+    }
+
+    /// Writes `parts` to `tmp` (mode 0600) and makes it durable.
+    fn write_temp(self, tmp: &Path, parts: &[&[u8]]) -> Result<(), LogError> {
+        let mut file = private_file()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&tmp)
-            .map_err(|e| LogError::io("create temp file", &tmp, e))?;
+            .open(tmp)
+            .map_err(|e| LogError::io("create temp file", tmp, e))?;
         // A large file (a snapshot of a million znodes is 140 MiB) goes out in slices, each
         // durable before the next is written. Written whole, its dirty pages were flushed in
         // one burst that the WAL's fdatasync on the same disk queued behind: the core, which
@@ -80,21 +95,53 @@ impl Durability {
         for part in parts {
             for slice in part.chunks(SYNC_SLICE_BYTES) {
                 file.write_all(slice)
-                    .map_err(|e| LogError::io("write temp file", &tmp, e))?;
+                    .map_err(|e| LogError::io("write temp file", tmp, e))?;
                 unsynced += slice.len();
                 if unsynced >= SYNC_SLICE_BYTES {
-                    self.sync_data(&file, &tmp)?;
+                    self.sync_data(&file, tmp)?;
                     unsynced = 0;
                 }
             }
         }
-        self.sync_data(&file, &tmp)?;
-        drop(file);
-        fs::rename(&tmp, &path)
-            .map_err(|e| LogError::io("rename temp file into place", &path, e))?;
-        crash_model::renamed(&tmp, &path);
-        self.sync_dir(dir)?;
-        Ok(path)
+        self.sync_data(&file, tmp)
+    }
+}
+
+/// Mode of every file the log creates: session passwords are in entries and snapshots.
+pub(crate) const FILE_MODE: u32 = 0o600;
+/// Mode of the data directory.
+pub(crate) const DIR_MODE: u32 = 0o700;
+
+/// `OpenOptions` that create a file readable by its owner only.
+pub(crate) fn private_file() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.mode(FILE_MODE);
+    o
+}
+
+/// Narrows `dir` to 0700 and the files in it to 0600: a directory written by an older
+/// version (0755, 0644) holds session passwords too. Not owning them (a volume prepared by
+/// someone else) is logged, not fatal: the member still works.
+pub(crate) fn make_private(dir: &Path) -> Result<(), LogError> {
+    narrow(dir, DIR_MODE);
+    for name in list_dir(dir)? {
+        let path = dir.join(name);
+        if path.is_file() {
+            narrow(&path, FILE_MODE);
+        }
+    }
+    Ok(())
+}
+
+fn narrow(path: &Path, mode: u32) {
+    let Ok(meta) = fs::metadata(path) else {
+        return;
+    };
+    if meta.permissions().mode() & 0o777 & !mode == 0 {
+        return;
+    }
+    if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(mode)) {
+        tracing::warn!(path = %path.display(), error = %e, mode = format!("{mode:o}"), "could not narrow the permissions of a raft log file");
     }
 }
 

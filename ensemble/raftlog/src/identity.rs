@@ -9,7 +9,7 @@
 //! ```
 
 use std::collections::hash_map::RandomState;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::path::Path;
@@ -25,7 +25,7 @@ const HEADER: &str = "baton-raftlog identity v1";
 /// Takes the directory's advisory lock; it is released when the returned file is dropped.
 pub(crate) fn lock_dir(dir: &Path) -> Result<File, LogError> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
+    let file = crate::fsutil::private_file()
         .create(true)
         .truncate(false)
         .write(true)

@@ -13,7 +13,7 @@
 //! All entries since the compaction point are kept in memory and `Storage` is served from there;
 //! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.
 
-mod background;
+pub mod background;
 mod batch;
 pub mod crash_model;
 mod error;
@@ -23,6 +23,7 @@ mod log;
 mod memlog;
 mod options;
 mod record;
+mod reserve;
 mod segment;
 mod snapfile;
 mod storage;

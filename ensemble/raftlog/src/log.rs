@@ -1,6 +1,7 @@
 //! [`RaftLog`]: the durable raft log of one member, its snapshots and its identity.
 
-use std::fs::{self, File};
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -11,6 +12,7 @@ use crate::error::LogError;
 use crate::fsutil::{self, Durability};
 use crate::memlog::MemLog;
 use crate::options::{LogOptions, LogStats};
+use crate::reserve::Reserve;
 use crate::wal::Wal;
 use crate::{identity, segment, snapfile};
 
@@ -39,6 +41,10 @@ struct Inner {
     /// done under a read lock of `state` true until the write lock applies the change.
     wal: Mutex<Wal>,
     state: RwLock<State>,
+    /// Space held for the next snapshot. Taken alone, or after `wal` (never with `state`).
+    reserve: Mutex<Reserve>,
+    /// Snapshot writes that met a full volume since open.
+    snapshot_no_space: std::sync::atomic::AtomicU64,
     /// Held for the lifetime of the log so no other process opens the same directory.
     _dir_lock: File,
 }
@@ -79,6 +85,7 @@ impl RaftLog {
             });
         }
         create_dir(dir, durability)?;
+        fsutil::make_private(dir)?;
         let dir_lock = identity::lock_dir(dir)?;
         fsutil::remove_temp_files(dir)?;
         let first_use = segment::list(dir, &fsutil::list_dir(dir)?).is_empty();
@@ -94,6 +101,8 @@ impl RaftLog {
             })?;
         let snapshot = recover_snapshot(dir, durability, &mut wal, &mut mem)?;
         let (first, last) = (mem.first_index(), mem.last_index());
+        let mut reserve = Reserve::open(dir, opts.reserve_space);
+        reserve.resize(snapshot_bytes(snapshot.as_ref()));
         tracing::info!(
             dir = %dir.display(), member_id, cluster_id = %cluster_id, first_index = first, last_index = last,
             snapshot_index = snapshot.as_ref().map_or(0, |s| s.get_metadata().index),
@@ -106,6 +115,8 @@ impl RaftLog {
                 opts,
                 durability,
                 wal: Mutex::new(wal),
+                reserve: Mutex::new(reserve),
+                snapshot_no_space: Default::default(),
                 state: RwLock::new(State {
                     covered_bytes: mem.bytes_through(snapshot_index(snapshot.as_ref())),
                     mem,
@@ -183,7 +194,7 @@ impl RaftLog {
                 first_index,
             });
         }
-        snapfile::write(&self.inner.dir, self.inner.durability, snap)?;
+        self.write_snapshot_file(snap)?;
         let ops = install_ops(&self.read_state().mem, meta);
         self.commit(&mut wal, ops)?;
         {
@@ -193,13 +204,17 @@ impl RaftLog {
         }
         tracing::info!(dir = %self.inner.dir.display(), index = meta.index, term = meta.term, "installed snapshot from leader");
         self.reclaim(&mut wal, meta.index);
+        drop(wal);
+        self.lock_reserve().resize(snap.data.len() as u64);
         Ok(())
     }
 
     /// Stores a snapshot of the state machine as applied through `index` (which must be applied,
-    /// hence committed), then discards entries up to `index - keep_entries` or the previous
-    /// snapshot's index, whichever is lower. The file is written without blocking `persist`.
-    /// Returns once the snapshot file is durable.
+    /// hence committed), then discards the entries before the older kept snapshot, except a
+    /// tail of at most `keep_entries` entries and [`LogOptions::snapshot_bytes`] bytes before
+    /// `index`. The file is written without blocking `persist`. Returns once the snapshot file
+    /// is durable. On a full volume the reserve is released to write it
+    /// ([`LogError::NoSpace`] if even that is not enough: nothing changed).
     pub fn create_snapshot(
         &self,
         index: u64,
@@ -216,7 +231,10 @@ impl RaftLog {
                 .as_ref()
                 .map_or(0, |s| s.get_metadata().index);
             if index == latest {
-                return Ok(());
+                drop(state);
+                // Again at the same index: what is left to do is the compaction, which a
+                // full volume may have refused the last time.
+                return self.reclaim_space();
             }
             if index > state.mem.last_index() {
                 return Err(self.invalid(format!(
@@ -244,7 +262,8 @@ impl RaftLog {
         meta.index = index;
         meta.term = term;
         meta.set_conf_state(conf_state);
-        snapfile::write(&self.inner.dir, self.inner.durability, &snap)?;
+        let size = snap.data.len() as u64;
+        self.write_snapshot_file(&snap)?;
 
         let replaced = {
             let mut state = self.write_state();
@@ -262,22 +281,87 @@ impl RaftLog {
         // Freed outside the lock: unmapping a previous snapshot of a hundred MiB can take tens
         // of milliseconds, and the core's next `persist` and raft's reads wait on that lock.
         drop(replaced);
+        let compact_to = self.compact_behind(index)?;
+        tracing::debug!(dir = %self.inner.dir.display(), index, term, compact_to, "created snapshot");
+        self.lock_reserve().resize(size);
+        Ok(())
+    }
+
+    /// Compacts behind the newest snapshot again and deletes what that frees, then tops up the
+    /// reserve: for a caller whose write met a full volume (a compaction the volume refused
+    /// after the last snapshot is retried here).
+    pub fn reclaim_space(&self) -> Result<(), LogError> {
+        let (index, size) = {
+            let state = self.read_state();
+            (
+                snapshot_index(state.snapshot.as_ref()),
+                snapshot_bytes(state.snapshot.as_ref()),
+            )
+        };
+        if index > 0 {
+            self.compact_behind(index)?;
+        }
+        self.lock_reserve().resize(size);
+        Ok(())
+    }
+
+    /// Whether the entries after the newest snapshot have passed the byte bound
+    /// ([`LogOptions::snapshot_bytes`]): a snapshot is then due, however few they are.
+    pub fn snapshot_due(&self) -> bool {
+        let state = self.read_state();
+        let since = state.mem.entry_bytes().saturating_sub(state.covered_bytes);
+        since
+            >= self
+                .inner
+                .opts
+                .snapshot_bytes(snapshot_bytes(state.snapshot.as_ref()))
+    }
+
+    /// Writes a snapshot file; on a full volume, once more after releasing the reserve.
+    fn write_snapshot_file(&self, snap: &Snapshot) -> Result<(), LogError> {
+        let (dir, durability) = (&self.inner.dir, self.inner.durability);
+        match snapfile::write(dir, durability, snap) {
+            Ok(_) => Ok(()),
+            // `write_atomically` removed what it wrote; the old files are untouched.
+            Err(e) if e.is_space_io() => {
+                self.note_no_space();
+                if !self.lock_reserve().release() {
+                    return Err(e.into_no_space());
+                }
+                durability.sync_dir(dir)?;
+                snapfile::write(dir, durability, snap)
+                    .map(drop)
+                    .map_err(LogError::into_no_space)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Discards what the snapshot at `index` makes obsolete: the entries before the older
+    /// kept snapshot (the empty state at 0 if none), so that if the newest is found damaged at
+    /// startup, that one plus the log still reaches everything this member acknowledged; but
+    /// no further back than a tail of `keep_entries` entries or the snapshot byte bound before
+    /// `index`, whichever is shorter. Then deletes the segments and snapshot files that frees.
+    /// Returns the compaction point.
+    fn compact_behind(&self, index: u64) -> Result<u64, LogError> {
         let mut wal = self.lock_wal();
-        // Keep the entries after the older kept snapshot (the empty state at 0 if none), so that
-        // if this snapshot is found damaged at startup, that one plus the log still reaches
-        // everything this member acknowledged. Listed after the write: a leader's snapshot
-        // installed meanwhile counts too.
+        // Listed after the write: a leader's snapshot installed meanwhile counts too.
         let fallback = snapfile::list(&self.inner.dir)?
             .iter()
             .rev()
             .nth(SNAPSHOTS_KEPT - 1)
             .map_or(0, |(older, _, _)| *older);
-        let compact_to = index
-            .saturating_sub(self.inner.opts.keep_entries)
-            .min(fallback);
         let compact = {
             let state = self.read_state();
             let mem = &state.mem;
+            let bound = self
+                .inner
+                .opts
+                .snapshot_bytes(snapshot_bytes(state.snapshot.as_ref()));
+            let tail = mem
+                .tail_start(index.min(mem.last_index()), bound)
+                .max(index.saturating_sub(self.inner.opts.keep_entries));
+            let compact_to = tail.min(fallback);
             match mem.term(compact_to) {
                 Ok(term) if compact_to > mem.anchor().0 => Some(Op::Compact {
                     index: compact_to,
@@ -287,22 +371,33 @@ impl RaftLog {
             }
         };
         if let Some(op) = compact {
-            self.commit(&mut wal, vec![op])?;
+            match self.commit(&mut wal, vec![op.clone()]) {
+                // The record is a few dozen bytes: the margin of the reserve is there for it.
+                Err(e) if e.is_no_space() && self.lock_reserve().release() => {
+                    self.inner.durability.sync_dir(&self.inner.dir)?;
+                    self.commit(&mut wal, vec![op])?;
+                }
+                r => r?,
+            }
         }
-        {
+        let anchor = {
             let mut state = self.write_state();
             state.covered_bytes = state
                 .mem
                 .bytes_through(snapshot_index(state.snapshot.as_ref()));
+            state.mem.anchor().0
+        };
+        // Short of space: the reserve wants the space back at once, not after a background
+        // unlink.
+        let now = self.lock_reserve().is_short();
+        if let Err(e) = wal.delete_obsolete_now_or_later(anchor, now) {
+            tracing::warn!(error = %e, "could not delete compacted log segments; will retry at the next snapshot");
         }
-        tracing::debug!(dir = %self.inner.dir.display(), index, term, compact_to, "created snapshot");
-        let anchor = self.read_state().mem.anchor().0;
-        self.retire_segments(&mut wal, anchor);
         // Without the WAL's lock: unlinking a snapshot file of a hundred MiB and syncing the
         // directory must not hold up the next `persist`, which the core waits on.
         drop(wal);
         self.prune_snapshots();
-        Ok(())
+        Ok(anchor)
     }
 
     /// The newest durable snapshot: what the state machine restores from at startup.
@@ -353,6 +448,13 @@ impl RaftLog {
             last_fsync_micros: wal.sync_stats.last_fsync_micros,
             total_fsync_micros: wal.sync_stats.total_fsync_micros,
             poisoned: wal.is_poisoned(),
+            snapshot_bytes: snapshot_bytes(state.snapshot.as_ref()),
+            reserved_bytes: self.lock_reserve().held(),
+            no_space_errors: wal.no_space_errors
+                + self
+                    .inner
+                    .snapshot_no_space
+                    .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -441,6 +543,20 @@ impl RaftLog {
         }
     }
 
+    fn lock_reserve(&self) -> MutexGuard<'_, Reserve> {
+        self.inner
+            .reserve
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a snapshot write that met a full volume (the WAL counts its own appends).
+    fn note_no_space(&self) {
+        self.inner
+            .snapshot_no_space
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn lock_wal(&self) -> MutexGuard<'_, Wal> {
         // A panic while holding the lock cannot leave the Wal half-updated in a way that matters:
         // every failure path poisons it explicitly.
@@ -467,6 +583,10 @@ impl RaftLog {
 
 fn snapshot_index(snap: Option<&Snapshot>) -> u64 {
     snap.map_or(0, |s| s.get_metadata().index)
+}
+
+fn snapshot_bytes(snap: Option<&Snapshot>) -> u64 {
+    snap.map_or(0, |s| s.data.len() as u64)
 }
 
 /// The ops that replace the whole log by a snapshot.
@@ -587,7 +707,12 @@ fn create_dir(dir: &Path, durability: Durability) -> Result<(), LogError> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::create_dir_all(dir).map_err(|e| LogError::io("create data directory", dir, e))?;
+    // 0700 (`make_private` narrows one that already exists).
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(fsutil::DIR_MODE)
+        .create(dir)
+        .map_err(|e| LogError::io("create data directory", dir, e))?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         durability.sync_dir(parent)?;
     }

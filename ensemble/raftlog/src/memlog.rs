@@ -48,9 +48,13 @@ pub(crate) struct MemLog {
 /// Compactions this large free their entries on a thread of their own: dropping ~95k entries
 /// of 1 KiB took tens of ms, inside the snapshot the core thread waits for.
 const DROP_ELSEWHERE_FROM: usize = 1_000;
+/// ...and so do compactions of this many bytes, however few entries, so that the memory is
+/// returned to the kernel after them too: 30 entries of 1 MiB each stayed in the process
+/// (glibc keeps freed chunks of that size in its heap) until the next large compaction.
+const DROP_ELSEWHERE_FROM_BYTES: u64 = 4 << 20;
 
-fn drop_elsewhere(entries: Vec<Entry>) {
-    if entries.len() >= DROP_ELSEWHERE_FROM {
+fn drop_elsewhere(entries: Vec<Entry>, bytes: u64) {
+    if entries.len() >= DROP_ELSEWHERE_FROM || bytes >= DROP_ELSEWHERE_FROM_BYTES {
         crate::background::run("baton-log-free", move || {
             drop(entries);
             // Here, after the free and on its thread: a trim started anywhere else could run
@@ -93,6 +97,21 @@ impl MemLog {
             .take_while(|e| e.index <= index)
             .map(|e| u64::from(e.compute_size()))
             .sum()
+    }
+
+    /// The lowest index `i` such that the entries after `i` up to `through` hold at most
+    /// `bytes` (`through` itself if even the entry there would not fit).
+    pub fn tail_start(&self, through: u64, bytes: u64) -> u64 {
+        let mut start = through;
+        let mut sum = 0u64;
+        for e in self.entries.iter().rev().skip_while(|e| e.index > through) {
+            sum = sum.saturating_add(u64::from(e.compute_size()));
+            if sum > bytes {
+                break;
+            }
+            start = e.index - 1;
+        }
+        start.max(self.anchor_index)
     }
 
     /// Term of the entry at `index`, per the `raft::Storage::term` contract.
@@ -214,10 +233,9 @@ impl MemLog {
         }
         let compacted = self.entries.iter().take_while(|e| e.index <= index).count();
         let dropped: Vec<Entry> = self.entries.drain(..compacted).collect();
-        for e in &dropped {
-            self.entry_bytes -= u64::from(e.compute_size());
-        }
-        drop_elsewhere(dropped);
+        let bytes: u64 = dropped.iter().map(|e| u64::from(e.compute_size())).sum();
+        self.entry_bytes -= bytes;
+        drop_elsewhere(dropped, bytes);
         self.anchor_index = index;
         self.anchor_term = term;
         Ok(())
@@ -279,6 +297,25 @@ mod tests {
                 .map(|e| u64::from(e.compute_size()))
                 .sum::<u64>()
         );
+    }
+
+    #[test]
+    fn the_tail_is_bounded_by_bytes() {
+        let mut log = MemLog::default();
+        for i in 1..=10 {
+            let e = Entry {
+                data: vec![0; 1000].into(),
+                ..entry(i, 1)
+            };
+            log.apply(Op::Entry(e)).expect("append");
+        }
+        let one = u64::from(log.get(1).expect("entry").compute_size());
+        // Entries 8, 9 and 10 fit in three entries' bytes: the tail starts after 7.
+        assert_eq!(log.tail_start(10, 3 * one), 7);
+        assert_eq!(log.tail_start(10, 3 * one + 1), 7);
+        assert_eq!(log.tail_start(8, 2 * one), 6);
+        assert_eq!(log.tail_start(10, 0), 10);
+        assert_eq!(log.tail_start(10, u64::MAX), 0);
     }
 
     #[test]

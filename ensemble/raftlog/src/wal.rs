@@ -35,6 +35,8 @@ pub(crate) struct Wal {
     /// The active segment has records no fsync has covered yet (see `append`).
     unsynced: bool,
     pub sync_stats: SyncStats,
+    /// Appends refused for a full volume (nothing written) since open.
+    pub no_space_errors: u64,
 }
 
 impl Wal {
@@ -76,6 +78,7 @@ impl Wal {
             poisoned: None,
             unsynced: false,
             sync_stats: SyncStats::default(),
+            no_space_errors: 0,
         };
         Ok((wal, mem))
     }
@@ -111,10 +114,11 @@ impl Wal {
         self.check_writable()?;
         let record = segment::encode_record(ops, &self.dir)?;
         let result = self.write_record(&record, mem, sync);
-        if let Err(e) = &result {
-            self.poison(e.to_string());
-        } else {
-            segment::note_ops(&mut self.segments, ops);
+        match &result {
+            Ok(()) => segment::note_ops(&mut self.segments, ops),
+            // Nothing of the record is left: the log is as it was, and writable.
+            Err(e) if e.is_no_space() => self.no_space_errors += 1,
+            Err(e) => self.poison(e.to_string()),
         }
         result
     }
@@ -126,12 +130,14 @@ impl Wal {
             if self.unsynced {
                 self.sync_active()?;
             }
-            self.rotate(mem)?;
+            // A new segment that could not be made is removed whole (`write_atomically`).
+            self.rotate(mem).map_err(LogError::into_no_space)?;
         }
         let path = self.active_meta().path.clone();
-        self.active
-            .write_all(record)
-            .map_err(|e| LogError::io("append to segment", &path, e))?;
+        if let Err(e) = self.active.write_all(record) {
+            let e = LogError::io("append to segment", &path, e);
+            return Err(self.undo_partial_write(e));
+        }
         if let Some(active) = self.segments.last_mut() {
             active.bytes += record.len() as u64;
         }
@@ -140,6 +146,24 @@ impl Wal {
         } else {
             self.unsynced = true;
             Ok(())
+        }
+    }
+
+    /// After a failed append: a full volume is survivable if what the append left is cut off
+    /// again (the file back to its last record), which turns the error into
+    /// [`LogError::NoSpace`]. Any other failure, or a failed cut, stays an error that poisons.
+    /// The records before are untouched, so what an earlier fsync made durable still is.
+    fn undo_partial_write(&mut self, e: LogError) -> LogError {
+        if !e.is_space_io() {
+            return e;
+        }
+        let meta = self.active_meta();
+        match self.active.set_len(meta.bytes) {
+            Ok(()) => e.into_no_space(),
+            Err(cut) => {
+                tracing::error!(path = %meta.path.display(), error = %cut, "could not cut a partial record off the log after a full volume");
+                e
+            }
         }
     }
 
@@ -178,6 +202,16 @@ impl Wal {
     /// on a thread of its own: freeing a 64 MiB file's blocks took ext4 86-260 ms here, and the
     /// caller is the core thread, which then answered nobody (a p999 stall in the benchmarks).
     pub fn delete_obsolete(&mut self, compacted_to: u64) -> Result<usize, LogError> {
+        self.delete_obsolete_now_or_later(compacted_to, false)
+    }
+
+    /// [`Wal::delete_obsolete`]; with `now`, the files are unlinked before returning: for a
+    /// volume short of space, where the space is wanted at once (the snapshot reserve).
+    pub fn delete_obsolete_now_or_later(
+        &mut self,
+        compacted_to: u64,
+        now: bool,
+    ) -> Result<usize, LogError> {
         let mut obsolete = Vec::new();
         let mut result = Ok(());
         while self.segments.len() > 1 && self.segments[0].max_index <= compacted_to {
@@ -196,7 +230,11 @@ impl Wal {
         if deleted > 0 {
             self.durability.sync_dir(&self.dir)?;
             tracing::debug!(dir = %self.dir.display(), deleted, compacted_to, "retired compacted log segments");
-            unlink_in_background(obsolete);
+            if now {
+                unlink(obsolete);
+            } else {
+                unlink_in_background(obsolete);
+            }
         }
         result.map(|()| deleted)
     }
@@ -220,11 +258,13 @@ impl Wal {
 const OBSOLETE_SUFFIX: &str = ".obsolete.tmp";
 
 fn unlink_in_background(paths: Vec<PathBuf>) {
-    crate::background::run("baton-log-reclaim", move || {
-        for path in paths {
-            if let Err(e) = fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "could not delete a retired log segment; startup will retry");
-            }
+    crate::background::run("baton-log-reclaim", move || unlink(paths));
+}
+
+fn unlink(paths: Vec<PathBuf>) {
+    for path in paths {
+        if let Err(e) = fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not delete a retired log segment; startup will retry");
         }
-    });
+    }
 }

@@ -82,6 +82,7 @@ fn options(keep: u64) -> LogOptions {
         segment_bytes: 200,
         keep_entries: keep,
         sync: false,
+        ..LogOptions::default()
     }
 }
 
