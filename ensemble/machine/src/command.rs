@@ -3,6 +3,8 @@
 
 use baton_proto::{DecodeError, Id, Reader, Request, Writer, codec};
 
+use crate::settings::{AlarmKind, Setting};
+
 /// One replicated command. The zxid it gets is the Raft index of its entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
@@ -33,6 +35,18 @@ pub enum CommandKind {
     ExpireTtl { path: String },
     /// An empty entry (e.g. a new leader's no-op); applies to nothing.
     Noop,
+    /// Changes the replicated settings (`settings.rs`): from the admin API, or with
+    /// `initial` a leader's flags, applied only while nothing has set them.
+    SetSettings {
+        initial: bool,
+        changes: Vec<Setting>,
+    },
+    /// Raises or clears `member`'s alarm, asked for by that member.
+    Alarm {
+        member: u64,
+        kind: AlarmKind,
+        raised: bool,
+    },
 }
 
 const TAG_CREATE_SESSION: i32 = 1;
@@ -41,6 +55,8 @@ const TAG_WRITE: i32 = 3;
 const TAG_REAP_CONTAINER: i32 = 4;
 const TAG_EXPIRE_TTL: i32 = 5;
 const TAG_NOOP: i32 = 6;
+const TAG_SET_SETTINGS: i32 = 7;
+const TAG_ALARM: i32 = 8;
 
 impl Command {
     /// Encodes to bytes for a log entry (jute primitives; requests in their wire form).
@@ -77,6 +93,21 @@ impl Command {
                 w.write_string(path);
             }
             CommandKind::Noop => w.write_i32(TAG_NOOP),
+            CommandKind::SetSettings { initial, changes } => {
+                w.write_i32(TAG_SET_SETTINGS);
+                w.write_bool(*initial);
+                Setting::write_all(&mut w, changes);
+            }
+            CommandKind::Alarm {
+                member,
+                kind,
+                raised,
+            } => {
+                w.write_i32(TAG_ALARM);
+                w.write_i64(*member as i64);
+                w.write_i32(kind.code());
+                w.write_bool(*raised);
+            }
         }
         w.into_inner()
     }
@@ -120,6 +151,15 @@ impl Command {
                 path: r.read_string()?,
             },
             TAG_NOOP => CommandKind::Noop,
+            TAG_SET_SETTINGS => CommandKind::SetSettings {
+                initial: r.read_bool()?,
+                changes: Setting::read_all(&mut r)?,
+            },
+            TAG_ALARM => CommandKind::Alarm {
+                member: r.read_i64()? as u64,
+                kind: AlarmKind::from_code(r.read_i32()?)?,
+                raised: r.read_bool()?,
+            },
             other => {
                 return Err(DecodeError::BadValue {
                     field: "command tag",

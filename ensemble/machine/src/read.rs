@@ -65,7 +65,7 @@ impl StateMachine {
             Request::GetAcl { path } => {
                 self.policy_allows(path, auth)?;
                 let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-                let waived = self.tenancy.waives_acl(path::normalize(path));
+                let waived = self.settings.tenancy.waives_acl(path::normalize(path));
                 if !waived {
                     acl::check(node.acl(), perms::READ | perms::ADMIN, auth)?;
                 }
@@ -135,7 +135,7 @@ impl StateMachine {
     fn readable(&self, path: &str, auth: &[Id]) -> Result<&Node, ErrorCode> {
         self.policy_allows(path, auth)?;
         let node = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        if !self.tenancy.waives_acl(path::normalize(path)) {
+        if !self.settings.tenancy.waives_acl(path::normalize(path)) {
             acl::check(node.acl(), perms::READ, auth)?;
         }
         Ok(node)
@@ -158,7 +158,8 @@ impl StateMachine {
     }
 
     fn policy_allows(&self, path: &str, auth: &[Id]) -> Result<(), ErrorCode> {
-        self.tenancy
+        self.settings
+            .tenancy
             .check(path::normalize(path), Access::Read, auth)
             .map_err(|_| ErrorCode::NoAuth)
     }
@@ -166,7 +167,8 @@ impl StateMachine {
     /// Whether the recipe-tree policy lets `auth` read (or watch) `path`: what a member checks
     /// before it registers a watch or delivers a watch event.
     pub fn may_read(&self, path: &str, auth: &[Id]) -> Result<(), Refusal> {
-        self.tenancy
+        self.settings
+            .tenancy
             .check(path::normalize(path), Access::Read, auth)
     }
 

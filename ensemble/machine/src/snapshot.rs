@@ -11,6 +11,11 @@
 //! wrote a length >= 0), so old snapshots load unchanged, and an older Baton reads a null as
 //! empty data, as it always did, so it still loads new snapshots during a rolling upgrade.
 //!
+//! Format version 2 appends the replicated settings (`settings.rs`: whether set, each setting
+//! as a (tag, value) pair, the alarms) after the address book. A version 1 snapshot, written
+//! before settings were replicated, loads with settings "never set", so the leader proposes
+//! its flags once, as for a new ensemble.
+//!
 //! Taking a snapshot is two steps so that the core thread never serializes: `freeze` copies
 //! the state in O(1) (the tree and the session table are persistent maps sharing structure
 //! with the live state), and `FrozenState::to_bytes` serializes that copy, on any thread,
@@ -22,11 +27,14 @@ use std::sync::Arc;
 use baton_proto::{Acl, DecodeError, Id, Reader, Writer};
 use thiserror::Error;
 
+use crate::settings::ClusterSettings;
 use crate::state::{SessionInfo, StateMachine};
 use crate::tree::{DataTree, Node, NodeKind, NodeMap};
 
 const MAGIC: &[u8; 8] = b"BATNSNAP";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// Before the settings were replicated: no settings section.
+const FORMAT_VERSION_NO_SETTINGS: u32 = 1;
 const HEADER_LEN: usize = 8 + 4 + 8 + 4;
 
 const KIND_PERSISTENT: i32 = 0;
@@ -62,6 +70,7 @@ pub struct FrozenState {
     nodes: NodeMap,
     sessions: imbl::OrdMap<i64, SessionInfo>,
     members: BTreeMap<u64, String>,
+    settings: ClusterSettings,
 }
 
 impl StateMachine {
@@ -72,6 +81,7 @@ impl StateMachine {
             nodes: self.tree.shared_nodes(),
             sessions: self.sessions.clone(),
             members: self.members.clone(),
+            settings: self.settings.clone(),
         }
     }
 
@@ -156,6 +166,7 @@ impl FrozenState {
             w.write_i64(**id as i64);
             w.write_string(addr);
         });
+        self.settings.write(&mut w);
         let mut out = w.into_inner();
         let (header, body) = out.split_at_mut(HEADER_LEN);
         let body_len = body.len() as u64;
@@ -179,7 +190,7 @@ impl StateMachine {
             return Err(SnapshotError::BadMagic);
         }
         let version = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_NO_SETTINGS {
             return Err(SnapshotError::UnsupportedVersion(version));
         }
         let mut len = [0u8; 8];
@@ -196,11 +207,11 @@ impl StateMachine {
         if expected != actual {
             return Err(SnapshotError::Checksum { expected, actual });
         }
-        decode_body(body)
+        decode_body(body, version)
     }
 }
 
-fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
+fn decode_body(body: &[u8], version: u32) -> Result<StateMachine, SnapshotError> {
     let mut r = Reader::new(body);
     let last_applied = r.read_i64()?;
     let sessions = r.read_vec(16, |r| {
@@ -273,6 +284,11 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
         Ok((path, node))
     })?;
     let members = r.read_vec(12, |r| Ok((r.read_i64()? as u64, r.read_string()?)))?;
+    let settings = if version == FORMAT_VERSION_NO_SETTINGS {
+        ClusterSettings::default()
+    } else {
+        ClusterSettings::read(&mut r)?
+    };
     r.finish()?;
     if let Some(message) = acl_error {
         return Err(SnapshotError::Corrupt(message));
@@ -283,8 +299,7 @@ fn decode_body(body: &[u8]) -> Result<StateMachine, SnapshotError> {
         sessions: Default::default(),
         last_applied,
         members: members.into_iter().collect(),
-        // Configuration, not state: the runtime sets it again after a restore.
-        tenancy: Default::default(),
+        settings,
     };
     for s in sessions {
         if machine.sessions.insert(s.id, s).is_some() {

@@ -27,6 +27,8 @@ use baton_proto::{
 
 use crate::command::{Command, CommandKind};
 use crate::path;
+use crate::quota::{self, QuotaRefusal};
+use crate::settings::ClusterSettings;
 use crate::tenancy::{Refusal, TenancyPolicy};
 use crate::tree::{DataTree, Node, NodeKind};
 use crate::txn::{CreateContext, Prep, Txn};
@@ -59,6 +61,10 @@ pub struct Applied {
     pub closed_session: Option<i64>,
     /// The path and reason when the recipe-tree policy (`tenancy`) refused the write.
     pub refusal: Option<(String, Refusal)>,
+    /// Why a quota or an alarm refused the write (`quota`), if one did.
+    pub quota_refusal: Option<QuotaRefusal>,
+    /// Whether this entry changed the replicated settings or alarms.
+    pub settings_changed: bool,
 }
 
 /// ZooKeeper's data tree and session table, driven only by committed commands.
@@ -71,9 +77,9 @@ pub struct StateMachine {
     /// The ensemble's address book (member id → peer address), kept here so it survives log
     /// compaction: the runtime updates it when it applies a membership change.
     pub(crate) members: BTreeMap<u64, String>,
-    /// The recipe-tree policy: configuration, not replicated state (every member is given the
-    /// same), so it survives a restore (`set_tenancy` again) but is not in snapshots.
-    pub(crate) tenancy: TenancyPolicy,
+    /// The tenancy policy, quotas and alarms: replicated (set by log entries, kept in
+    /// snapshots), so every member decides a write alike (`settings.rs`).
+    pub(crate) settings: ClusterSettings,
 }
 
 impl Default for StateMachine {
@@ -125,18 +131,18 @@ impl StateMachine {
             sessions: imbl::OrdMap::new(),
             last_applied: 0,
             members: BTreeMap::new(),
-            tenancy: TenancyPolicy::default(),
+            settings: ClusterSettings::default(),
         }
     }
 
-    /// Sets the recipe-tree policy (`--check-identities`); every member must use the same.
-    pub fn set_tenancy(&mut self, policy: TenancyPolicy) {
-        self.tenancy = policy;
+    /// The recipe-tree policy in force (replicated: `settings`).
+    pub fn tenancy(&self) -> TenancyPolicy {
+        self.settings.tenancy
     }
 
-    /// The recipe-tree policy in force.
-    pub fn tenancy(&self) -> TenancyPolicy {
-        self.tenancy
+    /// The replicated settings and alarms.
+    pub fn settings(&self) -> &ClusterSettings {
+        &self.settings
     }
 
     /// Records (or replaces) a member's peer address; called when a membership change applies.
@@ -144,9 +150,10 @@ impl StateMachine {
         self.members.insert(id, peer_addr);
     }
 
-    /// Forgets a removed member's address.
+    /// Forgets a removed member's address and its alarms (nobody else could clear them).
     pub fn remove_member(&mut self, id: u64) {
         self.members.remove(&id);
+        self.settings.forget_member(id);
     }
 
     /// The replicated address book: member id → peer address.
@@ -168,6 +175,8 @@ impl StateMachine {
             events: Vec::new(),
             closed_session: None,
             refusal: None,
+            quota_refusal: None,
+            settings_changed: false,
         };
         if zxid <= self.last_applied {
             applied.err = ErrorCode::SystemError.code();
@@ -206,6 +215,18 @@ impl StateMachine {
                 self.housekeeping_delete(zxid, path, eligible, &mut applied.events)
             }
             CommandKind::Noop => Outcome { err: 0, body: None },
+            CommandKind::SetSettings { initial, changes } => {
+                applied.settings_changed = self.settings.apply(*initial, changes);
+                Outcome { err: 0, body: None }
+            }
+            CommandKind::Alarm {
+                member,
+                kind,
+                raised,
+            } => {
+                applied.settings_changed = self.settings.set_alarm(*member, *kind, *raised);
+                Outcome { err: 0, body: None }
+            }
         };
         applied.err = outcome.err;
         applied.body = outcome.body;
@@ -264,7 +285,7 @@ impl StateMachine {
         request: &Request,
         applied: &mut Applied,
     ) -> Outcome {
-        let mut prep = Prep::new(&self.tree, session_id, auth, self.tenancy);
+        let mut prep = Prep::new(&self.tree, session_id, auth, self.settings.tenancy);
         let txn = {
             match request {
                 Request::Create { op, req } => prep.create(*op, req, CreateContext::Single),
@@ -298,6 +319,15 @@ impl StateMachine {
             Ok(txn) => txn,
             Err(code) => return Outcome::error(code),
         };
+        if let Err((_, why)) = quota::check(
+            &self.tree,
+            &self.settings,
+            session_id,
+            std::slice::from_ref(&txn),
+        ) {
+            applied.quota_refusal = Some(why);
+            return Outcome::error(why.code());
+        }
         match self.step(zxid, time, txn, &mut applied.events) {
             Ok(StepResult::Created {
                 path,
@@ -328,7 +358,7 @@ impl StateMachine {
         if ops.iter().any(is_unmarshallable) {
             return Outcome::error(ErrorCode::MarshallingError);
         }
-        let mut prep = Prep::new(&self.tree, session_id, auth, self.tenancy);
+        let mut prep = Prep::new(&self.tree, session_id, auth, self.settings.tenancy);
         let mut txns = Vec::with_capacity(ops.len());
         for (index, op) in ops.iter().enumerate() {
             let txn = match op {
@@ -346,6 +376,14 @@ impl StateMachine {
             }
         }
         drop(prep);
+        if let Err((index, why)) = quota::check(&self.tree, &self.settings, session_id, &txns) {
+            applied.quota_refusal = Some(why);
+            return Outcome::ok(Response::Multi(failed_results(
+                ops.len(),
+                index,
+                why.code(),
+            )));
+        }
         let mut results = Vec::with_capacity(txns.len());
         for txn in txns {
             let result = match self.step(zxid, time, txn, &mut applied.events) {
@@ -444,6 +482,29 @@ impl StateMachine {
             }
         }
         (sessions.len(), ephemerals)
+    }
+
+    /// Whether a single create, setData or setACL of `session_id` would be refused by a quota
+    /// or an alarm if it applied now: the receiving member answers it without a log entry.
+    /// Only a hint (other entries may apply first); apply decides. Anything else, a multi
+    /// included, is left to apply (`None`).
+    pub fn refuses_early(
+        &self,
+        session_id: i64,
+        auth: &[Id],
+        request: &Request,
+    ) -> Option<QuotaRefusal> {
+        let mut prep = Prep::new(&self.tree, session_id, auth, self.settings.tenancy);
+        let txn = match request {
+            Request::Create { op, req } => prep.create(*op, req, CreateContext::Single),
+            Request::SetData(req) => prep.set_data(req),
+            Request::SetAcl(req) => prep.set_acl(req),
+            _ => return None,
+        }
+        .ok()?;
+        quota::check(&self.tree, &self.settings, session_id, &[txn])
+            .err()
+            .map(|(_, why)| why)
     }
 
     /// The zxid of the last applied entry (0 for a fresh machine).

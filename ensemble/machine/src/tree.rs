@@ -29,6 +29,7 @@ use thiserror::Error;
 use crate::acl::{self, AclCache};
 use crate::children::ChildSet;
 use crate::path::{self, ROOT};
+use crate::quota::PoolUsage;
 
 /// Every node by path. Keys are `Arc`s because copying a shared map's path copies them.
 pub(crate) type NodeMap = imbl::HashMap<Arc<str>, Arc<Node>>;
@@ -184,6 +185,9 @@ pub struct DataTree {
     ttls: BTreeSet<Box<str>>,
     /// Sum of path and data lengths, ZooKeeper's `approximate_data_size`.
     data_size: u64,
+    /// Znodes and bytes per quota pool, kept as nodes come and go (derived, so a restored
+    /// snapshot recomputes it).
+    usage: PoolUsage,
 }
 
 impl Default for DataTree {
@@ -214,6 +218,7 @@ impl DataTree {
             ("/zookeeper/config", config),
         ] {
             tree.data_size += p.len() as u64;
+            tree.usage.add(p, 1, p.len() as i64);
             tree.nodes.insert(p.into(), Arc::new(node));
         }
         tree
@@ -227,6 +232,7 @@ impl DataTree {
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
             data_size: 0,
+            usage: PoolUsage::default(),
         }
     }
 
@@ -253,6 +259,16 @@ impl DataTree {
     /// Sum of path and data lengths of every node.
     pub fn data_size(&self) -> u64 {
         self.data_size
+    }
+
+    /// Znodes and bytes per quota pool.
+    pub fn usage(&self) -> &PoolUsage {
+        &self.usage
+    }
+
+    /// Number of ephemeral nodes `session` owns.
+    pub fn ephemerals_of(&self, session: i64) -> usize {
+        self.ephemerals.get(&session).map_or(0, BTreeSet::len)
     }
 
     /// Number of distinct ACL lists in use.
@@ -328,6 +344,8 @@ impl DataTree {
         let acl = self.acls.intern(acl);
         let node = Node::new(data.map(Vec::into_boxed_slice), acl, kind, zxid, time);
         self.data_size += (path.len() + node.data_len()) as u64;
+        self.usage
+            .add(path, 1, (path.len() + node.data_len()) as i64);
         let stat = node.stat();
         self.nodes.insert(path.into(), Arc::new(node));
         match kind {
@@ -369,6 +387,8 @@ impl DataTree {
         self.data_size = self
             .data_size
             .saturating_sub((path.len() + node.data_len()) as u64);
+        self.usage
+            .add(path, -1, -((path.len() + node.data_len()) as i64));
         match node.kind {
             NodeKind::Persistent => {}
             NodeKind::Ephemeral { owner } => {
@@ -403,6 +423,8 @@ impl DataTree {
         let node = node_mut(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
         let new_len = data.as_ref().map_or(0, Vec::len);
         self.data_size = (self.data_size + new_len as u64).saturating_sub(node.data_len() as u64);
+        self.usage
+            .add(path, 0, new_len as i64 - node.data_len() as i64);
         node.data = data.map(Vec::into_boxed_slice);
         node.version = version;
         node.mzxid = zxid;
@@ -432,6 +454,7 @@ impl DataTree {
             node.children.clear();
             node.acl = tree.acls.intern(&node.acl);
             tree.data_size += (p.len() + node.data_len()) as u64;
+            tree.usage.add(&p, 1, (p.len() + node.data_len()) as i64);
             match node.kind {
                 NodeKind::Persistent => {}
                 NodeKind::Ephemeral { owner } => {

@@ -270,6 +270,8 @@ impl Model {
             events: vec![],
             closed_session: None,
             refusal: None,
+            quota_refusal: None,
+            settings_changed: false,
         };
         let s = cmd.session_id;
         let time = cmd.time_ms;

@@ -4,7 +4,6 @@
 
 mod common;
 
-use baton_machine::TenancyPolicy;
 use baton_machine::tenancy::Refusal;
 use baton_proto::{
     Acl, ErrorCode, Id, MultiOp, MultiReadOp, MultiResult, Request, Response, perms,
@@ -40,7 +39,7 @@ const CANDIDATE: &str = "/baton/a/elections/web/candidate-0000000000";
 /// A tree with `/baton/a/elections/web` and session A1's ephemeral candidate in it.
 fn harness(check_identities: bool) -> Harness {
     let mut h = Harness::new();
-    h.sm.set_tenancy(TenancyPolicy { check_identities });
+    h.set_check_identities(check_identities);
     for s in [A1, A2, B, ANON, SUPER] {
         h.open(s);
     }
@@ -178,9 +177,7 @@ fn the_own_namespace_reads_and_writes_and_namespaces_are_made_by_their_own() {
 #[test]
 fn the_shared_root_cannot_be_squatted_or_locked() {
     let mut h = Harness::new();
-    h.sm.set_tenancy(TenancyPolicy {
-        check_identities: true,
-    });
+    h.set_check_identities(true);
     for s in [A1, ANON, SUPER] {
         h.open(s);
     }
@@ -377,9 +374,7 @@ fn count_as(h: &Harness, session: i64, auth: &[Id], path: &str) -> Result<i32, E
 #[test]
 fn no_acl_on_the_root_locks_tenants_out_of_baton() {
     let mut h = Harness::new();
-    h.sm.set_tenancy(TenancyPolicy {
-        check_identities: true,
-    });
+    h.set_check_identities(true);
     for s in [A1, B, ANON] {
         h.open(s);
     }

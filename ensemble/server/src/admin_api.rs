@@ -228,6 +228,20 @@ pub async fn route(
             return json(StatusCode::OK, &status);
         }
         (&Method::GET, "/v1/snapshot") => return snapshot(ctx).await,
+        (&Method::GET, "/v1/settings") => {
+            let (tx, rx) = oneshot::channel();
+            let status = match ctx.core.send(CoreMsg::Status(tx)).await {
+                Ok(()) => rx.await.unwrap_or_else(|_| ctx.status.borrow().clone()),
+                Err(_) => ctx.status.borrow().clone(),
+            };
+            return json(StatusCode::OK, &status.settings);
+        }
+        (&Method::PUT, "/v1/settings") => match read_json::<SettingsBody>(req).await {
+            Ok(b) => AdminCommand::ChangeSettings {
+                changes: b.changes(),
+            },
+            Err(resp) => return resp,
+        },
         _ => return route_parts(ctx, &method, &path),
     };
     run_command(ctx, command).await
@@ -238,6 +252,32 @@ pub async fn route(
 struct AddMemberBody {
     id: u64,
     peer_addr: String,
+}
+
+/// `PUT /v1/settings`: the settings to change; those left out keep their value.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SettingsBody {
+    check_identities: Option<bool>,
+    namespace_znodes: Option<u64>,
+    namespace_bytes: Option<u64>,
+    shared_znodes: Option<u64>,
+    shared_bytes: Option<u64>,
+    ephemerals_per_session: Option<u64>,
+}
+
+impl SettingsBody {
+    fn changes(&self) -> Vec<baton_machine::Setting> {
+        use baton_machine::Setting::*;
+        let mut changes = Vec::new();
+        changes.extend(self.check_identities.map(CheckIdentities));
+        changes.extend(self.namespace_znodes.map(NamespaceZnodes));
+        changes.extend(self.namespace_bytes.map(NamespaceBytes));
+        changes.extend(self.shared_znodes.map(SharedZnodes));
+        changes.extend(self.shared_bytes.map(SharedBytes));
+        changes.extend(self.ephemerals_per_session.map(EphemeralsPerSession));
+        changes
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -287,6 +327,12 @@ async fn run_command(ctx: &AdminContext, command: AdminCommand) -> Response<Full
             "expected {\"id\": N (positive), \"peerAddr\": \"HOST:PORT\"}",
         );
     }
+    // A settings change is answered once applied; membership commands once proposed.
+    let done = if matches!(command, AdminCommand::ChangeSettings { .. }) {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
     let (reply, answer) = oneshot::channel();
     if ctx
         .core
@@ -301,7 +347,7 @@ async fn run_command(ctx: &AdminContext, command: AdminCommand) -> Response<Full
         );
     }
     match answer.await {
-        Ok(Ok(body)) => json(StatusCode::ACCEPTED, &body),
+        Ok(Ok(body)) => json(done, &body),
         Ok(Err(AdminError::NotLeader { leader_id })) => json(
             StatusCode::MISDIRECTED_REQUEST,
             &serde_json::json!({ "error": { "code": "NotLeader", "message": "send this to the leader", "leaderId": leader_id } }),
@@ -426,7 +472,8 @@ fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full
         }
         (
             _,
-            "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members" | "/v1/snapshot",
+            "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members" | "/v1/snapshot"
+            | "/v1/settings",
         ) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",

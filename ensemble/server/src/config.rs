@@ -121,6 +121,42 @@ pub struct Config {
     #[arg(long, hide = true)]
     pub unsafe_testing_raw_proposals: bool,
 
+    /// Test-only: read this member's free disk bytes from this file (a decimal number) instead
+    /// of the data volume, so a test can fill and free a "disk" without filling one.
+    #[arg(long, hide = true)]
+    pub unsafe_testing_free_disk_bytes_file: Option<PathBuf>,
+
+    // What one tenant can take (DESIGN.md §4). The quota flags and --check-identities only
+    // give the values a NEW ensemble starts with: the settings are replicated state, changed
+    // afterwards with PUT /v1/settings, and members never disagree on them.
+    /// Znodes one namespace (`/baton/<ns>` and below) may hold; creates past it fail with
+    /// QuotaExceeded (-125).
+    #[arg(long, env = "BATON_QUOTA_NAMESPACE_ZNODES", default_value_t = baton_machine::settings::DEFAULT_NAMESPACE_ZNODES)]
+    pub quota_namespace_znodes: u64,
+
+    /// Bytes (paths plus data) one namespace may hold; writes past it fail with QuotaExceeded.
+    #[arg(long, env = "BATON_QUOTA_NAMESPACE_BYTES", default_value_t = baton_machine::settings::DEFAULT_NAMESPACE_BYTES)]
+    pub quota_namespace_bytes: u64,
+
+    /// Znodes everything outside `/baton/<ns>` may hold together (the shared pool).
+    #[arg(long, env = "BATON_QUOTA_SHARED_ZNODES", default_value_t = baton_machine::settings::DEFAULT_SHARED_ZNODES)]
+    pub quota_shared_znodes: u64,
+
+    /// Bytes (paths plus data) everything outside `/baton/<ns>` may hold together.
+    #[arg(long, env = "BATON_QUOTA_SHARED_BYTES", default_value_t = baton_machine::settings::DEFAULT_SHARED_BYTES)]
+    pub quota_shared_bytes: u64,
+
+    /// Ephemeral nodes one session may own; creates past it fail with QuotaExceeded.
+    #[arg(long, env = "BATON_MAX_EPHEMERALS_PER_SESSION", default_value_t = baton_machine::settings::DEFAULT_EPHEMERALS_PER_SESSION)]
+    pub max_ephemerals_per_session: u64,
+
+    /// Free bytes this member keeps on its data volume: below it the member raises the NOSPACE
+    /// alarm, and every member refuses writes that add data (QuotaExceeded) while reads,
+    /// deletes and sessions go on; the alarm clears by itself once twice this is free. 0 turns
+    /// the alarm off.
+    #[arg(long, env = "BATON_MIN_FREE_DISK_BYTES", default_value_t = crate::disk_space::DEFAULT_MIN_FREE_BYTES)]
+    pub min_free_disk_bytes: u64,
+
     // Client ports: TLS and limits (DESIGN.md §4).
     /// Address for ZooKeeper clients over TLS (ZooKeeper's secureClientPort): the same protocol
     /// and four-letter words, this member presenting --tls-cert. Needs --tls-ca/--tls-cert/--tls-key.
@@ -163,8 +199,10 @@ pub struct Config {
 
     /// Enforce the namespace policy: `/baton/<ns>` and below only for sessions with a `k8s`
     /// identity of namespace `<ns>` (and the super identity); `/baton` itself changed or
-    /// deleted only by super. Every member must agree. Ephemeral nodes below `/baton/` are
-    /// deleted only by their own session (or super) with or without it.
+    /// deleted only by super. Only the value a new ensemble starts with: the policy is
+    /// replicated state afterwards (PUT /v1/settings `checkIdentities`), so members started
+    /// with different flags never disagree. Ephemeral nodes below `/baton/` are deleted only by
+    /// their own session (or super) with or without it.
     #[arg(long, env = "BATON_CHECK_IDENTITIES")]
     pub check_identities: bool,
 
@@ -177,6 +215,20 @@ pub struct Config {
 }
 
 impl Config {
+    /// The settings this member proposes if it leads an ensemble whose replicated settings
+    /// were never set (a new one, or one made before they were replicated).
+    pub fn initial_settings(&self) -> Vec<baton_machine::Setting> {
+        use baton_machine::Setting::*;
+        vec![
+            CheckIdentities(self.check_identities),
+            NamespaceZnodes(self.quota_namespace_znodes),
+            NamespaceBytes(self.quota_namespace_bytes),
+            SharedZnodes(self.quota_shared_znodes),
+            SharedBytes(self.quota_shared_bytes),
+            EphemeralsPerSession(self.max_ephemerals_per_session),
+        ]
+    }
+
     /// The full member list: `--members`, or this member alone.
     pub fn initial_members(&self) -> Vec<(u64, String)> {
         if self.members.is_empty() {

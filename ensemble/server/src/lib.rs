@@ -7,6 +7,7 @@ pub mod backup;
 pub mod certs_cmd;
 pub mod config;
 pub mod core;
+pub mod disk_space;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod metrics;
@@ -193,11 +194,10 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     core.set_max_watches_per_session(cfg.max_watches_per_session);
     core.snapshot_off_thread(true);
     core.set_tenancy(core::TenancyConfig {
-        policy: baton_machine::TenancyPolicy {
-            check_identities: cfg.check_identities,
-        },
         super_digest: cfg.super_digest.clone(),
     });
+    core.set_initial_settings(cfg.initial_settings());
+    core.set_disk_watermark(disk_space::watermark(&cfg));
     let token_reviewer = if cfg.k8s_auth {
         let client = kube::Client::try_default().await.map_err(|e| {
             RunError::Config(format!(
@@ -258,6 +258,12 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
             }
         })
     };
+
+    let disk_watcher = tokio::spawn(disk_space::watch(
+        cfg.data_dir.clone(),
+        cfg.unsafe_testing_free_disk_bytes_file.clone(),
+        core_tx.clone(),
+    ));
 
     let mut ctx = server::ClientContext::new(
         client_tx,
@@ -326,6 +332,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         _ = &mut core_done => {}
     }
     ticker.abort();
+    disk_watcher.abort();
     drop(core_tx);
     let result = tokio::task::spawn_blocking(move || core_thread.join())
         .await

@@ -61,6 +61,13 @@ pub struct Metrics {
     pub k8s_token_review_seconds: Histogram,
     /// Requests of sessions on this member refused by the recipe-tree policy, by `reason`.
     pub tenancy_refusals: Family<[(&'static str, &'static str); 1], Counter>,
+    /// Writes of sessions on this member refused with QuotaExceeded by a quota or the alarm,
+    /// by `reason` (`baton_machine::QuotaRefusal::label`).
+    pub quota_refusals: Family<[(&'static str, &'static str); 1], Counter>,
+    /// 1 while any member has an alarm of `kind` up (the replicated alarm set).
+    pub alarm: Family<[(&'static str, &'static str); 1], Gauge>,
+    /// Free bytes on this member's data volume at the last check.
+    pub disk_free_bytes: Gauge,
 }
 
 impl Metrics {
@@ -104,6 +111,9 @@ impl Metrics {
             k8s_token_review_cache_hits: Counter::default(),
             k8s_token_review_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             tenancy_refusals: Family::default(),
+            quota_refusals: Family::default(),
+            alarm: Family::default(),
+            disk_free_bytes: Gauge::default(),
             registry: Registry::default(),
         };
         // Every known reason from the start: a rate over a series that appears only with its
@@ -112,6 +122,14 @@ impl Metrics {
             m.client_connections_refused
                 .get_or_create(&[("reason", reason)])
                 .inc_by(0);
+        }
+        for why in baton_machine::QuotaRefusal::ALL {
+            m.quota_refusals
+                .get_or_create(&[("reason", why.label())])
+                .inc_by(0);
+        }
+        for kind in baton_machine::AlarmKind::ALL {
+            m.alarm.get_or_create(&[("kind", kind.label())]).set(0);
         }
         for refusal in baton_machine::tenancy::Refusal::ALL {
             m.tenancy_refusals
@@ -314,6 +332,21 @@ impl Metrics {
             "tenancy_refusals",
             "Requests of this member's sessions refused NoAuth by the namespace policy or owner-only deletion, by reason",
             self.tenancy_refusals.clone(),
+        );
+        registry.register(
+            "quota_refusals",
+            "Writes of this member's sessions refused QuotaExceeded, by reason (namespace or shared pool znodes or bytes, ephemerals per session, alarm)",
+            self.quota_refusals.clone(),
+        );
+        registry.register(
+            "alarm",
+            "1 while any member of the ensemble has an alarm of this kind up (nospace: a data volume below --min-free-disk-bytes); writes that add data are refused meanwhile",
+            self.alarm.clone(),
+        );
+        registry.register(
+            "disk_free_bytes",
+            "Free bytes on this member's data volume at the last check (every second)",
+            self.disk_free_bytes.clone(),
         );
     }
 

@@ -30,6 +30,8 @@ pub struct Status {
     pub cluster_id: String,
     pub sessions: usize,
     pub znodes: usize,
+    /// The replicated settings and alarms, as `GET /v1/settings` shows them.
+    pub settings: serde_json::Value,
     #[serde(skip)]
     pub detail: Detail,
     /// Peer addresses by member id (the replicated address book).

@@ -1,7 +1,7 @@
 //! proptest strategies for random command streams over a small path alphabet, so that
 //! conflicts (NodeExists, NoNode, NotEmpty, BadVersion) are frequent.
 
-use baton_machine::CommandKind;
+use baton_machine::{AlarmKind, CommandKind, Setting};
 use baton_proto::{CreateRequest, Id, MultiOp, OpCode, Request, open_acl_unsafe};
 use proptest::prelude::*;
 
@@ -149,6 +149,36 @@ pub fn command(extended: bool) -> BoxedStrategy<(i64, CommandKind)> {
                 .boxed(),
         ));
         choices.push((1, Just((0, CommandKind::Noop)).boxed()));
+        // Small quotas and alarms, so that refusals happen and must survive snapshots alike.
+        choices.push((
+            1,
+            (any::<bool>(), 3u64..12, 10u64..200, 0u64..3)
+                .prop_map(|(initial, znodes, bytes, ephemerals)| {
+                    let changes = vec![
+                        Setting::SharedZnodes(znodes),
+                        Setting::SharedBytes(bytes),
+                        Setting::EphemeralsPerSession(ephemerals),
+                    ];
+                    (0, CommandKind::SetSettings { initial, changes })
+                })
+                .boxed(),
+        ));
+        choices.push((
+            1,
+            (1u64..3, any::<bool>())
+                .prop_map(|(member, raised)| {
+                    let kind = AlarmKind::NoSpace;
+                    (
+                        0,
+                        CommandKind::Alarm {
+                            member,
+                            kind,
+                            raised,
+                        },
+                    )
+                })
+                .boxed(),
+        ));
     }
     proptest::strategy::Union::new_weighted(choices).boxed()
 }

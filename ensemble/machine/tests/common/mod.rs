@@ -57,6 +57,19 @@ impl Harness {
         applied
     }
 
+    /// Turns the namespace policy on or off, as the admin API does: through an entry.
+    pub fn set_check_identities(&mut self, on: bool) {
+        let changes = vec![baton_machine::Setting::CheckIdentities(on)];
+        let applied = self.apply(
+            0,
+            CommandKind::SetSettings {
+                initial: false,
+                changes,
+            },
+        );
+        assert_eq!(applied.err, 0);
+    }
+
     pub fn open(&mut self, session_id: i64) -> Applied {
         self.apply(
             session_id,

@@ -50,11 +50,18 @@ pub(crate) fn check_forwarded(
         CommandKind::Write { request, .. } => Err(ForwardRefusal::NotAWrite(request.opcode())),
         // A member picks new session ids from its own range (its id in the top byte), so a
         // member can never open a session under an id another member may hand out.
-        CommandKind::CreateSession { .. } if (session_id as u64) >> 56 == from & 0xff => Ok(()),
+        CommandKind::CreateSession { .. }
+            if session_id != 0 && (session_id as u64) >> 56 == from & 0xff =>
+        {
+            Ok(())
+        }
         CommandKind::CreateSession { .. } => {
             Err(ForwardRefusal::ForeignSessionRange { from, session_id })
         }
         CommandKind::CloseSession { expired: false } => Ok(()),
+        // A member asks for its own alarm only, outside any session (which is what lets the
+        // leader propose it without the session gate).
+        CommandKind::Alarm { member, .. } if *member == from && session_id == 0 => Ok(()),
         // Expiry, container and TTL reaping, no-ops: the leader's own decisions, never a
         // member's request.
         other => Err(ForwardRefusal::LeaderOnly(kind_name(other))),
@@ -70,6 +77,8 @@ fn kind_name(kind: &CommandKind) -> &'static str {
         CommandKind::ReapContainer { .. } => "a container reap",
         CommandKind::ExpireTtl { .. } => "a TTL expiry",
         CommandKind::Noop => "a no-op",
+        CommandKind::SetSettings { .. } => "a settings change",
+        CommandKind::Alarm { .. } => "another member's alarm",
     }
 }
 

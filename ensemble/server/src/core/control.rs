@@ -216,6 +216,13 @@ impl Core {
                 "refusing a forwarded write: it never enters the log"
             );
             Err(ErrorCode::MarshallingError)
+        } else if p.session_id == 0 {
+            // Session 0 is no client's (`check_forwarded` lets only a member's own alarm
+            // through there): no per-session order to keep, so no gate.
+            self.node.propose(vec![], command).map_err(|e| {
+                tracing::warn!(error = %e, "the leader could not append a member's alarm");
+                ErrorCode::ConnectionLoss
+            })
         } else {
             self.admit_and_propose(p, command)
         };

@@ -82,6 +82,8 @@ impl Core {
             // A new leader gives every session a fresh timeout (DESIGN §1 Sessions).
             let now = self.now_ms();
             self.tracker.reset_all(now);
+            // Before any client write of this term reaches the log (new ensembles).
+            self.propose_initial_settings();
         }
         self.publish_status();
     }

@@ -35,6 +35,10 @@ pub enum AdminCommand {
     RawProposal {
         data: Vec<u8>,
     },
+    /// `PUT /v1/settings`: change the replicated settings; answered once applied.
+    ChangeSettings {
+        changes: Vec<baton_machine::Setting>,
+    },
 }
 
 /// Why an admin command was not carried out.
@@ -52,7 +56,13 @@ type Reply = oneshot::Sender<Result<serde_json::Value, AdminError>>;
 
 impl Core {
     pub(super) fn on_admin(&mut self, command: AdminCommand, reply: Reply) {
-        let _ = reply.send(self.run_admin(command));
+        match command {
+            // Answered later, once its entry applies.
+            AdminCommand::ChangeSettings { changes } => self.on_change_settings(changes, reply),
+            command => {
+                let _ = reply.send(self.run_admin(command));
+            }
+        }
     }
 
     fn run_admin(&mut self, command: AdminCommand) -> Result<serde_json::Value, AdminError> {
@@ -125,6 +135,10 @@ impl Core {
                     .map_err(|e| AdminError::Conflict(format!("cannot propose: {e}")))?;
                 Ok(json!({ "status": "proposed" }))
             }
+            // `on_admin` sends these to `on_change_settings`.
+            AdminCommand::ChangeSettings { .. } => Err(AdminError::BadRequest(
+                "a settings change is not a membership command".into(),
+            )),
         }
     }
 

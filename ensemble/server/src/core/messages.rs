@@ -229,6 +229,10 @@ pub enum CoreMsg {
     Backup(super::backup::BackupReply),
     /// Asks for the current status, built fresh.
     Status(oneshot::Sender<crate::status::Status>),
+    /// Free bytes on this member's data volume, measured by the runtime (the disk alarm).
+    DiskSpace {
+        free_bytes: u64,
+    },
     Tick,
     Shutdown,
 }

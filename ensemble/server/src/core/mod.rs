@@ -43,6 +43,7 @@ mod read_index;
 mod replicate;
 mod requests;
 mod sessions;
+pub mod settings;
 mod snapshotter;
 #[cfg(test)]
 mod tests;
@@ -202,15 +203,16 @@ pub struct Core {
 
     /// Distinct paths one session may watch on this member.
     max_watches_per_session: usize,
-    /// Identities and the recipe-tree policy (`--check-identities`, `--super-digest`).
+    /// Identities (`--super-digest`).
     tenancy: TenancyConfig,
+    /// Initial settings, admin changes waiting to apply, and the disk alarm (`settings.rs`).
+    settings: settings::SettingsState,
 }
 
-/// Client identities and the recipe-tree policy; every member must be given the same.
+/// Client identities. The namespace policy (`--check-identities`) is replicated state now
+/// (`baton_machine::settings`); its flag is one of this member's initial settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TenancyConfig {
-    /// The namespace policy (`--check-identities`), applied by the state machine.
-    pub policy: baton_machine::TenancyPolicy,
     /// `USER:BASE64(SHA1(USER:PASSWORD))` (`--super-digest`): a digest auth proving it makes
     /// the session super.
     pub super_digest: Option<String>,
@@ -267,6 +269,7 @@ impl Core {
             status,
             max_watches_per_session: DEFAULT_MAX_WATCHES_PER_SESSION,
             tenancy: TenancyConfig::default(),
+            settings: settings::SettingsState::default(),
         };
         if let Some(t) = &core.transport {
             // The flags first (a joining member knows its peers from them alone), then the
@@ -296,9 +299,8 @@ impl Core {
         self.snapshots.set_off_thread(on);
     }
 
-    /// Sets the identity settings and the recipe-tree policy (kept across snapshot installs).
+    /// Sets the identity settings.
     pub fn set_tenancy(&mut self, tenancy: TenancyConfig) {
-        self.sm.set_tenancy(tenancy.policy);
         self.tenancy = tenancy;
     }
 
@@ -429,6 +431,7 @@ impl Core {
                 let _ = reply.send(self.status.borrow().clone());
             }
             CoreMsg::Tick => self.on_tick(),
+            CoreMsg::DiskSpace { free_bytes } => self.on_disk_space(free_bytes),
             CoreMsg::Shutdown => return false,
         }
         true
@@ -439,11 +442,13 @@ impl Core {
         self.publish_status();
         self.expire_stuck_requests();
         self.drop_abandoned_backups();
+        self.reconcile_alarm();
         if !self.is_leader() {
             self.flush_touches();
             return;
         }
         self.promote_caught_up_learners();
+        self.propose_initial_settings();
         self.expire_sessions();
         let now = self.now();
         if clock::since(now, self.last_reap) >= self.cfg.reap_interval {

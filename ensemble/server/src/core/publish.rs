@@ -102,6 +102,7 @@ impl Core {
             cluster_id: self.log.cluster_id(),
             sessions: self.sm.sessions().count(),
             znodes: self.sm.node_count(),
+            settings: self.settings_json(),
             detail,
             addresses: self.sm.members().clone(),
         };

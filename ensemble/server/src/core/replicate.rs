@@ -202,8 +202,8 @@ impl Core {
         self.sm = StateMachine::restore(snap.get_data()).map_err(|e| {
             CoreError::Snapshot(format!("snapshot at index {index} from the leader: {e}"))
         })?;
-        // The policy is configuration, not snapshot state.
-        self.sm.set_tenancy(self.tenancy.policy);
+        // The settings and alarms came with the snapshot.
+        self.publish_alarms();
         self.log.apply_snapshot(&snap)?;
         self.conf_state = snap.get_metadata().get_conf_state().clone();
         self.last_snapshot_index = index;
@@ -255,6 +255,7 @@ impl Core {
                 }
             }
         }
+        self.answer_settings_waiters();
         Ok(())
     }
 
@@ -276,7 +277,9 @@ impl Core {
                     }
                 }
                 ConfChangeType::RemoveNode => {
+                    // Also clears the removed member's alarms, on every member alike.
                     self.sm.remove_member(id);
+                    self.publish_alarms();
                     if let Some(t) = &self.transport {
                         t.remove_peer(id);
                     }
@@ -315,6 +318,12 @@ impl Core {
         }
         if let Some((path, refusal)) = &applied.refusal {
             self.count_refusal(cmd.session_id, path, *refusal);
+        }
+        if let Some(why) = applied.quota_refusal {
+            self.count_quota_refusal(cmd.session_id, why, false);
+        }
+        if applied.settings_changed {
+            self.on_settings_applied(cmd);
         }
         match &cmd.kind {
             CommandKind::CreateSession { timeout_ms, .. } => {

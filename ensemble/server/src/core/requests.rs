@@ -80,7 +80,21 @@ impl Core {
                 None
             }
             request if request.is_write() => {
-                let auth = self.clients.get(conn_id)?.auth.clone();
+                let conn = self.clients.get(conn_id)?;
+                // With nothing of the session in flight, this member's state already says
+                // whether a quota or the alarm refuses it: answer without a log entry. Apply
+                // decides whatever gets through.
+                if conn.pipeline.is_empty()
+                    && let Some(why) = self.sm.refuses_early(session_id, &conn.auth, &request)
+                {
+                    self.count_quota_refusal(session_id, why, true);
+                    let zxid = self.sm.last_applied();
+                    if let Some(conn) = self.clients.get_mut(conn_id) {
+                        conn.send(wire::error(xid, zxid, why.code()));
+                    }
+                    return None;
+                }
+                let auth = conn.auth.clone();
                 let cmd = Command {
                     session_id,
                     xid,
