@@ -390,6 +390,8 @@ build)
   ;;
 up | down)
   [ $# -eq 2 ] || usage
+  # Nothing to stop in a DIR that does not exist; `up` makes it.
+  [ "$1" = up ] || [ -d "$2" ] || exit 0
   mkdir -p "$2"
   dir=$(cd "$2" && pwd -P)
   if [ "$1" = up ]; then up; else down "$dir"; fi
