@@ -222,6 +222,15 @@ proptest! {
             prop_assert_eq!(wm.paths(), pairs.iter().map(|(_, p)| p).collect::<BTreeSet<_>>().len());
             prop_assert_eq!(wm.sessions(), pairs.iter().map(|(s, _)| s).collect::<BTreeSet<_>>().len());
             prop_assert_eq!(wm.watches_by_path(), reference.by_path());
+            // What the per-session watch-bytes limit counts: each watched path once.
+            for session in -1..3 {
+                let bytes: usize = pairs
+                    .iter()
+                    .filter(|(s, _)| *s == session)
+                    .map(|(_, p)| p.len())
+                    .sum();
+                prop_assert_eq!(wm.session_path_bytes(session), bytes);
+            }
         }
     }
 }

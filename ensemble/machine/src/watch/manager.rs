@@ -38,6 +38,9 @@ pub struct WatchManager {
     by_path: HashMap<String, BTreeMap<i64, Modes>>,
     /// Session → paths it has any registration on, so closing a session is O(its watches).
     by_session: HashMap<i64, BTreeSet<String>>,
+    /// Session → the bytes of the paths in its `by_session` set: what a per-session limit on
+    /// watch memory counts (a path is held once per session, however many ways it is watched).
+    session_bytes: HashMap<i64, usize>,
     /// Number of (session, path) pairs holding a recursive watch: while zero, a trigger
     /// skips the walk up the ancestors.
     recursive: usize,
@@ -80,6 +83,7 @@ impl WatchManager {
                 .entry(session_id)
                 .or_default()
                 .insert(path.to_owned());
+            *self.session_bytes.entry(session_id).or_default() += path.len();
         }
         true
     }
@@ -116,7 +120,12 @@ impl WatchManager {
                 fired.insert(session_id);
                 *modes = modes.without(one_shot);
                 if modes.is_empty() {
-                    forget_path(&mut self.by_session, session_id, path);
+                    forget_path(
+                        &mut self.by_session,
+                        &mut self.session_bytes,
+                        session_id,
+                        path,
+                    );
                     return false;
                 }
                 true
@@ -146,6 +155,7 @@ impl WatchManager {
 
     /// Drops every watch of a session (its connection closed or moved, or it expired).
     pub fn remove_session(&mut self, session_id: i64) {
+        self.session_bytes.remove(&session_id);
         let Some(paths) = self.by_session.remove(&session_id) else {
             return;
         };
@@ -210,7 +220,12 @@ impl WatchManager {
         *modes = modes.without(target);
         if modes.is_empty() {
             watchers.remove(&session_id);
-            forget_path(&mut self.by_session, session_id, path);
+            forget_path(
+                &mut self.by_session,
+                &mut self.session_bytes,
+                session_id,
+                path,
+            );
             if watchers.is_empty() {
                 self.by_path.remove(path);
             }
@@ -240,6 +255,12 @@ impl WatchManager {
     /// limit counts, since each costs this member memory for as long as the session is here.
     pub fn session_paths(&self, session_id: i64) -> usize {
         self.by_session.get(&session_id).map_or(0, BTreeSet::len)
+    }
+
+    /// Bytes of the distinct paths `session_id` watches (each counted once): a limit on watch
+    /// memory counts these, since a path's name is the bulk of what a watch holds.
+    pub fn session_path_bytes(&self, session_id: i64) -> usize {
+        self.session_bytes.get(&session_id).copied().unwrap_or(0)
     }
 
     /// Number of sessions with at least one watch of any kind.
@@ -283,11 +304,20 @@ fn no_watcher(session_id: i64, path: &str, watcher_type: WatcherType) -> WatchEr
     }
 }
 
-fn forget_path(by_session: &mut HashMap<i64, BTreeSet<String>>, session_id: i64, path: &str) {
-    if let Some(paths) = by_session.get_mut(&session_id) {
-        paths.remove(path);
+fn forget_path(
+    by_session: &mut HashMap<i64, BTreeSet<String>>,
+    session_bytes: &mut HashMap<i64, usize>,
+    session_id: i64,
+    path: &str,
+) {
+    if let Some(paths) = by_session.get_mut(&session_id)
+        && paths.remove(path)
+    {
         if paths.is_empty() {
             by_session.remove(&session_id);
+            session_bytes.remove(&session_id);
+        } else if let Some(bytes) = session_bytes.get_mut(&session_id) {
+            *bytes = bytes.saturating_sub(path.len());
         }
     }
 }
