@@ -118,6 +118,30 @@ impl Cluster {
         n: usize,
         pki: crate::pki::Pki,
         flags: &[&str],
+        prepare: F,
+    ) -> Result<Cluster>
+    where
+        F: AsyncFnMut(&Member) -> Result<()>,
+    {
+        Self::start_prepared_with(n, pki, flags, |_: &Member| Vec::new(), prepare).await
+    }
+
+    /// `start_with_flags`, and each member also gets the flags `member_flags` makes for it
+    /// (members started with different flags, a file in a member's own folder).
+    pub async fn start_with_member_flags(
+        n: usize,
+        flags: &[&str],
+        member_flags: impl Fn(&Member) -> Vec<String>,
+    ) -> Result<Cluster> {
+        let pki = crate::pki::Pki::new(CLUSTER_ID, &(1..=n as u64).collect::<Vec<_>>())?;
+        Self::start_prepared_with(n, pki, flags, member_flags, async |_: &Member| Ok(())).await
+    }
+
+    async fn start_prepared_with<F>(
+        n: usize,
+        pki: crate::pki::Pki,
+        flags: &[&str],
+        member_flags: impl Fn(&Member) -> Vec<String>,
         mut prepare: F,
     ) -> Result<Cluster>
     where
@@ -142,6 +166,8 @@ impl Cluster {
             for (id, ports) in ids.iter().copied().zip(ports) {
                 let mut member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
                 member.add_flags(flags);
+                let own = member_flags(&member);
+                member.add_flags(&own.iter().map(String::as_str).collect::<Vec<_>>());
                 cluster.members.insert(id, member);
             }
             for member in cluster.members.values() {

@@ -16,6 +16,7 @@ use serde_json::Value;
 pub enum Method {
     Get,
     Post,
+    Put,
     Delete,
 }
 
@@ -24,6 +25,7 @@ impl fmt::Display for Method {
         f.write_str(match self {
             Method::Get => "GET",
             Method::Post => "POST",
+            Method::Put => "PUT",
             Method::Delete => "DELETE",
         })
     }
@@ -64,6 +66,7 @@ pub async fn request(
     let method = match method {
         Method::Get => http::Method::GET,
         Method::Post => http::Method::POST,
+        Method::Put => http::Method::PUT,
         Method::Delete => http::Method::DELETE,
     };
     let body = body.map(|b| b.to_string().into_bytes());
