@@ -208,12 +208,26 @@ async fn the_probe_port_serves_only_read_only_routes() {
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     s.wait_log("became the leader");
 
-    for path in ["/healthz", "/readyz", "/metrics", "/leader"] {
+    for path in ["/healthz", "/readyz", "/metrics"] {
         let answer = http(probe, "GET", path, None).await;
         assert_eq!(answer.status, 200, "GET {path}: {answer:?}");
     }
-    let ready = http(probe, "GET", &format!("/leader/{election}/ready"), None).await;
-    assert_eq!(ready.status, 200, "the sole candidate leads: {ready:?}");
+    // Whether this pod leads, and nothing else: no identity, no fencing token, no validUntil
+    // for whoever reaches the pod IP (the same call on localhost has them).
+    for path in [
+        format!("/leader/{election}/ready"),
+        "/leader/ready".to_owned(),
+    ] {
+        let ready = http(probe, "GET", &path, None).await;
+        assert_eq!(ready.status, 200, "the sole candidate leads: {ready:?}");
+        assert_eq!(
+            ready.body,
+            serde_json::json!({"election": election, "isLeader": true}),
+            "GET {path} on the probe port"
+        );
+    }
+    let local = s.call("GET", &format!("/leader/{election}/ready")).await;
+    assert!(local.body["token"].is_u64(), "{local:?}");
 
     let lock = unique("probe-lock");
     for (method, path) in [
@@ -221,6 +235,10 @@ async fn the_probe_port_serves_only_read_only_routes() {
         ("POST", format!("/lock/{lock}/renew")),
         ("DELETE", format!("/lock/{lock}")),
         ("GET", format!("/lock/{lock}")),
+        // Who leads is nobody's business on the pod network.
+        ("GET", "/leader".to_owned()),
+        ("GET", format!("/leader/{election}")),
+        ("GET", format!("/leader/{election}?wait=1s&token=0")),
         ("POST", format!("/leader/{election}/resign")),
         ("POST", format!("/lock/{lock}?hold=stream")),
         ("GET", "/events".to_owned()),

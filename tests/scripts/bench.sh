@@ -392,7 +392,9 @@ baton_member() {
     --admin-addr "127.0.0.1:${admin_port[$k]}" --members "$(IFS=,; echo "${peers[*]}")"
     # Every bench client comes from 127.0.0.1 (watch-fanout opens 100): no per-address cap,
     # as ZooKeeper's maxClientCnxns=0 above.
-    --max-client-connections-per-ip 0)
+    --max-client-connections-per-ip 0
+    # baton_ready asks `ruok`; only `srvr` is answered by default, as in ZooKeeper.
+    --four-letter-words ruok,srvr)
   if [ "$name" = baton ] && baton_plain_insecure; then
     args+=(--insecure-no-tls)
   else

@@ -189,6 +189,26 @@ pub struct Config {
     #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCHES_PER_SESSION)]
     pub max_watches_per_session: usize,
 
+    /// Bytes of the paths one session may watch on this member, each path counted once
+    /// however many ways it is watched (1 MiB: ZooKeeper's jute.maxbuffer, which bounds the
+    /// setWatches an older client sends on reconnect); a request that would watch more is
+    /// refused with QuotaExceeded (-125). ZooKeeper sets no limit.
+    #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCH_BYTES_PER_SESSION)]
+    pub max_watch_bytes_per_session: usize,
+
+    /// Four-letter words answered on the client ports (ZooKeeper's 4lw.commands.whitelist),
+    /// comma-separated, e.g. `srvr,ruok,mntr`; `*` for every word. `srvr` is always answered, as
+    /// in ZooKeeper. Anyone who reaches a client port may send one, so no answer names a
+    /// session; a word left out is answered "WORD is not executed because it is not in the
+    /// whitelist.", as ZooKeeper does.
+    #[arg(
+        long,
+        env = "BATON_FOUR_LETTER_WORDS",
+        default_value = crate::server::four_letter::DEFAULT_WORDS,
+        value_parser = parse_four_letter_words
+    )]
+    pub four_letter_words: crate::server::four_letter::AllowedWords,
+
     // Client identities and tenancy (DESIGN.md §4).
     /// Accept auth packets of scheme `k8s` carrying a projected ServiceAccount token (audience
     /// `baton`), checked with the Kubernetes TokenReview API (Kubernetes access as kubectl
@@ -212,6 +232,11 @@ pub struct Config {
     /// namespace policy and may delete any node (for repairs).
     #[arg(long, env = "BATON_SUPER_DIGEST", hide_env_values = true)]
     pub super_digest: Option<String>,
+
+    /// Test-only: TokenReview verdicts kept, accepted and refused each (default 10000 and
+    /// 4096), so a test can fill the cache with few tokens.
+    #[arg(long, hide = true)]
+    pub k8s_verdict_cache_entries: Option<usize>,
 }
 
 impl Config {
@@ -349,6 +374,12 @@ pub(crate) fn parse_member(s: &str) -> Result<(u64, String), String> {
         return Err(format!("member address {addr:?} is not HOST:PORT"));
     }
     Ok((id, addr.to_string()))
+}
+
+/// `--four-letter-words`: a comma-separated allow-list (checked here, so a typo fails at start).
+fn parse_four_letter_words(s: &str) -> Result<crate::server::four_letter::AllowedWords, String> {
+    let items: Vec<&str> = s.split(',').collect();
+    crate::server::four_letter::AllowedWords::parse(&items)
 }
 
 /// Parses durations like `250ms`, `10s`, `2m`; a bare number is seconds.

@@ -192,6 +192,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Arc::new(core::SystemClock),
     )?;
     core.set_max_watches_per_session(cfg.max_watches_per_session);
+    core.set_max_watch_bytes_per_session(cfg.max_watch_bytes_per_session);
     core.snapshot_off_thread(true);
     core.set_tenancy(core::TenancyConfig {
         super_digest: cfg.super_digest.clone(),
@@ -204,9 +205,17 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
                 "--k8s-auth needs Kubernetes access as kubectl finds it (in-cluster, else KUBECONFIG): {e}"
             ))
         })?;
+        let cache = match cfg.k8s_verdict_cache_entries {
+            Some(n) => server::token_review::CacheSize {
+                accepted: n,
+                refused: n,
+            },
+            None => server::token_review::CacheSize::default(),
+        };
         Some(Arc::new(server::token_review::TokenReviewer::new(
             client,
             metrics.clone(),
+            cache,
         )))
     } else {
         None

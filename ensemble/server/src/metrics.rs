@@ -49,6 +49,9 @@ pub struct Metrics {
     pub client_replies_held: Counter,
     pub client_write_stalls: Counter,
     pub watch_limit_refusals: Counter,
+    /// Requests refused because the session's watched paths would pass
+    /// `--max-watch-bytes-per-session`.
+    pub watch_bytes_limit_refusals: Counter,
     /// Committed entries that could not be applied and were applied as no-ops instead.
     pub entries_skipped: Counter,
     /// Writes forwarded by a member that the leader refused to put in the log.
@@ -104,6 +107,7 @@ impl Metrics {
             client_replies_held: Counter::default(),
             client_write_stalls: Counter::default(),
             watch_limit_refusals: Counter::default(),
+            watch_bytes_limit_refusals: Counter::default(),
             entries_skipped: Counter::default(),
             forwards_refused: Counter::default(),
             k8s_auth: Family::default(),
@@ -303,6 +307,11 @@ impl Metrics {
             "watch_limit_refusals",
             "Requests refused with QuotaExceeded because the session would pass the watch limit",
             self.watch_limit_refusals.clone(),
+        );
+        registry.register(
+            "watch_bytes_limit_refusals",
+            "Requests refused with QuotaExceeded because the bytes of the paths the session watches would pass the limit",
+            self.watch_bytes_limit_refusals.clone(),
         );
     }
 

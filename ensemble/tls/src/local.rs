@@ -11,7 +11,8 @@ use crate::material::TlsFiles;
 
 /// Writes a new CA for `cluster`, a certificate for each of `members` (answering to `hosts`
 /// too) and an admin certificate into `dir`: `ca.crt`, `ca.key`, `member-N.crt`,
-/// `member-N.key`, `admin.crt`, `admin.key`. Keys are readable by their owner only.
+/// `member-N.key`, `admin.crt`, `admin.key`. Keys are their owner's alone (0600, an old key
+/// file's mode included), and so are the folders made for them (0700).
 pub fn write_dir(
     dir: &Path,
     cluster: &str,
@@ -20,7 +21,14 @@ pub fn write_dir(
 ) -> Result<Ca, TlsError> {
     let now = SystemTime::now();
     let ca = Ca::generate(cluster, now)?;
-    std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| file_error(dir, e))?;
+    }
     write(&dir.join("ca.crt"), ca.cert_pem(), false)?;
     write(&dir.join("ca.key"), ca.key_pem(), true)?;
     for &id in members {
@@ -59,13 +67,19 @@ fn write_issued(dir: &Path, name: &str, issued: &Issued) -> Result<(), TlsError>
 }
 
 fn write(path: &Path, pem: &str, secret: bool) -> Result<(), TlsError> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     if secret {
         options.mode(0o600);
     }
     let mut file = options.open(path).map_err(|e| file_error(path, e))?;
+    if secret {
+        // `mode` applies only to a file it creates: a key file that was there keeps its old
+        // mode otherwise. Narrowed before a byte of the new key is written.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| file_error(path, e))?;
+    }
     file.write_all(pem.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| file_error(path, e))

@@ -44,29 +44,23 @@ pub const MAX_BODY: usize = 4096;
 pub enum Exposure {
     /// The whole API (`--listen`, localhost).
     Full,
-    /// Read-only routes for the kubelet and Prometheus (`--probe-listen`, the pod IP): health,
-    /// readiness, leader views and metrics. Taking locks or resigning is refused, so exposing
-    /// it beyond the pod lets nobody act as this pod.
+    /// What the kubelet and Prometheus need (`--probe-listen`, the pod IP, which anyone on the
+    /// pod network reaches): health, readiness, whether this pod leads an election (status
+    /// only) and metrics. Nothing that acts as this pod, and nothing that names who leads:
+    /// `/leader` would tell anyone the leader of every election this pod follows.
     ProbesOnly,
 }
 
 impl Exposure {
-    /// Whether a listener of this exposure serves `route` with `query`. The probe port takes
-    /// no `follow=stream`: a stream stays open for as long as its client likes, and anyone who
-    /// reaches the pod IP could open any number of them.
-    pub fn serves(self, route: &Route, query: Option<&str>) -> bool {
+    /// Whether a listener of this exposure serves `route` (whatever the query: no probe
+    /// route streams or waits, so `follow=stream` never holds a connection open there).
+    pub fn serves(self, route: &Route) -> bool {
         match self {
             Exposure::Full => true,
-            Exposure::ProbesOnly => {
-                // Parsed as the handler parses it, so an encoded key cannot slip past.
-                let streams = Query::parse(query, &["wait", "token", "follow"])
-                    .is_ok_and(|q| q.get("follow").is_some());
-                match route {
-                    Route::Leader(_) => !streams,
-                    Route::LeaderReady(_) | Route::Healthz | Route::Readyz | Route::Metrics => true,
-                    _ => false,
-                }
-            }
+            Exposure::ProbesOnly => matches!(
+                route,
+                Route::LeaderReady(_) | Route::Healthz | Route::Readyz | Route::Metrics
+            ),
         }
     }
 }
@@ -127,7 +121,7 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
     let path = req.uri().path().to_owned();
     let query = req.uri().query().map(str::to_owned);
     let routed = route(&method, &path).and_then(|route| {
-        if exposure.serves(&route, query.as_deref()) {
+        if exposure.serves(&route) {
             Ok(route)
         } else {
             Err(ApiError::new(
@@ -135,7 +129,8 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
                 "ProbePortReadOnly",
                 format!(
                     "{method} {path} is served only on the localhost API (--listen); the probe \
-                     port answers health, readiness, leader views and metrics"
+                     port answers /healthz, /readyz, /leader[/NAME]/ready (status only) and \
+                     /metrics"
                 ),
             ))
         }
@@ -143,6 +138,9 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
     let label = routed.as_ref().map_or("unknown", Route::label);
     let result = match routed {
         Ok(route) => match read_body(req).await {
+            Ok(()) if exposure == Exposure::ProbesOnly => {
+                handlers::handle_probe(state, route, query.as_deref()).await
+            }
             Ok(()) => handlers::handle(state, route, query.as_deref()).await,
             Err(e) => Err(e),
         },

@@ -138,8 +138,10 @@ impl TestServer {
                     .map(|a| format!("'{}'", a.to_string_lossy()))
                     .collect();
                 format!(
+                    // `ruok` (below) is answered only when allowed, as in ZooKeeper.
                     "{} --id 1 --data-dir \"$dir\" --client-addr 127.0.0.1:{port} \
-                     --peer-addr 127.0.0.1:{} --admin-addr 127.0.0.1:{} {}",
+                     --peer-addr 127.0.0.1:{} --admin-addr 127.0.0.1:{} \
+                     --four-letter-words ruok {}",
                     binary.display(),
                     free_port(),
                     free_port(),

@@ -1,6 +1,5 @@
 //! ZooKeeper's four-letter words, which Baton answers too: `srvr` says whether a member leads.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,35 +48,6 @@ pub async fn connections(server: &str) -> Option<u64> {
         .ok()
 }
 
-/// The ids of the sessions connected to `server` right now: ZooKeeper lists them in `cons`
-/// (`sid=0x..`), Baton in `stat` (it does not answer `cons`), so both are asked.
-pub async fn session_ids(server: &str) -> Result<HashSet<i64>, BenchError> {
-    let mut ids = HashSet::new();
-    for word in [b"cons", b"stat"] {
-        let answer = timeout(EXCHANGE_TIMEOUT, ask(server, word))
-            .await
-            .map_err(|_| BenchError::Timeout {
-                what: format!("{} from {server}", String::from_utf8_lossy(word)),
-                timeout: EXCHANGE_TIMEOUT,
-            })??;
-        ids.extend(parse_session_ids(&answer));
-    }
-    Ok(ids)
-}
-
-fn parse_session_ids(answer: &str) -> impl Iterator<Item = i64> + '_ {
-    answer.split("sid=0x").skip(1).filter_map(|rest| {
-        let end = rest
-            .find(|c: char| !c.is_ascii_hexdigit())
-            .unwrap_or(rest.len());
-        // Session ids are i64 on the wire but printed unsigned (ZooKeeper's carry the server
-        // id in the top byte).
-        u64::from_str_radix(&rest[..end], 16)
-            .ok()
-            .map(|id| id as i64)
-    })
-}
-
 async fn ask(server: &str, word: &[u8; 4]) -> Result<String, BenchError> {
     let io = |context: String| move |source| BenchError::Io { context, source };
     let mut stream = TcpStream::connect(server)
@@ -112,17 +82,6 @@ fn parse_mode(answer: &str) -> Option<Mode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_session_ids_of_both_servers() {
-        let zk = " /127.0.0.1:50432[1](queued=0,recved=3,sent=3,sid=0x100004a2f3b0000,lop=PING,est=1)\n\n";
-        let baton = "Clients:\n /127.0.0.1:50433[1](queued=0,recved=2,sent=2,sid=0x1f)\n";
-        let ids: Vec<i64> = parse_session_ids(zk)
-            .chain(parse_session_ids(baton))
-            .collect();
-        assert_eq!(ids, [0x100004a2f3b0000, 0x1f]);
-        assert_eq!(parse_session_ids("cons is not executed").count(), 0);
-    }
 
     #[test]
     fn reads_the_mode_line() {

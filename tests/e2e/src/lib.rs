@@ -19,6 +19,7 @@
 
 pub mod cluster;
 pub mod command;
+pub mod listener;
 pub mod moto;
 pub mod pki;
 pub mod raw;
@@ -88,7 +89,23 @@ pub async fn run_case<F>(target: Target, case: F)
 where
     F: AsyncFnOnce(&mut Server) -> Result<()>,
 {
-    let mut server = match Server::start(target).await {
+    run_on(target, Server::start(target).await, case).await
+}
+
+/// As `run_case`, on a server that answers only the four-letter words `words`
+/// (`Server::start_allowing`).
+pub async fn run_case_allowing<F>(target: Target, words: &str, case: F)
+where
+    F: AsyncFnOnce(&mut Server) -> Result<()>,
+{
+    run_on(target, Server::start_allowing(target, words).await, case).await
+}
+
+async fn run_on<F>(target: Target, started: Result<Server>, case: F)
+where
+    F: AsyncFnOnce(&mut Server) -> Result<()>,
+{
+    let mut server = match started {
         Ok(server) => server,
         Err(err) => panic!("could not start {target}: {err:#}"),
     };

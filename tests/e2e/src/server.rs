@@ -85,11 +85,24 @@ pub struct Server {
     pki: Option<Pki>,
     child: Option<Child>,
     log_dumped: bool,
+    /// The four-letter words allowed (`--four-letter-words`; ZooKeeper's
+    /// `4lw.commands.whitelist`); `None`: Baton's default, and every word on ZooKeeper.
+    four_letter_words: Option<String>,
 }
 
 impl Server {
     /// Starts `target` on free loopback ports and waits until it serves clients.
     pub async fn start(target: Target) -> Result<Server> {
+        Server::start_with_words(target, None).await
+    }
+
+    /// As `start`, answering only the four-letter words `words` (comma-separated, `*` for all):
+    /// Baton's `--four-letter-words`, ZooKeeper's `4lw.commands.whitelist`.
+    pub async fn start_allowing(target: Target, words: &str) -> Result<Server> {
+        Server::start_with_words(target, Some(words.to_owned())).await
+    }
+
+    async fn start_with_words(target: Target, four_letter_words: Option<String>) -> Result<Server> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("baton-tests-{target}-"))
             .tempdir()
@@ -105,6 +118,7 @@ impl Server {
             pki,
             child: None,
             log_dumped: false,
+            four_letter_words,
         };
         let mut attempt = 1;
         loop {
@@ -276,11 +290,17 @@ impl Server {
                 if let Some(pki) = &self.pki {
                     command.args(pki.member_args(1));
                 }
+                if let Some(words) = &self.four_letter_words {
+                    command.arg("--four-letter-words").arg(words);
+                }
                 Ok(command)
             }
             Target::ZooKeeper => {
                 let mut command = Command::new(reference_script());
                 command.arg(self.ports.client.to_string()).arg(&data_dir);
+                if let Some(words) = &self.four_letter_words {
+                    command.env("ZK_4LW_WHITELIST", words);
+                }
                 Ok(command)
             }
         }

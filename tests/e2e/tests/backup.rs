@@ -357,11 +357,22 @@ async fn a_file_backup_restores_into_a_new_ensemble() {
         let written = populate(&old).await?;
         let follower = a_follower(&mut old).await?;
         let dir = tempfile::tempdir()?;
-        let file = dir.path().join("old.baton-backup");
+        // A folder that does not exist yet: the save makes it.
+        let file = dir.path().join("backups/old.baton-backup");
         let mut args = save_args(&old, follower, "admin")?;
         args.extend(os(&[&"--out", &file]));
         let saved = report("save", &snapshot_cmd(args, &[]).await?)?;
         let bytes = std::fs::read(&file)?;
+        // It holds every session's password: the owner's alone, in a folder that is too.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| -> Result<u32> {
+                Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+            };
+            ensure!(mode(&file)? == 0o600, "backup file mode {:o}", mode(&file)?);
+            let folder = dir.path().join("backups");
+            ensure!(mode(&folder)? == 0o700, "backup folder mode {:o}", mode(&folder)?);
+        }
         ensure!(saved["location"] == file.display().to_string(), "{saved}");
         ensure!(saved["clusterId"] == old.pki().cluster(), "{saved}");
         ensure!(saved["bytes"] == bytes.len() as u64, "{saved}");

@@ -350,3 +350,65 @@ async fn a_session_at_the_watch_limit_gets_an_error() -> Result<()> {
     drop((watchers, tenth, other_watch));
     Ok(())
 }
+
+/// The attack the watch count let through: a few `exists` watches on huge paths (they need not
+/// exist) held a quarter of a GiB of one member. With the default flags a session's watched
+/// paths stop at 1 MiB (`--max-watch-bytes-per-session`); the next watch is QuotaExceeded,
+/// counted, and the session and its other sessions' allowances are untouched.
+#[tokio::test]
+async fn huge_watched_paths_stop_at_the_watch_bytes_limit() -> Result<()> {
+    const PATH_BYTES: usize = 200_000;
+    const SESSIONS: usize = 20;
+    const ATTEMPTS: usize = 10;
+    let member = Member::start(PLAIN, &[]).await?;
+    let addr = member.client.context("plain listener")?;
+    let huge = |session: usize, i: usize| {
+        let mut path = format!("/huge-{session}-{i}-");
+        path.push_str(&"x".repeat(PATH_BYTES - path.len()));
+        path
+    };
+    let baseline = member.proc_status_bytes("VmRSS")?;
+    let mut clients = Vec::new();
+    let mut watchers = Vec::new();
+    for session in 0..SESSIONS {
+        let client = zk_client(addr).await?;
+        let mut accepted = 0;
+        for i in 0..ATTEMPTS {
+            match client.check_and_watch_stat(&huge(session, i)).await {
+                Ok((None, watcher)) => {
+                    accepted += 1;
+                    watchers.push(watcher);
+                }
+                Err(zk::Error::QuotaExceeded) => {}
+                other => bail!("an exists watch on a {PATH_BYTES}-byte path: {other:?}"),
+            }
+        }
+        // 1 MiB holds five such paths, never the sixth.
+        ensure!(
+            accepted == (1 << 20) / PATH_BYTES,
+            "session {session}: {accepted} of {ATTEMPTS} huge watches accepted"
+        );
+        clients.push(client);
+    }
+    let grown = member.proc_status_bytes("VmRSS")?.saturating_sub(baseline);
+    eprintln!(
+        "RSS after {SESSIONS} sessions each asked for {ATTEMPTS} watches on {PATH_BYTES}-byte \
+         paths: +{:.1} MiB",
+        grown as f64 / MIB as f64
+    );
+    let refused = (SESSIONS * (ATTEMPTS - (1 << 20) / PATH_BYTES)) as f64;
+    ensure!(
+        member
+            .metric("baton_watch_bytes_limit_refusals_total")
+            .await?
+            == refused,
+        "{refused} refusals counted"
+    );
+    // A short path still fits beside the five, and a watch that fires gives its bytes back.
+    let first = &clients[0];
+    let (_, short) = first.check_and_watch_stat("/short").await?;
+    first.create(&huge(0, 0), b"", &OPEN).await?;
+    let (_, again) = first.check_and_watch_stat(&huge(0, 5)).await?;
+    drop((watchers, short, again));
+    Ok(())
+}

@@ -69,7 +69,7 @@ async fn the_zookeeper_client_crate_works_over_tls() -> Result<()> {
 
 #[tokio::test]
 async fn four_letter_words_over_tls() -> Result<()> {
-    let member = Member::start(TLS_ONLY, &[]).await?;
+    let member = Member::start(TLS_ONLY, &["--four-letter-words", "ruok"]).await?;
     let tls = tokio_rustls::TlsConnector::from(member.tls_client()?);
     for (word, expect) in [("ruok", "imok"), ("srvr", "Zookeeper version: 3.8.0-baton")] {
         let tcp = tokio::net::TcpStream::connect(member.secure.context("secure")?).await?;

@@ -7,14 +7,17 @@
 //! - whoAmI shows `k8s:NS/SA/POD`; a rejected token gets AuthFailed and never an identity; an
 //!   API failure closes the connection without an answer (retryable) and is never cached;
 //! - a request sent right behind the auth packet sees the identity (per-session FIFO);
-//! - verdicts are cached (the fake server counts TokenReview calls);
+//! - verdicts are cached (the fake server counts TokenReview calls); a refused token is
+//!   remembered, a token without `exp` costs no call, junk never pushes a good verdict out, and
+//!   one client address cannot take every review slot;
 //! - without `--k8s-auth` a `k8s` packet fails; owner-only deletion holds without
 //!   `--check-identities`.
 
 mod support;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,12 +53,48 @@ enum Answer {
     Broken,
     /// As `Pod`, after a delay.
     Slow(Duration, &'static str, &'static str, &'static str),
+    /// Authenticated as pod `a/app/pod-held`, once the test releases held calls.
+    Held,
+}
+
+/// Calls on `Answer::Held` tokens: how many are in flight, the most at once, and the release.
+struct HeldCalls {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    released: tokio::sync::watch::Sender<bool>,
+}
+
+impl HeldCalls {
+    fn new() -> Self {
+        HeldCalls {
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            released: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// Holds one call until released (true), or until the member gives up on it and closes
+    /// the connection (false).
+    async fn hold(&self, stream: &mut TcpStream) -> bool {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        let mut released = self.released.subscribe();
+        let mut probe = [0u8; 1];
+        let answered = tokio::select! {
+            _ = released.wait_for(|r| *r) => true,
+            // The client sends nothing more before its answer: a read ends only at its close.
+            _ = stream.read(&mut probe) => false,
+        };
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        answered
+    }
 }
 
 /// A fake Kubernetes API server: answers `POST .../tokenreviews` by token, counts calls per token.
 struct FakeApiServer {
     kubeconfig: std::path::PathBuf,
     calls: Arc<Mutex<HashMap<String, usize>>>,
+    held: Arc<HeldCalls>,
     _dir: tempfile::TempDir,
 }
 
@@ -64,12 +103,19 @@ impl FakeApiServer {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr: SocketAddr = listener.local_addr()?;
         let calls = Arc::new(Mutex::new(HashMap::new()));
+        let held = Arc::new(HeldCalls::new());
         let tokens = Arc::new(tokens);
         {
             let calls = calls.clone();
+            let held = held.clone();
             tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve_api(stream, tokens.clone(), calls.clone()));
+                    tokio::spawn(serve_api(
+                        stream,
+                        tokens.clone(),
+                        calls.clone(),
+                        held.clone(),
+                    ));
                 }
             });
         }
@@ -87,8 +133,24 @@ impl FakeApiServer {
         Ok(FakeApiServer {
             kubeconfig,
             calls,
+            held,
             _dir: dir,
         })
+    }
+
+    /// Waits until `n` calls on held tokens are in flight at once (polling: the calls come
+    /// from another process, with no event to wait on).
+    async fn wait_held(&self, n: usize) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + support::IO_DEADLINE;
+        while self.held.in_flight.load(Ordering::SeqCst) < n {
+            ensure!(
+                tokio::time::Instant::now() < deadline,
+                "only {} held TokenReview calls in flight, waiting for {n}",
+                self.held.in_flight.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
     }
 
     fn calls(&self, token: &str) -> usize {
@@ -109,6 +171,7 @@ async fn serve_api(
     mut stream: TcpStream,
     tokens: Arc<HashMap<String, Answer>>,
     calls: Arc<Mutex<HashMap<String, usize>>>,
+    held: Arc<HeldCalls>,
 ) {
     let mut buf = Vec::new();
     loop {
@@ -149,7 +212,11 @@ async fn serve_api(
                     *c.entry(token.clone()).or_default() += 1;
                 }
                 let audiences = body["spec"]["audiences"].clone();
-                review_answer(tokens.get(&token).cloned(), audiences).await
+                let answer = tokens.get(&token).cloned();
+                if matches!(answer, Some(Answer::Held)) && !held.hold(&mut stream).await {
+                    return;
+                }
+                review_answer(answer, audiences).await
             } else {
                 (
                     404,
@@ -190,6 +257,7 @@ async fn review_answer(answer: Option<Answer>, audiences: Value) -> (u16, Value)
     };
     match answer {
         Some(Answer::Pod(ns, sa, pod)) => (200, authenticated(ns, sa, pod, baton_only)),
+        Some(Answer::Held) => (200, authenticated("a", "app", "pod-held", baton_only)),
         Some(Answer::Slow(delay, ns, sa, pod)) => {
             tokio::time::sleep(delay).await;
             (200, authenticated(ns, sa, pod, baton_only))
@@ -639,6 +707,146 @@ async fn refusals(api: &FakeApiServer, tokens: &Tokens, member: &Member) -> Resu
         )
         .await?;
     ensure!(ReplyHeader::parse(&payload)?.err == NO_AUTH);
+    Ok(())
+}
+
+/// An auth packet's reply on a fresh session of its own, on a raw connection.
+async fn auth_once(addr: SocketAddr, token: &str) -> Result<i32> {
+    let (mut conn, _) = RawConnection::open_session(addr).await?;
+    Ok(header(&raw_auth(&mut conn, "k8s", token.as_bytes()).await?)?.err)
+}
+
+#[tokio::test]
+async fn junk_tokens_cost_no_call_and_never_push_a_good_verdict_out() -> Result<()> {
+    let tokens = Tokens::new();
+    let api = FakeApiServer::start(tokens.answers()).await?;
+    // Eight verdicts kept on each side, so a hundred junk tokens overflow the cache.
+    let member = api
+        .member(&["--k8s-auth", "--k8s-verdict-cache-entries", "8"])
+        .await?;
+    with_log(&member, junk(&api, &tokens, &member).await)
+}
+
+async fn junk(api: &FakeApiServer, tokens: &Tokens, member: &Member) -> Result<()> {
+    let addr = member.client.context("plain listener")?;
+    ensure!(auth_once(addr, &tokens.a1).await? == 0, "a1's token");
+
+    // No `exp`: no projected token looks like this; refused without asking, every time.
+    let no_exp = {
+        let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        format!(
+            "{}.{}.sig",
+            enc(json!({"alg": "RS256"})),
+            enc(json!({"sub": "x"}))
+        )
+    };
+    for junk in ["not-a-jwt", no_exp.as_str()] {
+        for _ in 0..3 {
+            ensure!(auth_once(addr, junk).await? == AUTH_FAILED, "{junk}");
+        }
+        ensure!(
+            api.calls(junk) == 0,
+            "{junk}: {} TokenReview calls",
+            api.calls(junk)
+        );
+    }
+
+    // A refused token with an `exp` a year away is asked about once and then remembered.
+    let far = token_expiring("tok-far", 365 * 86_400);
+    for _ in 0..3 {
+        ensure!(auth_once(addr, &far).await? == AUTH_FAILED);
+    }
+    ensure!(
+        api.calls(&far) == 1,
+        "{} calls for a refused token",
+        api.calls(&far)
+    );
+
+    // A hundred refused far-`exp` tokens fill only the refused side: a1's identity is still
+    // cached, and the oldest refusal made room (it is asked about again).
+    for i in 0..100 {
+        let junk = token_expiring(&format!("tok-junk-{i}"), 365 * 86_400);
+        ensure!(auth_once(addr, &junk).await? == AUTH_FAILED);
+    }
+    ensure!(
+        auth_once(addr, &tokens.a1).await? == 0,
+        "a1's token after the flood"
+    );
+    ensure!(
+        api.calls(&tokens.a1) == 1,
+        "a1's verdict was pushed out by junk: {} calls",
+        api.calls(&tokens.a1)
+    );
+    ensure!(auth_once(addr, &far).await? == AUTH_FAILED);
+    ensure!(
+        api.calls(&far) == 2,
+        "the oldest refusal is forgotten first"
+    );
+    Ok(())
+}
+
+/// Per client address, `MAX_REVIEWS_PER_ADDRESS` in the ensemble.
+const REVIEWS_PER_ADDRESS: usize = 4;
+const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+const NEIGHBOUR: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+
+#[tokio::test]
+async fn one_address_cannot_take_every_review_slot() -> Result<()> {
+    let tokens = Tokens::new();
+    let held: Vec<String> = (0..20).map(|i| token(&format!("tok-held-{i}"))).collect();
+    let mut answers = tokens.answers();
+    answers.extend(held.iter().map(|t| (t.clone(), Answer::Held)));
+    let api = FakeApiServer::start(answers).await?;
+    let member = api.member(&["--k8s-auth"]).await?;
+    let result = review_slots(&api, &tokens, &held, &member).await;
+    api.held.released.send_replace(true);
+    with_log(&member, result)
+}
+
+async fn review_slots(
+    api: &FakeApiServer,
+    tokens: &Tokens,
+    held: &[String],
+    member: &Member,
+) -> Result<()> {
+    let addr = member.client.context("plain listener")?;
+    // One address sends twenty tokens whose reviews the API server holds (a slow API server,
+    // or tokens made to be slow): more than the member's sixteen slots in all.
+    let mut attacker = Vec::new();
+    for token in held {
+        let mut stream = support::connect_from(ATTACKER, addr).await?;
+        support::open_session(&mut stream).await?;
+        let auth = raw::request(
+            AUTH_XID,
+            raw::opcode::AUTH,
+            &raw::auth_body("k8s", token.as_bytes()),
+        );
+        stream.write_all(&support::frame(&auth)).await?;
+        attacker.push(stream);
+    }
+    api.wait_held(REVIEWS_PER_ADDRESS).await?;
+
+    // Another address is reviewed at once meanwhile.
+    let mut neighbour = support::connect_from(NEIGHBOUR, addr).await?;
+    support::open_session(&mut neighbour).await?;
+    let auth = raw::request(
+        AUTH_XID,
+        raw::opcode::AUTH,
+        &raw::auth_body("k8s", tokens.a1.as_bytes()),
+    );
+    neighbour.write_all(&support::frame(&auth)).await?;
+    let reply = ReplyHeader::parse(
+        &support::read_frame(&mut neighbour)
+            .await
+            .context("the neighbour's auth waited behind another address's reviews")?,
+    )?;
+    ensure!(reply.xid == AUTH_XID && reply.err == 0, "{reply:?}");
+    let most = api.held.most.load(Ordering::SeqCst);
+    ensure!(
+        most <= REVIEWS_PER_ADDRESS,
+        "{most} reviews of one address were in flight at once"
+    );
+    drop(attacker);
     Ok(())
 }
 

@@ -162,7 +162,12 @@ pub fn verify(file: &[u8]) -> Result<(String, u64), String> {
 
 /// Writes `bytes` to `path` so that it appears whole or not at all, and durably: a temporary
 /// file beside it, fsync, rename, fsync of the directory.
+///
+/// A backup holds every session's password (enough to rejoin a live session and close it,
+/// releasing its locks): the file is its owner's alone (0600) from the moment it exists, and
+/// folders made for it are too (0700). A folder that exists is left as it is.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let fail = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -176,10 +181,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         name.to_string_lossy(),
         std::process::id()
     ));
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| fail("create the folder", &dir, e))?;
+    }
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&temp)
             .map_err(|e| fail("create", &temp, e))?;
         f.write_all(bytes).map_err(|e| fail("write", &temp, e))?;
@@ -235,5 +248,18 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a.baton-backup")]);
+    }
+
+    #[test]
+    fn backups_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("made/for/it/a.baton-backup");
+        write_atomically(&path, b"sessions and their passwords").expect("write");
+        assert_eq!(mode(&path), 0o600);
+        for made in ["made", "made/for", "made/for/it"] {
+            assert_eq!(mode(&dir.path().join(made)), 0o700, "{made}");
+        }
     }
 }

@@ -56,10 +56,12 @@ impl Core {
         }
     }
 
-    /// Answers QuotaExceeded (true) when `request` would take the session past the watch limit.
-    /// Watches live in this member's memory for as long as the session is connected; the
-    /// request is refused whole (nothing read, nothing registered), so the client never holds
-    /// a read whose watch silently did not register.
+    /// Answers QuotaExceeded (true) when `request` would take the session past the watch limit
+    /// (paths, `--max-watches-per-session`) or the watch-bytes limit (their bytes,
+    /// `--max-watch-bytes-per-session`). Watches live in this member's memory for as long as
+    /// the session is connected, and a path's name is most of what one holds; the request is
+    /// refused whole (nothing read, nothing registered), so the client never holds a read
+    /// whose watch silently did not register.
     fn refuse_over_watch_limit(
         &mut self,
         conn_id: ConnId,
@@ -67,22 +69,38 @@ impl Core {
         xid: i32,
         request: &Request,
     ) -> bool {
-        let limit = self.max_watches_per_session;
         let added = new_watch_paths(&self.watches, session_id, request);
+        if added.paths == 0 {
+            return false;
+        }
         let watched = self.watches.session_paths(session_id);
-        if added == 0 || watched.saturating_add(added) <= limit {
+        let watched_bytes = self.watches.session_path_bytes(session_id);
+        let over_count = watched.saturating_add(added.paths) > self.max_watches_per_session;
+        let over_bytes =
+            watched_bytes.saturating_add(added.bytes) > self.max_watch_bytes_per_session;
+        if !over_count && !over_bytes {
             return false;
         }
         let Some(conn) = self.clients.get_mut(conn_id) else {
             return true;
         };
-        self.metrics.watch_limit_refusals.inc();
+        if over_count {
+            self.metrics.watch_limit_refusals.inc();
+        } else {
+            self.metrics.watch_bytes_limit_refusals.inc();
+        }
         if let Some(suppressed) = WATCH_LIMIT_LOG.admit() {
+            let flag = if over_count {
+                "--max-watches-per-session"
+            } else {
+                "--max-watch-bytes-per-session"
+            };
             tracing::warn!(
                 peer = %conn.peer,
                 session = %format_args!("0x{session_id:x}"),
-                watched, limit, similar_lines_suppressed = suppressed,
-                "a session reached the watch limit (--max-watches-per-session); refusing its request with QuotaExceeded"
+                watched, watched_bytes, adding = added.paths, adding_bytes = added.bytes,
+                limit = flag, similar_lines_suppressed = suppressed,
+                "a session reached a watch limit; refusing its request with QuotaExceeded"
             );
         }
         let zxid = self.sm.last_applied();
@@ -255,13 +273,20 @@ fn refused_somewhere(result: &Result<Option<Response>, ErrorCode>) -> bool {
     }
 }
 
+/// The paths a request would start watching that its session watches in no way yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NewWatches {
+    paths: usize,
+    bytes: usize,
+}
+
 /// How many paths `request` would start watching for `session_id` that it watches on none
-/// yet: what the watch limit counts (a path watched several ways counts once).
+/// yet, and their bytes: what the watch limits count (a path watched several ways counts once).
 fn new_watch_paths(
     watches: &baton_machine::WatchManager,
     session_id: i64,
     request: &Request,
-) -> usize {
+) -> NewWatches {
     let mut paths: Vec<&str> = Vec::new();
     match request {
         Request::Exists(r) | Request::GetData(r) if r.watch => paths.push(&r.path),
@@ -279,14 +304,17 @@ fn new_watch_paths(
                 paths.extend(list.iter().map(String::as_str));
             }
         }
-        _ => return 0,
+        _ => return NewWatches { paths: 0, bytes: 0 },
     }
     paths.sort_unstable();
     paths.dedup();
     paths
         .into_iter()
         .filter(|p| watches.kinds(session_id, p).is_empty())
-        .count()
+        .fold(NewWatches { paths: 0, bytes: 0 }, |sum, p| NewWatches {
+            paths: sum.paths + 1,
+            bytes: sum.bytes + p.len(),
+        })
 }
 
 /// Registers the watches a read asked for, as ZooKeeper does: `exists` watches a missing node
@@ -331,11 +359,14 @@ mod tests {
     #[test]
     fn the_watch_limit_counts_paths_not_yet_watched_once_each() {
         let mut watches = baton_machine::WatchManager::default();
-        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)), 1);
-        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", false)), 0);
+        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)).paths, 1);
+        assert_eq!(
+            new_watch_paths(&watches, 7, &get_data("/a", false)).paths,
+            0
+        );
         watches.add(7, "/a", WatchKind::Data);
-        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)), 0);
-        assert_eq!(new_watch_paths(&watches, 8, &get_data("/a", true)), 1);
+        assert_eq!(new_watch_paths(&watches, 7, &get_data("/a", true)).paths, 0);
+        assert_eq!(new_watch_paths(&watches, 8, &get_data("/a", true)).paths, 1);
         let reads = Request::MultiRead(vec![
             MultiReadOp::GetData(PathWatchRequest {
                 path: "/b".into(),
@@ -351,7 +382,7 @@ mod tests {
             }),
         ]);
         assert_eq!(
-            new_watch_paths(&watches, 7, &reads),
+            new_watch_paths(&watches, 7, &reads).paths,
             0,
             "a multiRead sets no watch"
         );
@@ -359,8 +390,11 @@ mod tests {
             path: "/c".into(),
             mode: 0,
         });
-        assert_eq!(new_watch_paths(&watches, 7, &add), 1);
-        assert_eq!(new_watch_paths(&watches, 7, &Request::Ping), 0);
+        assert_eq!(
+            new_watch_paths(&watches, 7, &add),
+            NewWatches { paths: 1, bytes: 2 }
+        );
+        assert_eq!(new_watch_paths(&watches, 7, &Request::Ping).paths, 0);
     }
 
     #[test]

@@ -87,6 +87,14 @@ pub use throttled_log::ThrottledLog;
 /// watches one node per waiter; Curator caches watch one per cached node).
 pub const DEFAULT_MAX_WATCHES_PER_SESSION: usize = 100_000;
 
+/// Bytes of watched paths one session may hold on a member unless
+/// `--max-watch-bytes-per-session` says otherwise: 1 MiB, ZooKeeper's `jute.maxbuffer`. A
+/// client sends every path it watches back in `setWatches` when it reconnects, and older
+/// ZooKeeper clients send them in one packet, which that bound caps; a recipe watches a few
+/// short paths (tens of KiB for a Curator cache of a thousand nodes). The count limit alone
+/// let 400 watches on 500 KB paths take 242 MiB of one member.
+pub const DEFAULT_MAX_WATCH_BYTES_PER_SESSION: usize = 1 << 20;
+
 /// A batch this long is logged (at debug, target `baton_ensemble::core_batch`): the goal for
 /// the core's longest pause.
 const LONG_BATCH: Duration = Duration::from_millis(10);
@@ -203,6 +211,8 @@ pub struct Core {
 
     /// Distinct paths one session may watch on this member.
     max_watches_per_session: usize,
+    /// Bytes of those paths (each counted once) one session may watch on this member.
+    max_watch_bytes_per_session: usize,
     /// Identities (`--super-digest`).
     tenancy: TenancyConfig,
     /// Initial settings, admin changes waiting to apply, and the disk alarm (`settings.rs`).
@@ -268,6 +278,7 @@ impl Core {
             metrics,
             status,
             max_watches_per_session: DEFAULT_MAX_WATCHES_PER_SESSION,
+            max_watch_bytes_per_session: DEFAULT_MAX_WATCH_BYTES_PER_SESSION,
             tenancy: TenancyConfig::default(),
             settings: settings::SettingsState::default(),
         };
@@ -290,6 +301,12 @@ impl Core {
     /// would watch more is answered with QuotaExceeded.
     pub fn set_max_watches_per_session(&mut self, limit: usize) {
         self.max_watches_per_session = limit;
+    }
+
+    /// Sets how many bytes of paths one session may watch on this member (each path counted
+    /// once); a request that would watch more is answered with QuotaExceeded.
+    pub fn set_max_watch_bytes_per_session(&mut self, limit: usize) {
+        self.max_watch_bytes_per_session = limit;
     }
 
     /// Serializes and writes snapshots and backups on threads of their own, so the core only

@@ -215,8 +215,11 @@ where
     let mut reader = Connection::new(rd, ctx.limits.max_frame_bytes);
     let first4 = reader.peek_first_four().await?;
     if let Some(word) = four_letter_word(&first4) {
-        let status = fresh_status(ctx).await;
-        let text = four_letter::answer(word, &status);
+        let text = if ctx.limits.four_letter_words.allows(word) {
+            four_letter::answer(word, &fresh_status(ctx).await)
+        } else {
+            four_letter::refusal(word)
+        };
         let _ = wr.write_all(text.as_bytes()).await;
         let _ = wr.shutdown().await;
         return None;

@@ -1,6 +1,14 @@
-//! ZooKeeper's four-letter words on the client port, in the formats monitoring tools parse.
+//! ZooKeeper's four-letter words on the client port, in the formats monitoring tools parse,
+//! for the words `--four-letter-words` allows (ZooKeeper's `4lw.commands.whitelist`).
+//!
+//! Whoever sends a word is anonymous: it arrives before any handshake, so no answer names a
+//! session (ZooKeeper 3.8's `stat` leaves the ids out too; its `cons` has them, Baton answers
+//! no `cons`). A session id is half of what rejoins a live session.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
+
+use baton_proto::frame::four_letter_word;
 
 use crate::status::{Role, Status};
 
@@ -18,6 +26,72 @@ fn mode(status: &Status) -> &'static str {
     }
 }
 
+/// The words answered when `--four-letter-words` is not given: `srvr` alone, as in ZooKeeper
+/// 3.5.3 and later.
+pub const DEFAULT_WORDS: &str = "srvr";
+
+/// The four-letter words a member answers (`--four-letter-words`); any other gets ZooKeeper's
+/// answer for a word not in `4lw.commands.whitelist`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedWords {
+    all: bool,
+    words: BTreeSet<&'static str>,
+}
+
+impl AllowedWords {
+    /// The allow-list from the flag's comma-separated items: ZooKeeper's word names, or `*` for
+    /// every word. `srvr` is always allowed, as ZooKeeper always adds it (its own scripts and
+    /// probes rely on it); it names no client. An unknown word is an error, so a typo is
+    /// caught at start instead of silently disabling a probe.
+    pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<Self, String> {
+        let mut allowed = AllowedWords {
+            all: false,
+            words: BTreeSet::from(["srvr"]),
+        };
+        for item in items {
+            let item = item.as_ref().trim();
+            if item.is_empty() {
+                continue;
+            }
+            if item == "*" {
+                allowed.all = true;
+                continue;
+            }
+            let known = <&[u8; 4]>::try_from(item.as_bytes())
+                .ok()
+                .and_then(four_letter_word);
+            match known {
+                Some(word) => _ = allowed.words.insert(word),
+                None => {
+                    return Err(format!(
+                        "{item:?} is not a four-letter word (ruok, srvr, stat, mntr, isro, ...) nor `*`"
+                    ));
+                }
+            }
+        }
+        Ok(allowed)
+    }
+
+    /// Whether `word` is answered.
+    pub fn allows(&self, word: &str) -> bool {
+        self.all || self.words.contains(word)
+    }
+}
+
+impl Default for AllowedWords {
+    fn default() -> Self {
+        AllowedWords::parse(&[DEFAULT_WORDS]).unwrap_or(AllowedWords {
+            all: false,
+            words: BTreeSet::from(["srvr"]),
+        })
+    }
+}
+
+/// ZooKeeper's answer (byte for byte, 3.8) to a word its allow-list leaves out.
+pub fn refusal(word: &str) -> String {
+    format!("{word} is not executed because it is not in the whitelist.\n")
+}
+
 /// The text to send back for `word`; unknown words get ZooKeeper's refusal text.
 pub fn answer(word: &str, status: &Status) -> String {
     let d = &status.detail;
@@ -28,12 +102,13 @@ pub fn answer(word: &str, status: &Status) -> String {
         "srvr" | "stat" => {
             let _ = writeln!(out, "Zookeeper version: {VERSION}, built by Baton");
             if word == "stat" {
+                // ZooKeeper's brief connection lines: no session id (what `cons` adds).
                 out.push_str("Clients:\n");
                 for c in &d.clients {
                     let _ = writeln!(
                         out,
-                        " /{}[1](queued={},recved={},sent={},sid=0x{:x})",
-                        c.peer, c.queued, c.received, c.sent, c.session_id as u64
+                        " /{}[1](queued={},recved={},sent={})",
+                        c.peer, c.queued, c.received, c.sent
                     );
                 }
                 out.push('\n');
@@ -112,5 +187,43 @@ mod tests {
         let mntr = answer("mntr", &status);
         assert!(mntr.contains("zk_znode_count\t4\n"));
         assert!(answer("dump", &status).contains("not executed"));
+    }
+
+    #[test]
+    fn stat_names_no_session() {
+        let mut status = Status::default();
+        status.detail.clients.push(crate::status::ClientLine {
+            peer: "10.0.0.7:4711".into(),
+            session_id: 0x0100_0000_0000_002a,
+            queued: 0,
+            received: 3,
+            sent: 2,
+        });
+        let stat = answer("stat", &status);
+        assert!(
+            stat.contains(" /10.0.0.7:4711[1](queued=0,recved=3,sent=2)\n"),
+            "{stat}"
+        );
+        assert!(!stat.contains("sid") && !stat.contains("2a"), "{stat}");
+    }
+
+    #[test]
+    fn allow_lists() {
+        let default = AllowedWords::default();
+        assert!(default.allows("srvr"));
+        for word in ["ruok", "stat", "mntr", "isro", "cons"] {
+            assert!(!default.allows(word), "{word}");
+        }
+        let some = AllowedWords::parse(&["ruok", " mntr "]).expect("valid");
+        assert!(some.allows("ruok") && some.allows("mntr") && some.allows("srvr"));
+        assert!(!some.allows("stat"));
+        let all = AllowedWords::parse(&["*"]).expect("valid");
+        assert!(all.allows("stat") && all.allows("dump"));
+        assert!(AllowedWords::parse(&["ruok", "stats"]).is_err());
+        assert!(AllowedWords::parse(&["RUOK"]).is_err());
+        assert_eq!(
+            refusal("stat"),
+            "stat is not executed because it is not in the whitelist.\n"
+        );
     }
 }

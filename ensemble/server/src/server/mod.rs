@@ -7,6 +7,7 @@ mod connection;
 pub mod four_letter;
 mod request;
 pub mod token_review;
+mod verdict_cache;
 mod window;
 mod writer;
 
@@ -94,6 +95,8 @@ pub struct ClientLimits {
     /// A connection whose replies make no progress this long is closed. Its session would
     /// expire meanwhile anyway (its pings are not read), so this is the max session timeout.
     pub write_stall_timeout: Duration,
+    /// The four-letter words answered (`--four-letter-words`); others get ZooKeeper's refusal.
+    pub four_letter_words: four_letter::AllowedWords,
 }
 
 impl ClientLimits {
@@ -107,6 +110,7 @@ impl ClientLimits {
             max_outstanding_requests: cfg.max_outstanding_requests,
             max_unread_reply_bytes: cfg.max_unread_reply_bytes,
             write_stall_timeout: cfg.max_session_timeout,
+            four_letter_words: cfg.four_letter_words.clone(),
         }
     }
 }
@@ -211,6 +215,7 @@ pub(crate) fn test_context(core: mpsc::Sender<CoreMsg>) -> ClientContext {
         max_outstanding_requests: 10,
         max_unread_reply_bytes: 1024,
         write_stall_timeout: Duration::from_secs(1),
+        four_letter_words: four_letter::AllowedWords::default(),
     };
     ClientContext::new(
         core,

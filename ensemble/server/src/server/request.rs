@@ -47,7 +47,7 @@ pub(super) async fn send_request_to_core(
                 // Boxed: a TokenReview call's state is kilobytes, and an unboxed one would size
                 // every connection's task for it (this future lives inside the read loop) for
                 // the whole life of the connection, though it runs once at most.
-                let verdict = Box::pin(reviewer.review(&packet.auth)).await;
+                let verdict = Box::pin(reviewer.review(&packet.auth, peer.ip())).await;
                 flow = after_verdict(&verdict, peer);
                 CoreMsg::Identity { conn, xid, verdict }
             }

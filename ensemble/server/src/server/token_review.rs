@@ -3,12 +3,18 @@
 //! refused. Runs in the connection task (network I/O never touches the core thread); the core
 //! gets the verdict in the session's order (`CoreMsg::Identity`).
 //!
-//! Verdicts are cached by the token's SHA-256 until the token's `exp` (read from the JWT
-//! payload without trusting it for anything else), at most [`MAX_CACHE_TTL`]: a reconnecting
-//! sidecar does not cost an API call, and a token sprayed at us is reviewed once. An API
-//! failure is never cached and never accepted.
+//! Verdicts are cached by the token's SHA-256 (`verdict_cache.rs`): an accepted one until the
+//! token's `exp` (read from the JWT payload without trusting it for anything else), at most
+//! `MAX_TRUST`; a refused one for `REFUSED_TTL`, apart from the accepted, so junk never pushes
+//! a pod's identity out. A token without an `exp` is refused without a call: every projected
+//! (pod-bound) token has one. An API failure is never cached and never accepted.
+//!
+//! Calls in flight are bounded in all ([`MAX_CONCURRENT_REVIEWS`]) and per client address
+//! ([`MAX_REVIEWS_PER_ADDRESS`]): one address sending tokens nobody cached waits for its own
+//! slots and never takes every one.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,20 +23,22 @@ use baton_machine::tenancy::K8S_SCHEME;
 use baton_proto::Id;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use kube::api::{Api, PostParams};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::verdict_cache::{
+    DEFAULT_ACCEPTED_ENTRIES, DEFAULT_REFUSED_ENTRIES, MAX_TRUST, Remembered, TokenKey,
+    VerdictCache,
+};
 use crate::core::{IdentityVerdict, ThrottledLog};
 use crate::metrics::Metrics;
 
 /// The audience the sidecar's projected token is issued for.
 pub const AUDIENCE: &str = "baton";
-/// Longest a verdict is trusted without asking the API server again (a deleted pod's token
-/// keeps working at most this long on new connections).
-pub const MAX_CACHE_TTL: Duration = Duration::from_secs(600);
-/// Tokens cached at most; past it expired entries go first, then arbitrary ones.
-const MAX_CACHE_ENTRIES: usize = 10_000;
 /// TokenReview calls in flight at most; more wait (their connections are not read meanwhile).
-const MAX_CONCURRENT_REVIEWS: usize = 16;
+pub const MAX_CONCURRENT_REVIEWS: usize = 16;
+/// TokenReview calls in flight at most for one client address: a pod reviews one token per
+/// connection it opens, and more from one address wait for its own slots, not everyone's.
+pub const MAX_REVIEWS_PER_ADDRESS: usize = 4;
 /// One TokenReview call may take this long before it counts as an API failure.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest token accepted for review (projected tokens are ~1 KiB).
@@ -59,6 +67,8 @@ pub enum Refusal {
     NotUtf8,
     #[error("TokenReview answered without a status")]
     NoStatus,
+    #[error("not a projected ServiceAccount token: no `exp` claim (refused without a TokenReview)")]
+    NoExpiry,
     #[error("not authenticated")]
     NotAuthenticated,
     #[error("not authenticated: {0}")]
@@ -80,31 +90,44 @@ pub enum Refusal {
 /// Checks `k8s` tokens with TokenReview, with a verdict cache.
 pub struct TokenReviewer {
     api: Api<TokenReview>,
-    cache: Mutex<HashMap<[u8; 32], Cached>>,
+    cache: Mutex<VerdictCache>,
     in_flight: Semaphore,
+    per_address: AddressSlots,
     metrics: Arc<Metrics>,
 }
 
-struct Cached {
-    /// The identity, or why the token was refused.
-    verdict: Result<Id, Refusal>,
-    until: Instant,
+/// How many verdicts the reviewer keeps (`--k8s-verdict-cache-entries`, a test knob).
+#[derive(Debug, Clone, Copy)]
+pub struct CacheSize {
+    pub accepted: usize,
+    pub refused: usize,
+}
+
+impl Default for CacheSize {
+    fn default() -> Self {
+        CacheSize {
+            accepted: DEFAULT_ACCEPTED_ENTRIES,
+            refused: DEFAULT_REFUSED_ENTRIES,
+        }
+    }
 }
 
 impl TokenReviewer {
     /// A reviewer talking to the API server `client` reaches.
-    pub fn new(client: kube::Client, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: kube::Client, metrics: Arc<Metrics>, cache: CacheSize) -> Self {
         TokenReviewer {
             api: Api::all(client),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(VerdictCache::new(cache.accepted, cache.refused)),
             in_flight: Semaphore::new(MAX_CONCURRENT_REVIEWS),
+            per_address: AddressSlots::new(MAX_REVIEWS_PER_ADDRESS),
             metrics,
         }
     }
 
-    /// The verdict on `token`: the identity it proves, a refusal, or (API trouble) neither.
-    pub async fn review(&self, token: &[u8]) -> IdentityVerdict {
-        let verdict = self.review_uncounted(token).await;
+    /// The verdict on `token` sent from `from`: the identity it proves, a refusal, or (API
+    /// trouble) neither.
+    pub async fn review(&self, token: &[u8], from: IpAddr) -> IdentityVerdict {
+        let verdict = self.review_uncounted(token, from).await;
         let result = match &verdict {
             IdentityVerdict::Accepted(_) => "accepted",
             IdentityVerdict::Rejected(_) => "rejected",
@@ -118,15 +141,20 @@ impl TokenReviewer {
         verdict
     }
 
-    async fn review_uncounted(&self, token: &[u8]) -> IdentityVerdict {
+    async fn review_uncounted(&self, token: &[u8], from: IpAddr) -> IdentityVerdict {
         if token.len() > MAX_TOKEN_BYTES {
             return IdentityVerdict::Rejected(Refusal::TooLong.to_string());
         }
         let Ok(token) = std::str::from_utf8(token) else {
             return IdentityVerdict::Rejected(Refusal::NotUtf8.to_string());
         };
+        // Every token that can prove an identity (bound to a pod) has an `exp`: one without
+        // is junk, refused without a call.
+        let Some(exp) = token_exp(token) else {
+            return IdentityVerdict::Rejected(Refusal::NoExpiry.to_string());
+        };
         // Proves nothing now whatever TokenReview would say; no call needed to ignore it.
-        if token_exp(token).is_some_and(|exp| exp <= now_unix()) {
+        if exp <= now_unix() {
             return IdentityVerdict::Expired;
         }
         let key = sha256(token.as_bytes());
@@ -134,6 +162,11 @@ impl TokenReviewer {
             self.metrics.k8s_token_review_cache_hits.inc();
             return verdict;
         }
+        // This address's slot first, then one of all: an address whose calls are slow (or
+        // that sends many tokens) waits on its own slots.
+        let Some(_address_slot) = self.per_address.acquire(from).await else {
+            return IdentityVerdict::Unavailable("shutting down".into());
+        };
         let Ok(_permit) = self.in_flight.acquire().await else {
             return IdentityVerdict::Unavailable("shutting down".into());
         };
@@ -181,9 +214,7 @@ impl TokenReviewer {
                 },
             )])
             .inc();
-        if let Some(ttl) = cache_ttl(token, now_unix()) {
-            self.remember(key, verdict.clone(), ttl);
-        }
+        self.remember(key, &verdict, cache_ttl(token, now_unix()));
         match verdict {
             Ok(id) => IdentityVerdict::Accepted(id),
             Err(reason) => IdentityVerdict::Rejected(reason.to_string()),
@@ -201,33 +232,95 @@ impl TokenReviewer {
         self.api.create(&PostParams::default(), &review).await
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<IdentityVerdict> {
+    fn cached(&self, key: &TokenKey) -> Option<IdentityVerdict> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = cache.get(key).filter(|c| c.until > Instant::now())?;
-        Some(match &entry.verdict {
-            Ok(id) => IdentityVerdict::Accepted(id.clone()),
-            Err(reason) => IdentityVerdict::Rejected(format!("{reason} (cached verdict)")),
+        Some(match cache.get(key, Instant::now())? {
+            Remembered::Accepted(id) => IdentityVerdict::Accepted(id),
+            Remembered::Refused(reason) => {
+                IdentityVerdict::Rejected(format!("{reason} (cached verdict)"))
+            }
         })
     }
 
-    fn remember(&self, key: [u8; 32], verdict: Result<Id, Refusal>, ttl: Duration) {
+    /// Caches a verdict: an accepted one for `valid_for` (until the token's `exp`; not at all
+    /// without one), a refused one whatever its `exp`.
+    fn remember(&self, key: TokenKey, verdict: &Result<Id, Refusal>, valid_for: Option<Duration>) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        if cache.len() >= MAX_CACHE_ENTRIES {
-            cache.retain(|_, c| c.until > now);
+        match verdict {
+            Ok(id) => {
+                if let Some(valid_for) = valid_for {
+                    cache.accept(key, id.clone(), valid_for, now);
+                }
+            }
+            Err(reason) => cache.refuse(key, reason.clone(), now),
         }
-        if cache.len() >= MAX_CACHE_ENTRIES
-            && let Some(victim) = cache.keys().next().copied()
+    }
+}
+
+/// Review slots per client address: at most `per_address` calls in flight for one address.
+/// An address's entry lives while someone holds or waits for one of its slots.
+struct AddressSlots {
+    per_address: usize,
+    slots: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
+}
+
+/// One address's review slot (or the wait for one); gives it back, and forgets the address
+/// once nobody holds or waits for its slots, when dropped.
+struct AddressSlot<'a> {
+    owner: &'a AddressSlots,
+    address: IpAddr,
+    semaphore: Option<Arc<Semaphore>>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl AddressSlots {
+    fn new(per_address: usize) -> Self {
+        AddressSlots {
+            per_address,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits for a slot of `address`; `None` only if the semaphore was closed.
+    async fn acquire(&self, address: IpAddr) -> Option<AddressSlot<'_>> {
+        let semaphore = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots
+                .entry(address)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.per_address)))
+                .clone()
+        };
+        // The guard exists before the wait, so a connection dropped while waiting cleans up.
+        let mut slot = AddressSlot {
+            owner: self,
+            address,
+            semaphore: Some(semaphore.clone()),
+            permit: None,
+        };
+        slot.permit = Some(semaphore.acquire_owned().await.ok()?);
+        Some(slot)
+    }
+
+    /// Addresses with a slot held or awaited (for tests).
+    #[cfg(test)]
+    fn addresses(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl Drop for AddressSlot<'_> {
+    fn drop(&mut self) {
+        self.permit.take();
+        self.semaphore.take();
+        let mut slots = self.owner.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Only the map's own reference left: nobody holds or awaits this address's slots.
+        if slots
+            .get(&self.address)
+            .is_some_and(|s| Arc::strong_count(s) == 1)
         {
-            cache.remove(&victim);
+            slots.remove(&self.address);
         }
-        cache.insert(
-            key,
-            Cached {
-                verdict,
-                until: now + ttl,
-            },
-        );
     }
 }
 
@@ -293,12 +386,12 @@ fn identity_of_user(user: &UserInfo) -> Result<String, Refusal> {
     Ok(format!("{ns}/{sa}/{pod}"))
 }
 
-/// How long a verdict on `token` may be cached at `now` (seconds since the epoch): until its
-/// `exp`, at most [`MAX_CACHE_TTL`]; `None` when it has expired or has no readable `exp`.
+/// How long an accepted verdict on `token` may be cached at `now` (seconds since the epoch):
+/// until its `exp`, at most `MAX_TRUST`; `None` when it has expired or has no readable `exp`.
 pub fn cache_ttl(token: &str, now: u64) -> Option<Duration> {
     let exp = token_exp(token)?;
     let left = exp.checked_sub(now).filter(|&s| s > 0)?;
-    Some(Duration::from_secs(left).min(MAX_CACHE_TTL))
+    Some(Duration::from_secs(left).min(MAX_TRUST))
 }
 
 /// The `exp` claim of a JWT, unverified.
@@ -413,11 +506,36 @@ mod tests {
         );
         assert_eq!(
             cache_ttl(&jwt(&format!(r#"{{"exp":{}}}"#, now + 86_400)), now),
-            Some(MAX_CACHE_TTL)
+            Some(MAX_TRUST)
         );
         assert_eq!(cache_ttl(&jwt(&format!(r#"{{"exp":{now}}}"#)), now), None);
         assert_eq!(cache_ttl(&jwt(r#"{"sub":"x"}"#), now), None);
         assert_eq!(cache_ttl("tok-a", now), None);
         assert_eq!(cache_ttl("a.!!!.c", now), None);
+    }
+
+    #[tokio::test]
+    async fn one_address_never_holds_more_than_its_slots() {
+        let slots = AddressSlots::new(2);
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let first = slots.acquire(a).await.expect("a slot");
+        let second = slots.acquire(a).await.expect("a slot");
+        // A third for the same address waits; another address goes ahead.
+        let mut third = Box::pin(slots.acquire(a));
+        assert!(futures::poll!(third.as_mut()).is_pending());
+        let other = slots.acquire(b).await.expect("b's own slot");
+        drop(first);
+        let third = third.await.expect("a's freed slot");
+        drop((second, third, other));
+        assert_eq!(slots.addresses(), 0, "idle addresses are forgotten");
+        // A wait given up (its connection closed) is forgotten too.
+        let held = slots.acquire(a).await.expect("a slot");
+        let held2 = slots.acquire(a).await.expect("a slot");
+        let mut waiting = Box::pin(slots.acquire(a));
+        assert!(futures::poll!(waiting.as_mut()).is_pending());
+        drop(waiting);
+        drop((held, held2));
+        assert_eq!(slots.addresses(), 0);
     }
 }

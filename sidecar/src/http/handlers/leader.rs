@@ -165,6 +165,27 @@ fn leadership_valid_until(session: &SessionHandle, view: &ElectionView) -> Optio
     }
 }
 
+/// `/leader[/NAME]/ready` on the probe port, which anyone on the pod network reaches: the
+/// status alone (200 or 503) and the election's name, never the fencing token, `validUntil` or
+/// why this pod does not lead (a kubelet reads the status; the app asks on localhost).
+pub(super) fn ready_status(
+    state: &ApiState,
+    election: &ElectionRecipe,
+) -> Result<Response<Body>, ApiError> {
+    let view = election.view();
+    if view.is_leader && !state.is_draining() {
+        return Ok(json(
+            StatusCode::OK,
+            &json!({ "election": view.election, "isLeader": true }),
+        ));
+    }
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "NotLeader",
+        format!("election {}: this pod does not lead it", view.election),
+    ))
+}
+
 pub(super) fn ready(
     state: &ApiState,
     election: &ElectionRecipe,

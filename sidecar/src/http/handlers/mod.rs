@@ -31,7 +31,7 @@ pub use leader::leader_body;
 use campaign::{campaign, release};
 use events::events;
 use groups::{barrier, members};
-use leader::{leader, ready};
+use leader::{leader, ready, ready_status};
 use locks::{acquire, acquire_permit, grant_token, inspect, inspect_semaphore, permits};
 
 /// Longest accepted `wait` for long-polls and lock acquisitions.
@@ -103,6 +103,22 @@ impl ApiState {
         let mut draining = self.handoff.stepping_down();
         // The guard `wait_for` returns must not live across an await.
         let _ = draining.wait_for(|d| *d).await.is_ok();
+    }
+}
+
+/// Runs `route` on the probe port (`--probe-listen`), which answers with status only where the
+/// localhost API says more (`/leader[/NAME]/ready`); `Exposure::serves` decides the routes.
+pub async fn handle_probe(
+    state: &ApiState,
+    route: Route,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    match route {
+        Route::LeaderReady(name) => {
+            Query::parse(query, &[])?;
+            ready_status(state, state.election(name.as_ref())?)
+        }
+        route => handle(state, route, query).await,
     }
 }
 

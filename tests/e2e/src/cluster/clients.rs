@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use zookeeper_client as zk;
 
 use super::Cluster;
-use crate::{SESSION_TIMEOUT, wire};
+use crate::SESSION_TIMEOUT;
 
 /// How many sessions `connect_on` opens, at most, to land one on the wanted member.
 const PLACEMENT_ATTEMPTS: usize = 40;
@@ -37,12 +37,12 @@ impl Cluster {
     }
 
     /// A session with every member in its connect string (so it fails over) that starts on
-    /// member `id`. The client shuffles its hosts, so this opens sessions until one lands there
-    /// (checked with `stat`), closing the others.
+    /// member `id`. The client shuffles its hosts, so this opens sessions until one lands there,
+    /// closing the others.
     pub async fn connect_on(&self, id: u64) -> Result<zk::Client> {
         for _ in 0..PLACEMENT_ATTEMPTS {
             let client = self.connect().await?;
-            if self.session_member(client.session_id()).await? == Some(id) {
+            if created_by(client.session_id()) == id {
                 return Ok(client);
             }
         }
@@ -62,21 +62,14 @@ impl Cluster {
             .await
             .with_context(|| format!("get {path} on member {id}"))
     }
+}
 
-    /// The running member whose `stat` lists `session` among its connections, if any.
-    pub async fn session_member(&self, session: zk::SessionId) -> Result<Option<u64>> {
-        // `stat` prints "sid=0x<hex>)" per connection; the ")" keeps 0x1 from matching 0x1f.
-        let needle = format!("sid=0x{:x})", session.0 as u64);
-        for member in self.members.values().filter(|member| member.is_started()) {
-            let answer = wire::four_letter_word(member.client_addr(), "stat")
-                .await
-                .with_context(|| format!("stat of member {}", member.id()))?;
-            if answer.contains(&needle) {
-                return Ok(Some(member.id()));
-            }
-        }
-        Ok(None)
-    }
+/// The member that created `session`: as ZooKeeper does, a member puts its own id in the top
+/// byte of the session ids it hands out. A new session is made by the member its client
+/// connected to, and stays there until the client reconnects. (Four-letter words name no
+/// sessions: anyone may ask them.)
+fn created_by(session: zk::SessionId) -> u64 {
+    (session.0 as u64) >> 56
 }
 
 /// Connects with `connector` to `connect_string`, bounded by the session timeout.
