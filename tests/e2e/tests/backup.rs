@@ -371,7 +371,11 @@ async fn a_file_backup_restores_into_a_new_ensemble() {
             };
             ensure!(mode(&file)? == 0o600, "backup file mode {:o}", mode(&file)?);
             let folder = dir.path().join("backups");
-            ensure!(mode(&folder)? == 0o700, "backup folder mode {:o}", mode(&folder)?);
+            ensure!(
+                mode(&folder)? == 0o700,
+                "backup folder mode {:o}",
+                mode(&folder)?
+            );
         }
         ensure!(saved["location"] == file.display().to_string(), "{saved}");
         ensure!(saved["clusterId"] == old.pki().cluster(), "{saved}");
