@@ -168,7 +168,10 @@ impl TestServer {
         let pid_file = PathBuf::from(format!("{}.pid", dir.display()));
         let started = Instant::now();
         // Polling an external process's startup: there is no event to wait for.
-        while four_letter_word(&address, "ruok").is_none_or(|r| r != "imok") {
+        // Ours must answer, not another test's server that took the port first (`serves_on`).
+        while four_letter_word(&address, "ruok").is_none_or(|r| r != "imok")
+            || !serves_on(&pid_file, port)
+        {
             let printed = std::fs::read_to_string(&log).unwrap_or_default();
             // A server that exits while starting most likely lost one of its ports (ZooKeeper
             // says nothing about it here: its logger is off).
@@ -205,6 +208,16 @@ fn four_letter_word(address: &str, word: &str) -> Option<String> {
 
 /// Whether the process whose pid the test server's shell wrote to `pid_file` has exited (a
 /// zombie counts: the shell reaps it only at the end).
+/// Whether the server whose pid is in `pid_file` listens on `port` itself. A port picked free
+/// can be bound first by another test's server; ours then fails to bind and exits, but until it
+/// does, the other one answers `ruok` there, and the tests would run against it.
+fn serves_on(pid_file: &std::path::Path, port: u16) -> bool {
+    std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|pid| pid.trim().parse().ok())
+        .is_some_and(|pid| baton_tests::listener::is_listening_on(pid, port))
+}
+
 fn server_exited(pid_file: &std::path::Path) -> bool {
     let Ok(pid) = std::fs::read_to_string(pid_file) else {
         return false; // not written yet

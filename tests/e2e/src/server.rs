@@ -93,16 +93,27 @@ pub struct Server {
 impl Server {
     /// Starts `target` on free loopback ports and waits until it serves clients.
     pub async fn start(target: Target) -> Result<Server> {
-        Server::start_with_words(target, None).await
+        Server::start_with_words(target, None, None).await
+    }
+
+    /// As `start`, with the first attempt on client port `client` whatever holds it: the
+    /// harness's own test (`tests/harness_ports.rs`) makes with it the race `Ports::pick`
+    /// cannot rule out, another process binding a picked port before our server does.
+    pub async fn start_on_client_port(target: Target, client: u16) -> Result<Server> {
+        Server::start_with_words(target, None, Some(client)).await
     }
 
     /// As `start`, answering only the four-letter words `words` (comma-separated, `*` for all):
     /// Baton's `--four-letter-words`, ZooKeeper's `4lw.commands.whitelist`.
     pub async fn start_allowing(target: Target, words: &str) -> Result<Server> {
-        Server::start_with_words(target, Some(words.to_owned())).await
+        Server::start_with_words(target, Some(words.to_owned()), None).await
     }
 
-    async fn start_with_words(target: Target, four_letter_words: Option<String>) -> Result<Server> {
+    async fn start_with_words(
+        target: Target,
+        four_letter_words: Option<String>,
+        first_client_port: Option<u16>,
+    ) -> Result<Server> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("baton-tests-{target}-"))
             .tempdir()
@@ -111,9 +122,13 @@ impl Server {
             Target::Baton => Some(Pki::new("baton-tests", &[1])?),
             Target::ZooKeeper => None,
         };
+        let mut ports = Ports::pick()?;
+        if let Some(client) = first_client_port {
+            ports.client = client;
+        }
         let mut server = Server {
             target,
-            ports: Ports::pick()?,
+            ports,
             dir,
             pki,
             child: None,
@@ -349,11 +364,24 @@ impl Server {
                 },
                 _ => false,
             },
-            // `srvr` says "not currently serving requests" until the server is up.
+            // `srvr` says "not currently serving requests" until the server is up; and the
+            // port must be our JVM's. Ports are picked free but released before the JVM binds
+            // them, a second or more later: a server started meanwhile by a parallel test can
+            // take one, our JVM then fails to bind and exits, but before it does, `srvr` is
+            // answered by the other server and the case ran against it. That is how
+            // `bad_input`'s opcode case once got `node already exists` on a fresh Baton: its
+            // ZooKeeper twin, whose JVM had lost its port to that Baton, had created the same
+            // `/survived-opcode` there first. (Baton's probe cannot be fooled: it asks the admin
+            // port over TLS with this server's own CA, and Baton binds its client port first.)
             Target::ZooKeeper => {
-                wire::four_letter_word_within(self.client_addr(), "srvr", PROBE_DEADLINE)
-                    .await
-                    .is_ok_and(|answer| answer.contains("Mode:"))
+                let serving =
+                    wire::four_letter_word_within(self.client_addr(), "srvr", PROBE_DEADLINE)
+                        .await
+                        .is_ok_and(|answer| answer.contains("Mode:"));
+                serving
+                    && self.child.as_ref().is_some_and(|child| {
+                        crate::listener::is_listening_on(child.id(), self.ports.client)
+                    })
             }
         }
     }
