@@ -20,7 +20,7 @@ use crate::opcode::OpCode;
 use crate::request::*;
 use crate::response::*;
 
-/// Decodes the first frame of a connection; a missing trailing `readOnly` reads as `false`.
+/// Decodes the first frame of a connection; a missing trailing `readOnly` reads as `None`.
 pub fn decode_connect_request(buf: &[u8]) -> Result<ConnectRequest, DecodeError> {
     session::decode_connect_request(buf)
 }
@@ -56,19 +56,21 @@ pub fn encode_request(xid: i32, req: &Request, out: &mut Writer) {
     encode_request_body(req, out);
 }
 
-/// Writes a `ConnectRequest` followed by `readOnly`, as 3.5+ clients do.
+/// Writes a `ConnectRequest` followed by `readOnly` when it is `Some` (as 3.4+ clients do),
+/// without it when `None` (as older clients do).
 pub fn encode_connect_request(req: &ConnectRequest, out: &mut Writer) {
     session::encode_connect_request(req, out);
 }
 
-/// Writes a `ConnectResponse`, always followed by `readOnly`. (ZooKeeper 3.8 leaves the flag
-/// out for a client whose request lacked it, i.e. one older than 3.4; such clients read the
-/// record and ignore what follows, so one shape for everyone is safe.)
+/// Writes a `ConnectResponse`, followed by `readOnly` only when it is `Some`. A server answers
+/// a request that had no flag with `None`, as ZooKeeper 3.8 does (`isOldClient`): several
+/// clients check that the answer is exactly 36 bytes (with a 16-byte password) and drop the
+/// connection otherwise.
 pub fn encode_connect_response(resp: &ConnectResponse, out: &mut Writer) {
     session::encode_connect_response(resp, out);
 }
 
-/// Decodes the server's answer to the handshake; a missing `readOnly` reads as `false`.
+/// Decodes the server's answer to the handshake; a missing `readOnly` reads as `None`.
 pub fn decode_connect_response(buf: &[u8]) -> Result<ConnectResponse, DecodeError> {
     session::decode_connect_response(buf)
 }

@@ -11,8 +11,9 @@ pub struct ConnectRequest {
     pub timeout_ms: i32,
     pub session_id: i64,
     pub passwd: Vec<u8>,
-    /// Absent in old clients' frames; `false` then.
-    pub read_only: bool,
+    /// The trailing `readOnly` flag; `None` when the frame ends before it (a client older
+    /// than ZooKeeper 3.4, which must then be answered without the flag too).
+    pub read_only: Option<bool>,
 }
 
 /// `RequestHeader`.

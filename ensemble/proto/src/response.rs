@@ -10,7 +10,10 @@ pub struct ConnectResponse {
     pub timeout_ms: i32,
     pub session_id: i64,
     pub passwd: Vec<u8>,
-    pub read_only: bool,
+    /// The trailing `readOnly` flag; `None` leaves it out (36 bytes with a 16-byte password),
+    /// which is what a client that sent no flag expects: some such clients refuse any other
+    /// length.
+    pub read_only: Option<bool>,
 }
 
 /// `ReplyHeader`. `err` is 0 for success, else an [`ErrorCode`] value.

@@ -126,7 +126,7 @@ fn handshake() {
             timeout_ms: 10_000,
             session_id: 0,
             passwd: vec![0; 16],
-            read_only: false,
+            read_only: Some(false),
         }
     );
     assert_eq!(
@@ -138,10 +138,37 @@ fn handshake() {
     assert_eq!(resp.timeout_ms, 10_000);
     assert_eq!(resp.session_id, 0x0100_0007_c37a_0004);
     assert_eq!(resp.passwd.len(), 16);
-    assert!(!resp.read_only);
+    assert_eq!(resp.read_only, Some(false));
     assert_eq!(
         framed(|w| encode_connect_response(&resp, w)),
         unhex(CONNECT_RESP)
+    );
+}
+
+/// A client older than 3.4 ends its ConnectRequest at the password; ZooKeeper (`isOldClient`)
+/// answers it with no `readOnly` either: 36 bytes, where a 3.4+ client gets 37.
+#[test]
+fn handshake_of_a_client_without_read_only() {
+    let full = payload(CONNECT_REQ);
+    let old = decode_connect_request(&full[..full.len() - 1]).expect("old connect");
+    assert_eq!(old.read_only, None);
+    assert_eq!(framed(|w| encode_connect_request(&old, w)).len(), 4 + 44);
+
+    let resp = decode_connect_response(&payload(CONNECT_RESP)).expect("connect response");
+    let old_resp = ConnectResponse {
+        read_only: None,
+        ..resp.clone()
+    };
+    let mut w = Writer::new();
+    encode_connect_response(&old_resp, &mut w);
+    assert_eq!(w.len(), 36);
+    assert_eq!(w.as_slice(), &payload(CONNECT_RESP)[..36]);
+    let mut w = Writer::new();
+    encode_connect_response(&resp, &mut w);
+    assert_eq!(w.len(), 37);
+    assert_eq!(
+        decode_connect_response(&payload(CONNECT_RESP)[..36]).expect("old answer"),
+        old_resp
     );
 }
 

@@ -40,14 +40,17 @@ proptest! {
         prop_assert_eq!(decode_connect_request(w.as_slice()).expect("decodes"), req);
     }
 
-    /// Clients older than 3.4 stop after `passwd`; such a request is read-write.
+    /// Clients older than 3.4 stop after `passwd`; the flag is then `None`, one byte shorter.
     #[test]
     fn connect_request_without_read_only(req in common::connect_request()) {
-        let mut w = Writer::new();
-        encode_connect_request(&req, &mut w);
-        let bytes = w.as_slice();
-        let got = decode_connect_request(&bytes[..bytes.len() - 1]).expect("decodes");
-        prop_assert_eq!(got, ConnectRequest { read_only: false, ..req });
+        let with = ConnectRequest { read_only: Some(false), ..req.clone() };
+        let without = ConnectRequest { read_only: None, ..req };
+        let (mut a, mut b) = (Writer::new(), Writer::new());
+        encode_connect_request(&with, &mut a);
+        encode_connect_request(&without, &mut b);
+        prop_assert_eq!(a.len(), b.len() + 1);
+        prop_assert_eq!(&a.as_slice()[..b.len()], b.as_slice());
+        prop_assert_eq!(decode_connect_request(b.as_slice()).expect("decodes"), without);
     }
 
     #[test]
@@ -55,9 +58,11 @@ proptest! {
         let mut w = Writer::new();
         encode_connect_response(&resp, &mut w);
         prop_assert_eq!(decode_connect_response(w.as_slice()).expect("decodes"), resp.clone());
-        let bytes = w.as_slice();
-        let old = decode_connect_response(&bytes[..bytes.len() - 1]).expect("decodes");
-        prop_assert_eq!(old, ConnectResponse { read_only: false, ..resp });
+        let old = ConnectResponse { read_only: None, ..resp };
+        let mut w_old = Writer::new();
+        encode_connect_response(&old, &mut w_old);
+        prop_assert_eq!(w_old.len(), 20 + old.passwd.len());
+        prop_assert_eq!(decode_connect_response(w_old.as_slice()).expect("decodes"), old);
     }
 
     #[test]

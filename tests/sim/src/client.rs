@@ -326,7 +326,7 @@ impl Client {
             timeout_ms: SESSION_TIMEOUT_MS,
             session_id: 0,
             passwd: vec![0; 16],
-            read_only: false,
+            read_only: Some(false),
         };
         let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, (self.id % 60_000) as u16 + 1));
         actions.push(Action::ToMember {

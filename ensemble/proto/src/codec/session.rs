@@ -1,8 +1,9 @@
 //! The connect handshake (`ConnectRequest` / `ConnectResponse`) and watch notifications.
 //!
 //! In ZooKeeper 3.8 `readOnly` is not part of either jute record: each side writes it as a lone
-//! boolean after the record and the reader treats its absence (end of frame) as `false`, which
-//! is how clients from before read-only mode still connect. Bytes after it are ignored.
+//! boolean after the record. A client from before read-only mode sends none, and ZooKeeper
+//! answers it without one too (`isOldClient`); so the flag is an `Option` both ways, `None`
+//! when the frame ends before it. Bytes after it are ignored.
 
 use crate::jute::{DecodeError, Reader, Writer};
 use crate::opcode::xid;
@@ -10,12 +11,18 @@ use crate::records::WatcherEvent;
 use crate::request::ConnectRequest;
 use crate::response::{ConnectResponse, Notification, ReplyHeader};
 
-/// The trailing `readOnly` flag: absent means an old peer, so `false`.
-fn read_optional_read_only(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
+/// The trailing `readOnly` flag; `None` when the frame ends before it (an old peer).
+fn read_optional_read_only(r: &mut Reader<'_>) -> Result<Option<bool>, DecodeError> {
     if r.remaining() == 0 {
-        Ok(false)
+        Ok(None)
     } else {
-        r.read_bool()
+        r.read_bool().map(Some)
+    }
+}
+
+fn write_optional_read_only(w: &mut Writer, read_only: Option<bool>) {
+    if let Some(flag) = read_only {
+        w.write_bool(flag);
     }
 }
 
@@ -37,7 +44,7 @@ pub(crate) fn encode_connect_request(req: &ConnectRequest, w: &mut Writer) {
     w.write_i32(req.timeout_ms);
     w.write_i64(req.session_id);
     w.write_buffer(&req.passwd);
-    w.write_bool(req.read_only);
+    write_optional_read_only(w, req.read_only);
 }
 
 pub(crate) fn encode_connect_response(resp: &ConnectResponse, w: &mut Writer) {
@@ -45,7 +52,7 @@ pub(crate) fn encode_connect_response(resp: &ConnectResponse, w: &mut Writer) {
     w.write_i32(resp.timeout_ms);
     w.write_i64(resp.session_id);
     w.write_buffer(&resp.passwd);
-    w.write_bool(resp.read_only);
+    write_optional_read_only(w, resp.read_only);
 }
 
 pub(crate) fn decode_connect_response(buf: &[u8]) -> Result<ConnectResponse, DecodeError> {

@@ -317,7 +317,7 @@ pub fn connect_request() -> impl Strategy<Value = ConnectRequest> {
         any::<i32>(),
         any::<i64>(),
         data(),
-        any::<bool>(),
+        any::<Option<bool>>(),
     )
         .prop_map(
             |(protocol_version, last_zxid_seen, timeout_ms, session_id, passwd, read_only)| {
@@ -339,7 +339,7 @@ pub fn connect_response() -> impl Strategy<Value = ConnectResponse> {
         any::<i32>(),
         any::<i64>(),
         data(),
-        any::<bool>(),
+        any::<Option<bool>>(),
     )
         .prop_map(
             |(protocol_version, timeout_ms, session_id, passwd, read_only)| ConnectResponse {

@@ -37,6 +37,8 @@ pub(super) struct AwaitingSession {
     pub conn: ConnId,
     pub timeout_ms: i32,
     pub passwd: Vec<u8>,
+    /// The `readOnly` flag of the answer: `None` for a client that sent none.
+    pub read_only: Option<bool>,
     pub done: oneshot::Sender<ConnectOutcome>,
     pub since: Instant,
 }
@@ -145,15 +147,23 @@ impl Arrival {
 }
 
 /// The answer ZooKeeper gives to a reconnect of an unknown or expired session, or a wrong
-/// password: timeout 0 tells the client its session has expired.
-fn expired_response() -> ConnectResponse {
+/// password: timeout 0 tells the client its session has expired. Shaped like any other
+/// answer to `req` (`answer_flag`).
+fn expired_response(read_only: Option<bool>) -> ConnectResponse {
     ConnectResponse {
         protocol_version: 0,
         timeout_ms: 0,
         session_id: 0,
         passwd: vec![0; 16],
-        read_only: false,
+        read_only,
     }
+}
+
+/// The `readOnly` flag of every answer to `req`: `false` (Baton has no read-only mode), and
+/// none at all when the request had none. ZooKeeper does the same (`isOldClient`), and clients
+/// older than 3.4 (and libraries written after them) refuse an answer of any other length.
+fn answer_flag(req: &ConnectRequest) -> Option<bool> {
+    req.read_only.map(|_| false)
 }
 
 impl Core {
@@ -175,7 +185,7 @@ impl Core {
         if self.client_is_ahead(&req, peer) {
             arrival.refuse(None);
         } else if req.session_id == 0 {
-            self.open_session(arrival, req.timeout_ms);
+            self.open_session(arrival, req.timeout_ms, answer_flag(&req));
         } else {
             self.resume_session(arrival, &req);
         }
@@ -196,7 +206,12 @@ impl Core {
     }
 
     /// Path 1: proposes CreateSession under a fresh id and password.
-    fn open_session(&mut self, arrival: Arrival, requested_timeout_ms: i32) {
+    fn open_session(
+        &mut self,
+        arrival: Arrival,
+        requested_timeout_ms: i32,
+        read_only: Option<bool>,
+    ) {
         let timeout_ms = requested_timeout_ms.clamp(
             self.cfg.min_session_timeout_ms,
             self.cfg.max_session_timeout_ms,
@@ -224,6 +239,7 @@ impl Core {
             conn: id,
             timeout_ms,
             passwd,
+            read_only,
             done,
             since: self.now(),
         };
@@ -238,14 +254,14 @@ impl Core {
             .map(|s| (s.passwd.clone(), s.timeout_ms));
         let Some((passwd, timeout)) = known.filter(|(passwd, _)| *passwd == req.passwd) else {
             tracing::info!(peer = %arrival.conn.peer, session = %session_hex(req.session_id), "reconnect refused: session expired, closed or wrong password");
-            return arrival.refuse(Some(&expired_response()));
+            return arrival.refuse(Some(&expired_response(answer_flag(req))));
         };
         let response = ConnectResponse {
             protocol_version: 0,
             timeout_ms: timeout,
             session_id: req.session_id,
             passwd,
-            read_only: false,
+            read_only: answer_flag(req),
         };
         let Arrival { id, conn, done } = arrival;
         self.clients.insert(id, conn);
@@ -372,7 +388,7 @@ impl Core {
             timeout_ms: awaiting.timeout_ms,
             session_id,
             passwd: awaiting.passwd,
-            read_only: false,
+            read_only: awaiting.read_only,
         };
         conn.send(wire::connect_response(&resp));
         tracing::debug!(peer = %conn.peer, session = %session_hex(session_id), timeout_ms = awaiting.timeout_ms, "session opened");
@@ -390,7 +406,7 @@ mod tests {
         AwaitingClaim {
             conn,
             session_id: 7,
-            response: expired_response(),
+            response: expired_response(Some(false)),
             done: oneshot::channel().0,
             since,
         }
@@ -401,6 +417,7 @@ mod tests {
             conn,
             timeout_ms: 4000,
             passwd: vec![0; 16],
+            read_only: Some(false),
             done: oneshot::channel().0,
             since,
         }

@@ -152,7 +152,7 @@ fn connect_request(session_id: i64, passwd: Vec<u8>) -> ConnectRequest {
         timeout_ms: TIMEOUT_MS,
         session_id,
         passwd,
-        read_only: false,
+        read_only: Some(false),
     }
 }
 
