@@ -967,3 +967,73 @@ async fn kazoo_sees_namespaces_and_owners() -> Result<()> {
         },
     )
 }
+
+#[tokio::test]
+async fn no_acl_locks_tenants_out_and_counts_hide_other_namespaces() -> Result<()> {
+    let tokens = Tokens::new();
+    let api = FakeApiServer::start(tokens.answers()).await?;
+    let member = api
+        .member(&[
+            "--k8s-auth",
+            "--check-identities",
+            "--super-digest",
+            SUPER_DIGEST,
+        ])
+        .await?;
+    with_log(&member, lock_out_and_counts(&tokens, &member).await)
+}
+
+/// The attacker has no identity. On a fresh ensemble it takes CREATE off `/` (ZooKeeper lets
+/// anyone with ADMIN there do so), then counts and lists what namespace a does.
+async fn lock_out_and_counts(tokens: &Tokens, member: &Member) -> Result<()> {
+    let anonymous = session(member, &[]).await?;
+    anonymous
+        .set_acl("/", &zk::Acls::anyone_read(), None)
+        .await
+        .context("setACL / as ZooKeeper allows it")?;
+    expect_no_auth(
+        "create /elsewhere under the new ACL of /",
+        anonymous.create("/elsewhere", b"", &PERSISTENT).await,
+    )?;
+    // Namespace a still makes /baton, its namespace and an election.
+    let a1 = session(member, &[("k8s", tokens.a1.as_bytes())]).await?;
+    let candidate = election(&a1).await.context("a tenant after setACL /")?;
+
+    // Counting from the shared root, or from `/`, shows nothing of what a does inside.
+    let b = session(member, &[("k8s", tokens.b.as_bytes())]).await?;
+    let counts = async || -> Result<[usize; 4]> {
+        Ok([
+            anonymous.count_descendants_number("/baton").await?,
+            anonymous.count_descendants_number("/").await?,
+            b.count_descendants_number("/baton").await?,
+            a1.count_descendants_number("/baton").await?,
+        ])
+    };
+    let before = counts().await?;
+    ensure!(before[0] == 1, "anonymous counts /baton as {before:?}");
+    a1.create("/baton/a/locks", b"", &PERSISTENT).await?;
+    a1.create("/baton/a/locks/x", b"", &PERSISTENT).await?;
+    let after = counts().await?;
+    ensure!(
+        after[..3] == before[..3] && after[3] == before[3] + 2,
+        "counts before {before:?} and after a's two creates {after:?}"
+    );
+    expect_no_auth(
+        "getAllChildrenNumber inside a",
+        b.count_descendants_number("/baton/a").await,
+    )?;
+
+    // A session that now speaks for namespace b lists none of a's ephemerals it made.
+    ensure!(
+        a1.list_ephemerals("/").await? == [candidate.clone()],
+        "a1's ephemerals"
+    );
+    let switched = session(member, &[("k8s", tokens.a2.as_bytes())]).await?;
+    switched
+        .create("/baton/a/elections/web/candidate-", b"{}", &EPHEMERAL_SEQ)
+        .await?;
+    switched.auth("k8s", tokens.b.as_bytes()).await?;
+    let listed = switched.list_ephemerals("/").await?;
+    ensure!(listed.is_empty(), "listed from namespace b: {listed:?}");
+    Ok(())
+}
