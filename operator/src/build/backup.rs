@@ -37,8 +37,10 @@ pub const BACKUP_SUFFIX: &str = ".baton-backup";
 /// `BACKUP_ADMIN_DIR`; the target's flags come as "$@" (S3), or, with `BACKUP_DIR` (a PVC
 /// folder), a file `CLUSTER-ID-yyyymmddThhmmssZ.baton-backup` written under a hidden partial
 /// name and renamed once whole, after which only the newest `BACKUP_KEEP` of this ensemble's
-/// backups stay (their names sort by time).
+/// backups stay (their names sort by time). A backup holds every session's password, so the
+/// folder it makes and the files are the owner's alone (umask 077).
 pub const BACKUP_SCRIPT: &str = r#"set -eu
+umask 077
 tls="${BACKUP_ADMIN_DIR:?}"
 partial=
 if [ -n "${BACKUP_DIR:-}" ]; then

@@ -333,6 +333,32 @@ fn the_backup_script_tries_each_member_and_keeps_the_newest_files() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = stand_in(tmp.path());
     let dir = tmp.path().join("claim/zk/daily");
+    // A first run makes the folder, its owner's alone (a backup holds session passwords).
+    let first = tmp.path().join("claim/zk/first");
+    let out = sh(
+        BACKUP_SCRIPT,
+        "baton-backup",
+        &[],
+        &[
+            ("PATH", path.clone()),
+            ("BACKUP_ADMIN_HOSTS", "up:8080".into()),
+            ("BACKUP_ADMIN_DIR", "/etc/baton/admin".into()),
+            ("BACKUP_CLUSTER_ID", "prod.zk".into()),
+            ("BACKUP_DIR", first.display().to_string()),
+            ("BACKUP_KEEP", "2".into()),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&first), 0o700);
+        let made = files(&first);
+        assert_eq!(made.len(), 1, "{made:?}");
+        assert_eq!(mode(&first.join(&made[0])), 0o600);
+    }
+    std::fs::remove_dir_all(&first).expect("clean up");
+    std::fs::remove_file(tmp.path().join("calls")).ok();
     std::fs::create_dir_all(&dir).expect("dir");
     for old in [
         "prod.zk-20250101T030000Z.baton-backup",
