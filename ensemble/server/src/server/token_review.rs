@@ -284,6 +284,9 @@ impl AddressSlots {
 
     /// Waits for a slot of `address`; `None` only if the semaphore was closed.
     async fn acquire(&self, address: IpAddr) -> Option<AddressSlot<'_>> {
+        // One client on a dual-stack listener (`::ffff:a.b.c.d`) and on an IPv4 one is one
+        // address.
+        let address = address.to_canonical();
         let semaphore = {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             slots
@@ -525,6 +528,11 @@ mod tests {
         let mut third = Box::pin(slots.acquire(a));
         assert!(futures::poll!(third.as_mut()).is_pending());
         let other = slots.acquire(b).await.expect("b's own slot");
+        // The same address written as IPv4-mapped IPv6 shares a's slots.
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().expect("an address");
+        let mut same = Box::pin(slots.acquire(mapped));
+        assert!(futures::poll!(same.as_mut()).is_pending());
+        drop(same);
         drop(first);
         let third = third.await.expect("a's freed slot");
         drop((second, third, other));
