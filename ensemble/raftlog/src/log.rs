@@ -21,6 +21,10 @@ use crate::{identity, segment, snapfile};
 /// [`RaftLog::create_snapshot`]), so falling back loses nothing.
 const SNAPSHOTS_KEPT: usize = 2;
 
+/// Entries before the tail kept for followers leave memory (not the disk) once they hold
+/// this much.
+const RELEASE_FROM_BYTES: u64 = 4 << 20;
+
 /// The durable raft log of one member. Cheap to clone; all clones share one log.
 ///
 /// Every mutating method returns only once its change is on disk, and the in-memory view (what
@@ -52,7 +56,11 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct State {
     pub mem: MemLog,
+    /// The newest snapshot's metadata; its data stays in its file (read when raft sends it
+    /// to a follower, or at startup) rather than in memory beside the tree it copies.
     pub snapshot: Option<Snapshot>,
+    /// Bytes of the newest snapshot's data.
+    pub snapshot_size: u64,
     /// Encoded bytes of the held entries the newest snapshot covers (kept for a fallback).
     pub covered_bytes: u64,
 }
@@ -120,7 +128,8 @@ impl RaftLog {
                 state: RwLock::new(State {
                     covered_bytes: mem.bytes_through(snapshot_index(snapshot.as_ref())),
                     mem,
-                    snapshot,
+                    snapshot_size: snapshot_bytes(snapshot.as_ref()),
+                    snapshot: snapshot.as_ref().map(metadata_only),
                 }),
                 _dir_lock: dir_lock,
             }),
@@ -199,7 +208,8 @@ impl RaftLog {
         self.commit(&mut wal, ops)?;
         {
             let mut state = self.write_state();
-            state.snapshot = Some(snap.clone());
+            state.snapshot = Some(metadata_only(snap));
+            state.snapshot_size = snap.data.len() as u64;
             state.covered_bytes = 0;
         }
         tracing::info!(dir = %self.inner.dir.display(), index = meta.index, term = meta.term, "installed snapshot from leader");
@@ -273,7 +283,8 @@ impl RaftLog {
                 .as_ref()
                 .is_none_or(|s| s.get_metadata().index < index)
             {
-                state.snapshot.replace(snap)
+                state.snapshot_size = size;
+                state.snapshot.replace(metadata_only(&snap))
             } else {
                 None
             }
@@ -287,34 +298,50 @@ impl RaftLog {
         Ok(())
     }
 
-    /// Compacts behind the newest snapshot again and deletes what that frees, then tops up the
-    /// reserve: for a caller whose write met a full volume (a compaction the volume refused
-    /// after the last snapshot is retried here).
+    /// Compacts behind the newest snapshot again and deletes what that frees: for a caller
+    /// whose write met a full volume (a compaction the volume refused after the last snapshot
+    /// is retried here). A released reserve is allocated again by the next snapshot.
     pub fn reclaim_space(&self) -> Result<(), LogError> {
         let (index, size) = {
             let state = self.read_state();
-            (
-                snapshot_index(state.snapshot.as_ref()),
-                snapshot_bytes(state.snapshot.as_ref()),
-            )
+            (snapshot_index(state.snapshot.as_ref()), state.snapshot_size)
         };
         if index > 0 {
             self.compact_behind(index)?;
         }
-        self.lock_reserve().resize(size);
+        // Topped up only when it holds nothing: a reserve released for a snapshot that did not
+        // fit is not taken back from the writes waiting for that space.
+        let mut reserve = self.lock_reserve();
+        if reserve.held() > 0 {
+            reserve.resize(size);
+        }
         Ok(())
     }
 
     /// Whether the entries after the newest snapshot have passed the byte bound
     /// ([`LogOptions::snapshot_bytes`]): a snapshot is then due, however few they are.
     pub fn snapshot_due(&self) -> bool {
+        self.snapshot_due_for_tree(u64::MAX)
+    }
+
+    /// [`RaftLog::snapshot_due`] for a tree now of about `tree_bytes`: once the tree has
+    /// shrunk to under a quarter of the newest snapshot (a large delete), the bound is the
+    /// one of the smaller tree, and a snapshot is also due when the log holds twice that in
+    /// all, so that the entries of what was deleted leave memory soon after it.
+    pub fn snapshot_due_for_tree(&self, tree_bytes: u64) -> bool {
         let state = self.read_state();
+        let opts = &self.inner.opts;
         let since = state.mem.entry_bytes().saturating_sub(state.covered_bytes);
-        since
-            >= self
-                .inner
-                .opts
-                .snapshot_bytes(snapshot_bytes(state.snapshot.as_ref()))
+        if since == 0 {
+            return false;
+        }
+        let shrunk = tree_bytes < state.snapshot_size / 4;
+        let bound = if shrunk {
+            opts.snapshot_bytes(tree_bytes.saturating_mul(2))
+        } else {
+            opts.snapshot_bytes(state.snapshot_size)
+        };
+        since >= bound || (shrunk && state.mem.entry_bytes() >= 2 * bound)
     }
 
     /// Writes a snapshot file; on a full volume, once more after releasing the reserve.
@@ -346,29 +373,33 @@ impl RaftLog {
     fn compact_behind(&self, index: u64) -> Result<u64, LogError> {
         let mut wal = self.lock_wal();
         // Listed after the write: a leader's snapshot installed meanwhile counts too.
-        let fallback = snapfile::list(&self.inner.dir)?
+        let (fallback, fallback_term) = snapfile::list(&self.inner.dir)?
             .iter()
             .rev()
             .nth(SNAPSHOTS_KEPT - 1)
-            .map_or(0, |(older, _, _)| *older);
-        let compact = {
+            .map_or((0, 0), |(older, term, _)| (*older, *term));
+        let (compact, tail) = {
             let state = self.read_state();
             let mem = &state.mem;
-            let bound = self
-                .inner
-                .opts
-                .snapshot_bytes(snapshot_bytes(state.snapshot.as_ref()));
+            let bound = self.inner.opts.snapshot_bytes(state.snapshot_size);
             let tail = mem
                 .tail_start(index.min(mem.last_index()), bound)
                 .max(index.saturating_sub(self.inner.opts.keep_entries));
             let compact_to = tail.min(fallback);
-            match mem.term(compact_to) {
+            // The older snapshot's entry may be out of memory already (released below).
+            let term = if compact_to == fallback {
+                Ok(fallback_term)
+            } else {
+                mem.term(compact_to)
+            };
+            let compact = match term {
                 Ok(term) if compact_to > mem.anchor().0 => Some(Op::Compact {
                     index: compact_to,
                     term,
                 }),
                 _ => None,
-            }
+            };
+            (compact, tail)
         };
         if let Some(op) = compact {
             match self.commit(&mut wal, vec![op.clone()]) {
@@ -382,6 +413,12 @@ impl RaftLog {
         }
         let anchor = {
             let mut state = self.write_state();
+            // Raft needs no entry before the tail: the ones between the older snapshot and it
+            // stay on disk only (for a fallback at startup), not in memory too. Not worth it
+            // for a few MiB.
+            if state.mem.bytes_through(tail) >= RELEASE_FROM_BYTES {
+                state.mem.release(tail);
+            }
             state.covered_bytes = state
                 .mem
                 .bytes_through(snapshot_index(state.snapshot.as_ref()));
@@ -400,9 +437,26 @@ impl RaftLog {
         Ok(anchor)
     }
 
-    /// The newest durable snapshot: what the state machine restores from at startup.
+    /// The newest durable snapshot, read from its file: what the state machine restores from
+    /// at startup. `None` also if the file cannot be read ([`RaftLog::load_latest_snapshot`]
+    /// tells why).
     pub fn latest_snapshot(&self) -> Option<Snapshot> {
-        self.read_state().snapshot.clone()
+        self.load_latest_snapshot().ok().flatten()
+    }
+
+    /// The newest durable snapshot, read and verified from its file; `None` if there is none.
+    pub fn load_latest_snapshot(&self) -> Result<Option<Snapshot>, LogError> {
+        let Some((index, term)) = self
+            .read_state()
+            .snapshot
+            .as_ref()
+            .map(|s| (s.get_metadata().index, s.get_metadata().term))
+        else {
+            return Ok(None);
+        };
+        // Read without the lock: only files older than the two newest are ever deleted.
+        let path = self.inner.dir.join(snapfile::file_name(term, index));
+        snapfile::load(&path, index, term).map(Some)
     }
 
     /// The durable hard state.
@@ -448,7 +502,7 @@ impl RaftLog {
             last_fsync_micros: wal.sync_stats.last_fsync_micros,
             total_fsync_micros: wal.sync_stats.total_fsync_micros,
             poisoned: wal.is_poisoned(),
-            snapshot_bytes: snapshot_bytes(state.snapshot.as_ref()),
+            snapshot_bytes: state.snapshot_size,
             reserved_bytes: self.lock_reserve().held(),
             no_space_errors: wal.no_space_errors
                 + self
@@ -587,6 +641,14 @@ fn snapshot_index(snap: Option<&Snapshot>) -> u64 {
 
 fn snapshot_bytes(snap: Option<&Snapshot>) -> u64 {
     snap.map_or(0, |s| s.data.len() as u64)
+}
+
+/// `snap` without its data, which stays in its file.
+fn metadata_only(snap: &Snapshot) -> Snapshot {
+    Snapshot {
+        metadata: snap.metadata.clone(),
+        ..Default::default()
+    }
 }
 
 /// The ops that replace the whole log by a snapshot.

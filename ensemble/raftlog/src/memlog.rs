@@ -32,10 +32,17 @@ pub(crate) enum MemLogError {
 /// Entries after the compaction point, the term at that point, and the latest hard/conf state.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemLog {
-    /// Index of the last discarded entry (0 for a fresh log); its term is kept for raft's matching.
+    /// Index of the last discarded entry (0 for a fresh log): the durable compaction point,
+    /// which segments record and replay restores.
     anchor_index: u64,
     anchor_term: u64,
-    /// While the log is consistent, `entries[i].index == anchor_index + 1 + i`. Only a replay that
+    /// Index of the last entry dropped from memory (at or after the anchor); its term is kept
+    /// for raft's matching. Entries between the anchor and here stay on disk only, for a
+    /// fallback to the older snapshot at startup: raft, which has the newer one, never needs
+    /// them. Replay holds them again until the next snapshot releases them.
+    released_index: u64,
+    released_term: u64,
+    /// While the log is consistent, `entries[i].index == released_index + 1 + i`. Only a replay that
     /// starts at a segment after deleted ones may hold a run that starts later; [`MemLog::check`]
     /// rejects that if no later compaction closed the gap.
     entries: VecDeque<Entry>,
@@ -65,19 +72,39 @@ fn drop_elsewhere(entries: Vec<Entry>, bytes: u64) {
 }
 
 impl MemLog {
-    /// Index of the entry before the first one held (the compaction or snapshot point).
+    /// The durable compaction point: index and term of the last entry discarded on disk.
     pub fn anchor(&self) -> (u64, u64) {
         (self.anchor_index, self.anchor_term)
     }
 
     /// First index `entries` may be asked for.
     pub fn first_index(&self) -> u64 {
-        self.anchor_index + 1
+        self.released_index + 1
     }
 
-    /// Index of the last entry held, or the anchor if none.
+    /// Index of the last entry held, or the released point if none.
     pub fn last_index(&self) -> u64 {
-        self.entries.back().map_or(self.anchor_index, |e| e.index)
+        self.entries.back().map_or(self.released_index, |e| e.index)
+    }
+
+    /// Drops the entries through `index` from memory only (they stay on disk until a
+    /// compaction): for entries that a snapshot covers and no follower is expected to need.
+    /// Returns the bytes dropped.
+    pub fn release(&mut self, index: u64) -> u64 {
+        let Ok(term) = self.term(index) else {
+            return 0;
+        };
+        if index <= self.released_index {
+            return 0;
+        }
+        let count = self.entries.iter().take_while(|e| e.index <= index).count();
+        let dropped: Vec<Entry> = self.entries.drain(..count).collect();
+        let bytes: u64 = dropped.iter().map(|e| u64::from(e.compute_size())).sum();
+        self.entry_bytes -= bytes;
+        drop_elsewhere(dropped, bytes);
+        self.released_index = index;
+        self.released_term = term;
+        bytes
     }
 
     /// Number of entries held.
@@ -111,15 +138,15 @@ impl MemLog {
             }
             start = e.index - 1;
         }
-        start.max(self.anchor_index)
+        start.max(self.released_index)
     }
 
     /// Term of the entry at `index`, per the `raft::Storage::term` contract.
     pub fn term(&self, index: u64) -> Result<u64, StorageError> {
-        if index == self.anchor_index {
-            return Ok(self.anchor_term);
+        if index == self.released_index {
+            return Ok(self.released_term);
         }
-        if index < self.anchor_index {
+        if index < self.released_index {
             return Err(StorageError::Compacted);
         }
         self.get(index)
@@ -135,7 +162,7 @@ impl MemLog {
         high: u64,
         max_size: Option<u64>,
     ) -> Result<Vec<Entry>, StorageError> {
-        if low <= self.anchor_index {
+        if low <= self.released_index {
             return Err(StorageError::Compacted);
         }
         if high > self.last_index() + 1 || low > high {
@@ -185,6 +212,8 @@ impl MemLog {
                 self.truncate_from(0);
                 self.anchor_index = index;
                 self.anchor_term = term;
+                self.released_index = index;
+                self.released_term = term;
                 Ok(())
             }
         }
@@ -192,10 +221,11 @@ impl MemLog {
 
     fn write_entry(&mut self, entry: Entry) -> Result<(), MemLogError> {
         let index = entry.index;
-        if index <= self.anchor_index {
+        // Released entries are committed and covered by a snapshot: raft never rewrites them.
+        if index <= self.released_index {
             return Err(MemLogError::EntryAtOrBelowAnchor {
                 index,
-                anchor: self.anchor_index,
+                anchor: self.released_index,
             });
         }
         match self.entries.front().map(|e| e.index) {
@@ -238,6 +268,10 @@ impl MemLog {
         drop_elsewhere(dropped, bytes);
         self.anchor_index = index;
         self.anchor_term = term;
+        if index > self.released_index {
+            self.released_index = index;
+            self.released_term = term;
+        }
         Ok(())
     }
 
@@ -250,10 +284,10 @@ impl MemLog {
     /// Verifies the invariant live operations maintain: the entries start right after the anchor.
     pub fn check(&self) -> Result<(), MemLogError> {
         match self.entries.front() {
-            Some(first) if first.index != self.anchor_index + 1 => {
+            Some(first) if first.index != self.released_index + 1 => {
                 Err(MemLogError::MissingEntries {
                     first: first.index,
-                    anchor: self.anchor_index,
+                    anchor: self.released_index,
                 })
             }
             _ => Ok(()),
@@ -316,6 +350,26 @@ mod tests {
         assert_eq!(log.tail_start(8, 2 * one), 6);
         assert_eq!(log.tail_start(10, 0), 10);
         assert_eq!(log.tail_start(10, u64::MAX), 0);
+    }
+
+    #[test]
+    fn release_drops_from_memory_but_keeps_the_durable_anchor() {
+        let mut log = log_of(&[(1, 1), (2, 1), (3, 2), (4, 2)]);
+        log.apply(Op::Compact { index: 1, term: 1 })
+            .expect("compact");
+        assert!(log.release(3) > 0);
+        assert_eq!(log.anchor(), (1, 1), "the durable point is unchanged");
+        assert_eq!(log.first_index(), 4);
+        assert_eq!(log.term(3), Ok(2));
+        assert_eq!(log.term(2), Err(StorageError::Compacted));
+        assert_eq!(terms(&log), vec![(4, 2)]);
+        assert_eq!(log.check(), Ok(()));
+        assert!(log.apply(Op::Entry(entry(3, 3))).is_err());
+        // A later compaction below the released point moves only the durable anchor.
+        log.apply(Op::Compact { index: 2, term: 1 })
+            .expect("compact");
+        assert_eq!((log.anchor(), log.first_index()), ((2, 1), 4));
+        assert_eq!(log.release(2), 0);
     }
 
     #[test]

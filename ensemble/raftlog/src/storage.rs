@@ -50,22 +50,34 @@ impl Storage for RaftLog {
         Ok(self.read_state().mem.last_index())
     }
 
-    /// The newest snapshot file's contents. `SnapshotTemporarilyUnavailable` (raft retries later)
-    /// if there is none yet or it is older than `request_index`: the application should create one.
+    /// The newest snapshot file's contents, read from the file (raft asks only when a follower
+    /// needs one). `SnapshotTemporarilyUnavailable` (raft retries later) if there is none yet, it
+    /// is older than `request_index`, or its file cannot be read: the application should
+    /// create one.
     fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
-        match &self.read_state().snapshot {
-            Some(snap) if snap.get_metadata().index >= request_index => Ok(snap.clone()),
-            latest => {
-                tracing::debug!(
-                    to,
-                    request_index,
-                    latest_index = latest.as_ref().map_or(0, |s| s.get_metadata().index),
-                    "no snapshot recent enough to send"
-                );
-                Err(raft::Error::Store(
-                    StorageError::SnapshotTemporarilyUnavailable,
-                ))
+        let latest_index = self
+            .read_state()
+            .snapshot
+            .as_ref()
+            .map_or(0, |s| s.get_metadata().index);
+        if latest_index > 0 && latest_index >= request_index {
+            match self.load_latest_snapshot() {
+                Ok(Some(snap)) => return Ok(snap),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(to, error = %e, "the newest snapshot cannot be read to send it");
+                }
             }
+        } else {
+            tracing::debug!(
+                to,
+                request_index,
+                latest_index,
+                "no snapshot recent enough to send"
+            );
         }
+        Err(raft::Error::Store(
+            StorageError::SnapshotTemporarilyUnavailable,
+        ))
     }
 }

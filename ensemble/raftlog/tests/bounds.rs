@@ -177,3 +177,43 @@ fn files_are_private_to_the_member() {
     let _log = RaftLog::open(&dir, MEMBER, Some(CLUSTER), small_opts()).expect("reopen");
     check(&dir);
 }
+
+#[test]
+fn entries_released_from_memory_still_let_a_damaged_snapshot_fall_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = small_opts();
+    let log = open(dir.path(), opts.clone()).expect("open");
+    // 1 MiB entries: past the 4 MiB from which entries before the followers' tail leave memory.
+    let payload = vec![9u8; 1 << 20];
+    for index in 1..=24 {
+        log.persist(&[entry_with_data(index, 1, &payload)], None)
+            .expect("persist");
+        if index % 8 == 0 {
+            log.create_snapshot(index, voters(&[1]), vec![index as u8; 100])
+                .expect("snapshot");
+        }
+    }
+    // Raft is served from the followers' tail only, which here is empty: a 256 KiB floor
+    // holds no 1 MiB entry...
+    assert_eq!(log.first_index(), Ok(25));
+    assert!(log.memory_bytes() < 2 << 20, "{}", log.memory_bytes());
+    drop(log);
+    // ...but the disk still holds everything after the older snapshot (16): damage the newest
+    // and the member starts from the older one plus the log, losing nothing.
+    let newest = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with("024.snap"))
+        .expect("the newest snapshot");
+    let mut bytes = std::fs::read(&newest).expect("read");
+    let at = bytes.len() - 1;
+    bytes[at] ^= 0x40;
+    std::fs::write(&newest, bytes).expect("damage");
+    let log = open(dir.path(), opts).expect("reopen from the older snapshot");
+    assert_eq!(
+        log.latest_snapshot().map(|s| s.get_metadata().index),
+        Some(16)
+    );
+    assert_eq!(log.first_index(), Ok(17));
+    assert_eq!(log.last_index(), Ok(24));
+}

@@ -54,6 +54,11 @@ pub struct Metrics {
     pub watch_bytes_limit_refusals: Counter,
     /// Committed entries that could not be applied and were applied as no-ops instead.
     pub entries_skipped: Counter,
+    /// 1 while this member's Raft log waits for space on a full volume (its writes held back,
+    /// reads served); 0 otherwise.
+    pub log_waiting_for_space: Gauge,
+    /// Raft log and snapshot writes a full volume refused (nothing written; retried).
+    pub log_no_space_errors: Counter,
     /// Writes forwarded by a member that the leader refused to put in the log.
     pub forwards_refused: Counter,
     /// `k8s` auth packets by `result`: accepted, rejected, unavailable (API trouble), disabled.
@@ -109,6 +114,8 @@ impl Metrics {
             watch_limit_refusals: Counter::default(),
             watch_bytes_limit_refusals: Counter::default(),
             entries_skipped: Counter::default(),
+            log_waiting_for_space: Gauge::default(),
+            log_no_space_errors: Counter::default(),
             forwards_refused: Counter::default(),
             k8s_auth: Family::default(),
             k8s_token_reviews: Family::default(),
@@ -141,6 +148,16 @@ impl Metrics {
                 .inc_by(0);
         }
         registry.register("raft_term", "Current Raft term", m.term.clone());
+        registry.register(
+            "raft_log_waiting_for_space",
+            "1 while this member's Raft log waits for space on a full volume: its writes are held back (never acknowledged) and retried, reads are served",
+            m.log_waiting_for_space.clone(),
+        );
+        registry.register(
+            "raft_log_no_space_errors",
+            "Raft log and snapshot writes a full volume refused; nothing was written and the member retries",
+            m.log_no_space_errors.clone(),
+        );
         registry.register(
             "entries_skipped",
             "Committed entries that could not be applied and were applied as no-ops on every member",

@@ -44,7 +44,9 @@ mod replicate;
 mod requests;
 mod sessions;
 pub mod settings;
+mod freed_memory;
 mod snapshotter;
+mod space_wait;
 #[cfg(test)]
 mod tests;
 pub mod throttled_log;
@@ -177,6 +179,10 @@ pub struct Core {
     snapshot_after_membership_change: bool,
     /// Writes snapshots from an O(1) copy of the state, on a thread of its own.
     snapshots: snapshotter::Snapshotter,
+    /// A `Ready` the full volume refused, held until there is space (`space_wait.rs`).
+    space_wait: space_wait::SpaceWait,
+    /// When to give memory the tree freed back to the kernel.
+    freed_memory: freed_memory::FreedMemory,
     /// Time spent in fsyncs during the batch being handled (metrics: the core's own work).
     fsync_in_step: Duration,
 
@@ -269,6 +275,8 @@ impl Core {
             last_snapshot_index,
             snapshot_after_membership_change: false,
             snapshots: snapshotter::Snapshotter::default(),
+            space_wait: space_wait::SpaceWait::default(),
+            freed_memory: freed_memory::FreedMemory::default(),
             fsync_in_step: Duration::ZERO,
             last_heard: BTreeMap::new(),
             last_reap: started,
@@ -427,6 +435,11 @@ impl Core {
             CoreMsg::Drained { conn } => self.on_drained(conn),
             CoreMsg::Peer(PeerInbound::Raft(m)) => {
                 self.last_heard.insert(m.from, self.clock.now());
+                // Raft is frozen while a `Ready` waits for space (`space_wait.rs`): the message
+                // is lost, as on a network, and sent again.
+                if self.space_wait.is_waiting() {
+                    return true;
+                }
                 if let Err(e) = self.node.step(m) {
                     tracing::debug!(error = %e, "raft refused a message");
                 }
@@ -455,7 +468,14 @@ impl Core {
     }
 
     fn on_tick(&mut self) {
-        self.node.tick();
+        if !self.space_wait.is_waiting() {
+            self.node.tick();
+        }
+        // Only where snapshots have threads (the server): the simulation spawns none.
+        if self.freed_memory.note(self.sm.approximate_data_size()) && self.snapshots.is_off_thread()
+        {
+            baton_raftlog::background::release_freed_memory();
+        }
         self.publish_status();
         self.expire_stuck_requests();
         self.drop_abandoned_backups();

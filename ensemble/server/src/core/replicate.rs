@@ -14,15 +14,8 @@ use raft::eraftpb::{
     Message, Snapshot,
 };
 
-use super::{Core, CoreConfig, CoreError, read_index, wire};
+use super::{Core, CoreConfig, CoreError, read_index, space_wait, wire};
 use crate::raft_logging::raft_logger;
-
-/// A snapshot is also taken once the entries after the last one pass this many bytes... (The
-/// log also holds the entries between the two snapshots it keeps, for a fallback: about twice
-/// this at its peak.)
-const SNAPSHOT_LOG_BYTES: u64 = 32 << 20;
-/// ...and at least this many entries were applied since the last one.
-const SNAPSHOT_MIN_ENTRIES: u64 = 1_000;
 
 const NOOP: Command = Command {
     session_id: 0,
@@ -53,7 +46,7 @@ pub(super) fn open_node(
         bootstrap(&log, initial_members)?;
         tracing::info!(?members, "bootstrapped a new ensemble");
     }
-    let (sm, applied) = match log.latest_snapshot() {
+    let (sm, applied) = match log.load_latest_snapshot()? {
         Some(snap) => {
             let index = snap.get_metadata().index;
             let sm = StateMachine::restore(snap.get_data())
@@ -145,9 +138,23 @@ fn v1_to_v2(cc: ConfChange) -> ConfChangeV2 {
 
 impl Core {
     /// Handles one `Ready`: apply what is committed, persist new entries (one fsync for the
-    /// whole batch), send messages, then apply what became committed by persisting.
+    /// whole batch), send messages, then apply what became committed by persisting. A `Ready`
+    /// a full volume refused is held and retried first (`space_wait.rs`); no other is taken
+    /// meanwhile.
     pub(super) fn on_ready(&mut self) -> Result<(), CoreError> {
         self.collect_snapshot()?;
+        if let Some(held) = self.space_wait.take_due(self.now()) {
+            // Compact again first: a compaction the full volume refused is retried here.
+            if let Err(e) = self.log.reclaim_space()
+                && !e.is_no_space()
+            {
+                return Err(e.into());
+            }
+            return self.finish_ready(held.ready, held.stage);
+        }
+        if self.space_wait.is_waiting() {
+            return self.maybe_snapshot();
+        }
         if !self.node.has_ready() {
             return Ok(());
         }
@@ -155,25 +162,52 @@ impl Core {
         if !ready.messages().is_empty() {
             self.send_messages(ready.take_messages());
         }
-        if ready.snapshot().get_metadata().index != 0 {
-            self.install_snapshot(ready.snapshot().clone())?;
-        }
-        for rs in ready.take_read_states() {
-            if let Some(ctx) = read_index::decode_context(self.cfg.id, &rs.request_ctx) {
-                self.on_read_state(ctx, rs.index);
+        self.finish_ready(ready, space_wait::Stage::Install)
+    }
+
+    /// The rest of `on_ready`, from `stage` on.
+    fn finish_ready(
+        &mut self,
+        mut ready: raft::Ready,
+        stage: space_wait::Stage,
+    ) -> Result<(), CoreError> {
+        if stage == space_wait::Stage::Install {
+            if ready.snapshot().get_metadata().index != 0
+                && let Err(e) = self.install_snapshot(ready.snapshot().clone())
+            {
+                return self.wait_for_space(ready, stage, e);
             }
+            for rs in ready.take_read_states() {
+                if let Some(ctx) = read_index::decode_context(self.cfg.id, &rs.request_ctx) {
+                    self.on_read_state(ctx, rs.index);
+                }
+            }
+            self.apply_committed(ready.take_committed_entries())?;
         }
-        self.apply_committed(ready.take_committed_entries())?;
         if !ready.entries().is_empty() || ready.hs().is_some() {
             let started = Instant::now();
             // A hard state that only moves the commit index is written without an fsync, and
             // is not counted as one.
-            if self.log.persist(ready.entries(), ready.hs())? {
-                let took = started.elapsed();
-                self.fsync_in_step += took;
-                self.metrics.fsync_seconds.observe(took.as_secs_f64());
-                self.metrics.fsyncs.inc();
+            match self.log.persist(ready.entries(), ready.hs()) {
+                Ok(true) => {
+                    let took = started.elapsed();
+                    self.fsync_in_step += took;
+                    self.metrics.fsync_seconds.observe(took.as_secs_f64());
+                    self.metrics.fsyncs.inc();
+                }
+                Ok(false) => {}
+                Err(e) => return self.wait_for_space(ready, space_wait::Stage::Persist, e.into()),
             }
+        }
+        if let Some(waited) = self.space_wait.resumed(self.now()) {
+            if self.node.raft.lead_transferee == Some(self.cfg.id) {
+                self.node.raft.lead_transferee = None;
+            }
+            self.metrics.log_waiting_for_space.set(0);
+            tracing::warn!(
+                waited_ms = waited.as_millis() as u64,
+                "the Raft log has space again; writes resume"
+            );
         }
         if !ready.persisted_messages().is_empty() {
             self.send_messages(ready.take_persisted_messages());
@@ -184,6 +218,38 @@ impl Core {
         self.node.advance_apply();
         self.release_syncs();
         self.release_backups();
+        self.maybe_snapshot()
+    }
+
+    /// A write the full volume refused (nothing written) is held and retried; any other
+    /// storage error stops the core, so that nothing is acknowledged without being durable.
+    fn wait_for_space(
+        &mut self,
+        ready: raft::Ready,
+        stage: space_wait::Stage,
+        error: CoreError,
+    ) -> Result<(), CoreError> {
+        let CoreError::Storage(e) = &error else {
+            return Err(error);
+        };
+        if !e.is_no_space() {
+            return Err(error);
+        }
+        self.metrics.log_no_space_errors.inc();
+        self.metrics.log_waiting_for_space.set(1);
+        // Raft stays as this `Ready` left it until it is persisted: its entries must still be
+        // the last ones when it is advanced. Peer messages and ticks are not stepped meanwhile
+        // (`handle`, `on_tick`), and a leader drops proposals (raft-rs does while a transfer is
+        // under way; followers forward theirs, which touches nothing here).
+        if self.is_leader() && self.node.raft.lead_transferee.is_none() {
+            self.node.raft.lead_transferee = Some(self.cfg.id);
+        }
+        if self.space_wait.hold(ready, stage, self.now()) {
+            tracing::error!(
+                error = %e,
+                "the volume is full: this member's Raft log waits for space (its writes are held                  back and never acknowledged, reads are served); compacting, and retrying"
+            );
+        }
         self.maybe_snapshot()
     }
 
@@ -199,12 +265,15 @@ impl Core {
 
     fn install_snapshot(&mut self, snap: Snapshot) -> Result<(), CoreError> {
         let index = snap.get_metadata().index;
-        self.sm = StateMachine::restore(snap.get_data()).map_err(|e| {
+        let sm = StateMachine::restore(snap.get_data()).map_err(|e| {
             CoreError::Snapshot(format!("snapshot at index {index} from the leader: {e}"))
         })?;
+        // Durable first: a full volume that refuses the file leaves this member as it was,
+        // to try the same `Ready` again.
+        self.log.apply_snapshot(&snap)?;
+        self.sm = sm;
         // The settings and alarms came with the snapshot.
         self.publish_alarms();
-        self.log.apply_snapshot(&snap)?;
         self.conf_state = snap.get_metadata().get_conf_state().clone();
         self.last_snapshot_index = index;
         tracing::info!(index, "installed a snapshot from the leader");
@@ -353,17 +422,18 @@ impl Core {
     /// Starts a snapshot when one is due: the core only copies the state (O(1)); the
     /// snapshotter serializes and writes it, and `collect_snapshot` counts it once durable.
     fn maybe_snapshot(&mut self) -> Result<(), CoreError> {
-        if self.snapshots.busy() {
+        if self.snapshots.busy() || !self.space_wait.snapshot_may_start(self.now()) {
             return Ok(());
         }
         let applied = self.sm.last_applied() as u64;
         let since = applied.saturating_sub(self.last_snapshot_index);
-        // By count, or by the bytes the log holds in memory: 100k entries of 1 KiB writes were
-        // 110 MiB of RAM before the count came round. The floor of entries keeps large entries
-        // (which compaction retains a few thousand of) from snapshotting on every batch.
+        // By count, or by bytes whatever their count (`RaftLog::snapshot_due`: half the tree,
+        // at least 32 MiB): one client rewriting one 1 MiB znode filled every member's volume
+        // while a count of 1,000 entries was also needed. A full volume makes one due too: it
+        // is what lets the log compact and free segments.
         let due = since >= self.cfg.snapshot_entries
-            || (since >= SNAPSHOT_MIN_ENTRIES
-                && self.log.bytes_since_snapshot() >= SNAPSHOT_LOG_BYTES);
+            || self.log.snapshot_due_for_tree(self.sm.approximate_data_size())
+            || self.space_wait.is_waiting();
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
@@ -386,6 +456,7 @@ impl Core {
         match self.snapshots.collect() {
             None => Ok(()),
             Some(Ok(written)) => {
+                self.space_wait.snapshot_written();
                 self.last_snapshot_index = self.last_snapshot_index.max(written.index);
                 self.metrics.snapshots.inc();
                 self.metrics
@@ -403,6 +474,12 @@ impl Core {
                     index = snapshot_index,
                     "a newer snapshot was installed while this one was written; dropped it"
                 );
+                Ok(())
+            }
+            Some(Err(e)) if e.is_no_space() => {
+                self.metrics.log_no_space_errors.inc();
+                self.space_wait.snapshot_refused(self.now());
+                tracing::error!(error = %e, "the volume is full: a snapshot could not be written; trying again later");
                 Ok(())
             }
             Some(Err(e)) => Err(e.into()),

@@ -166,6 +166,11 @@ impl Member {
         Ok(())
     }
 
+    /// Its process id while the harness runs it (for tests that read `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the harness started it and has not stopped it (it may have crashed since).
     pub fn is_started(&self) -> bool {
         self.child.is_some()

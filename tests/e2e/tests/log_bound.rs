@@ -1,0 +1,221 @@
+//! The Raft log is bounded by bytes, with real members each on a small volume of its own: one
+//! client rewriting one 1 MiB znode hundreds of times (the tree never holds more than 1 MiB)
+//! leaves every member alive, ready and within the disk bound ARCHITECTURE.md gives ("What
+//! bounds the log"). Before the byte trigger, a snapshot also needed 1,000 entries, so the log
+//! grew by 1 MiB a write and all three volumes filled at once.
+//!
+//! Each member's data dir is a tmpfs the test mounts, so it needs root and is ignored by
+//! default; `tests/scripts/test.sh` runs it where it can mount (as root):
+//!
+//! ```text
+//! cargo test -p baton-tests --test log_bound -- --ignored --nocapture
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, ensure};
+use baton_tests::PERSISTENT;
+use baton_tests::cluster::{CLUSTER_CASE_DEADLINE, CLUSTER_ID, Cluster, Member, Method};
+use baton_tests::pki::Pki;
+
+/// Each member's volume. Without the bound, 300 rewrites put 300 MiB of log on it.
+const VOLUME_MIB: u64 = 160;
+const REWRITES: usize = 300;
+/// Just under the largest frame a client may send (1 MiB - 1).
+const DATA_BYTES: usize = (1 << 20) - 1024;
+
+const MIB: u64 = 1 << 20;
+
+/// The disk bound of ARCHITECTURE.md with the defaults: a snapshot is due every
+/// B = max(32 MiB, S/2) bytes of entries; the log keeps at most 2(B + E) of them, plus two
+/// 16 MiB segments (G) each up to one record (E) over, three snapshots (two kept, one being
+/// written), the reserve (1.25 S + 1 MiB) and 1 MiB of small files.
+fn disk_bound(tree: u64, entry: u64) -> u64 {
+    let b = (32 * MIB).max(tree / 2);
+    let g = 16 * MIB;
+    2 * (b + entry) + 2 * (g + entry) + 3 * tree + (tree + tree / 4 + MIB) + MIB
+}
+
+/// Tmpfs mounts made for the members' data dirs, unmounted when dropped (after the cluster,
+/// which kills its members first).
+#[derive(Default)]
+struct Mounts(Vec<PathBuf>);
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = Command::new("umount").arg(dir).status();
+        }
+    }
+}
+
+fn mount_tmpfs(dir: &Path, mib: u64) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .context("run mount")?;
+    ensure!(
+        status.success(),
+        "mount a tmpfs on {} (root only): {status}",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Bytes of the files in the data dir, but for files being written or retired (`*.tmp`):
+/// those are a snapshot on its way in or a segment a background thread is unlinking.
+fn data_dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("list {}", dir.display()))? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().ends_with(".tmp") {
+            continue;
+        }
+        // A file can be deleted between the listing and this (an old snapshot pruned).
+        if let Ok(meta) = entry.metadata() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Resident memory of a process, from `/proc`.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[tokio::test]
+#[ignore = "mounts a tmpfs per member (root only); tests/scripts/test.sh runs it"]
+async fn rewriting_one_large_znode_keeps_every_member_alive_and_within_its_bound() -> Result<()> {
+    let mounts = Arc::new(Mutex::new(Mounts::default()));
+    let pki = Pki::new(CLUSTER_ID, &[1, 2, 3])?;
+    let prepare_mounts = mounts.clone();
+    let mut cluster = Cluster::start_prepared(3, pki, &[], async move |m: &Member| {
+        let dir = m.data_dir();
+        mount_tmpfs(&dir, VOLUME_MIB)?;
+        prepare_mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .push(dir);
+        Ok(())
+    })
+    .await?;
+    let outcome = tokio::time::timeout(CLUSTER_CASE_DEADLINE, rewrite_and_check(&mut cluster))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the case did not finish in time")));
+    if outcome.is_err() {
+        cluster.dump_logs();
+    }
+    drop(cluster);
+    drop(mounts);
+    outcome
+}
+
+async fn rewrite_and_check(cluster: &mut Cluster) -> Result<()> {
+    let ids = cluster.ids();
+    let bound = disk_bound(DATA_BYTES as u64, DATA_BYTES as u64);
+    ensure!(
+        bound < VOLUME_MIB * MIB,
+        "the bound ({bound} bytes) must fit the volume for the test to mean anything"
+    );
+    for &id in &ids {
+        let m = cluster.member(id)?;
+        println!(
+            "member {id} before: data dir {} KiB, RSS {:.1} MiB",
+            data_dir_bytes(&m.data_dir())? / 1024,
+            m.pid().map_or(0.0, rss_mib)
+        );
+    }
+    let client = cluster.connect().await?;
+    let mut data = vec![0x6bu8; DATA_BYTES];
+    client
+        .create("/big", &data, &PERSISTENT)
+        .await
+        .context("create /big")?;
+    let mut peak = vec![0u64; ids.len()];
+    for i in 0..REWRITES {
+        data[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        client
+            .set_data("/big", &data, None)
+            .await
+            .with_context(|| format!("rewrite {i} of /big"))?;
+        for (slot, &id) in ids.iter().enumerate() {
+            let used = data_dir_bytes(&cluster.member(id)?.data_dir())?;
+            peak[slot] = peak[slot].max(used);
+        }
+    }
+    // Every member alive (a crash is an error here), and each one ready.
+    cluster.statuses().await.context("every member answers")?;
+    for (slot, &id) in ids.iter().enumerate() {
+        let m = cluster.member(id)?;
+        let ready = m.admin(Method::Get, "/readyz", None).await?;
+        ensure!(ready.status == 200, "member {id} is not ready: {ready}");
+        let used = data_dir_bytes(&m.data_dir())?;
+        println!(
+            "member {id} after {REWRITES} rewrites of {DATA_BYTES} bytes: data dir {} KiB \
+             (peak {} KiB, bound {} KiB, volume {} KiB), RSS {:.1} MiB",
+            used / 1024,
+            peak[slot] / 1024,
+            bound / 1024,
+            VOLUME_MIB * 1024,
+            m.pid().map_or(0.0, rss_mib)
+        );
+        ensure!(
+            peak[slot] <= bound,
+            "member {id}'s data dir reached {} bytes, past its bound of {bound}",
+            peak[slot]
+        );
+    }
+    // And the ensemble still takes writes.
+    client
+        .set_data("/big", b"small", None)
+        .await
+        .context("a write after the rewrites")?;
+    Ok(())
+}
+
+/// Resident memory of every member, in MiB.
+fn rss_of(cluster: &Cluster) -> Result<Vec<f64>> {
+    cluster
+        .ids()
+        .into_iter()
+        .map(|id| Ok(cluster.member(id)?.pid().map_or(0.0, rss_mib)))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "a measurement: prints each member's RSS around creating and deleting 150 MiB of znodes"]
+async fn memory_after_large_creates_and_deletes() -> Result<()> {
+    let mut cluster = Cluster::start(3).await?;
+    let client = cluster.connect().await?;
+    println!("RSS at start: {:?}", rss_of(&cluster)?);
+    let data = vec![0x33u8; DATA_BYTES];
+    for i in 0..150 {
+        client
+            .create(&format!("/m{i:03}"), &data, &PERSISTENT)
+            .await?;
+    }
+    cluster.statuses().await?;
+    println!("RSS after 150 creates of 1 MiB: {:?}", rss_of(&cluster)?);
+    for i in 0..150 {
+        client.delete(&format!("/m{i:03}"), None).await?;
+    }
+    client.create("/after", b"x", &PERSISTENT).await?;
+    cluster.statuses().await?;
+    println!("RSS right after the deletes: {:?}", rss_of(&cluster)?);
+    for second in 1..=5 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        println!("RSS {second} s later: {:?}", rss_of(&cluster)?);
+    }
+    Ok(())
+}
