@@ -44,6 +44,11 @@ pub enum Fault {
     Weather { loss: f64, delay: (Micros, Micros) },
     /// Every link back, loss and delay back to normal.
     Heal,
+    /// The admin asks the leader to change the replicated settings (quotas drawn from the value).
+    Settings(u64),
+    /// The target's data volume is below its free-space watermark for this long: it raises
+    /// the NOSPACE alarm, and every member refuses writes that add data until it clears.
+    DiskFull(Target, Micros),
 }
 
 impl fmt::Display for Fault {
@@ -63,6 +68,8 @@ impl fmt::Display for Fault {
                 delay.1
             ),
             Fault::Heal => write!(f, "heal"),
+            Fault::Settings(v) => write!(f, "change the settings ({v})"),
+            Fault::DiskFull(t, us) => write!(f, "disk of {t} full for {} ms", us / MS),
         }
     }
 }
@@ -80,7 +87,7 @@ pub fn schedule(rng: &mut StdRng, n: u64, until: Micros) -> Vec<(Micros, Fault)>
                 Target::Member(rng.random_range(1..=n))
             }
         };
-        match rng.random_range(0..9) {
+        match rng.random_range(0..11) {
             0 => {
                 let mut shuffled = ids.clone();
                 shuffled.shuffle(rng);
@@ -124,6 +131,11 @@ pub fn schedule(rng: &mut StdRng, n: u64, until: Micros) -> Vec<(Micros, Fault)>
                         delay: (50, hi),
                     },
                 ));
+            }
+            9 => out.push((t, Fault::Settings(rng.random_range(0..1_000_000)))),
+            10 => {
+                let full = rng.random_range(200 * MS..2 * SECOND);
+                out.push((t, Fault::DiskFull(pick_member(rng), full)));
             }
             _ => out.push((t, Fault::Heal)),
         }

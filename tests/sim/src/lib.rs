@@ -19,6 +19,7 @@ mod lockview;
 mod member;
 mod net;
 mod record;
+mod settingsview;
 mod time;
 mod world;
 
@@ -74,10 +75,17 @@ pub enum Bug {
     NoFsync,
     /// The barrier clients pass once N − 1 parties are in (the rule off by one).
     ShortBarrier,
+    /// Members with an even id ignore alarm entries: the alarm decided per member.
+    LocalAlarm,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 3] = [Bug::StaleSync, Bug::NoFsync, Bug::ShortBarrier];
+    pub const ALL: [Bug; 4] = [
+        Bug::StaleSync,
+        Bug::NoFsync,
+        Bug::ShortBarrier,
+        Bug::LocalAlarm,
+    ];
 
     /// The name `--bug` takes.
     pub fn name(self) -> &'static str {
@@ -85,6 +93,7 @@ impl Bug {
             Bug::StaleSync => "stale-sync",
             Bug::NoFsync => "no-fsync",
             Bug::ShortBarrier => "short-barrier",
+            Bug::LocalAlarm => "local-alarm",
         }
     }
 }
@@ -123,6 +132,8 @@ pub struct Report {
     pub holder_changes: u64,
     /// Persistent nodes the squatters planted in the queues (none of which may ever hold).
     pub planted: usize,
+    /// Times the NOSPACE alarm went up (a member's disk "filled").
+    pub alarms: usize,
     pub faults: Vec<String>,
     pub events: u64,
     /// A hash of every event's time and target: equal for equal seeds.
@@ -230,6 +241,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         snapshot_entries: 300,
         bugs: DeliberateBugs {
             sync_without_read_index: cfg.bug == Some(Bug::StaleSync),
+            alarms_on_odd_members_only: cfg.bug == Some(Bug::LocalAlarm),
         },
         fsync: cfg.bug != Some(Bug::NoFsync),
     };
@@ -342,6 +354,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             .filter(|g| g.dir == semaphore_dir)
             .count(),
         barrier_passes: world.rec.barrier_passes,
+        alarms: world.settings_view.alarms_seen(),
         barrier_releases: world.barrier_view.releases,
         holder_changes: world.lock_view.changes,
         planted: world.clients.iter().map(|c| c.planted.len()).sum(),
@@ -439,6 +452,12 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, Stri
         ));
     }
     check_grants(&world.rec.grants)?;
+    // Disks were freed at the heal: every alarm cleared by itself through the log.
+    if let Some(alarm) = sm.settings().alarms.iter().next() {
+        return Err(format!(
+            "the alarm {alarm:?} is still up 10 s after every disk was freed"
+        ));
+    }
     // Every client got an answer after the heal: nothing is stuck (a lost watch, a session
     // that never expires, a request the ensemble forgot).
     if let Some(stuck) = world

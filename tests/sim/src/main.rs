@@ -25,8 +25,9 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     fault_seconds: u64,
     /// Switch on a deliberate bug, to watch the checkers catch it: `stale-sync` (sync skips
-    /// the leader's ReadIndex), `no-fsync` (the log acknowledges before it is durable) or
-    /// `short-barrier` (barrier clients pass with one party fewer than asked for).
+    /// the leader's ReadIndex), `no-fsync` (the log acknowledges before it is durable),
+    /// `short-barrier` (barrier clients pass with one party fewer than asked for) or
+    /// `local-alarm` (members with an even id ignore alarm entries).
     #[arg(long)]
     bug: Option<String>,
     /// Log the run (faults, elections, member decisions) to stderr.
@@ -71,7 +72,7 @@ fn main() -> ExitCode {
                     println!("seed {seed}: linearizability of {key} undecided (step budget)");
                 }
                 println!(
-                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} faults, {} events, trace {:016x})",
+                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} disk alarms, {} faults, {} events, trace {:016x})",
                     r.members,
                     r.operations,
                     r.grants,
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
                     r.barrier_releases,
                     r.holder_changes,
                     r.planted,
+                    r.alarms,
                     r.faults.len(),
                     r.events,
                     r.trace

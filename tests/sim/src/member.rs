@@ -132,6 +132,11 @@ impl Member {
             Some(Box::new(links)),
             clock,
         )?;
+        let mut core = core;
+        core.set_disk_watermark(baton_ensemble::core::settings::DiskWatermark {
+            min_free_bytes: crate::world::SIM_MIN_FREE_DISK,
+            hysteresis_bytes: crate::world::SIM_MIN_FREE_DISK,
+        });
         self.core = Some(core);
         Ok(())
     }

@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash};
 use std::sync::Arc;
 
+use baton_ensemble::core::membership::AdminCommand;
 use baton_ensemble::core::{CoreMsg, ManualClock, Outbound};
 use baton_ensemble::peer::{PeerEvent, PeerInbound};
+use baton_machine::Setting;
 use raft::SnapshotStatus;
 use raft::eraftpb::MessageType;
 use rand::Rng;
@@ -18,7 +20,13 @@ use crate::lockview::{self, LockView};
 use crate::member::{Member, MemberSettings, Outgoing};
 use crate::net::Network;
 use crate::record::Recorder;
-use crate::time::{MS, Micros, Queue, duration};
+use crate::settingsview::SettingsView;
+use crate::time::{MS, Micros, Queue, SECOND, duration};
+
+/// The free bytes a member's volume reports when it is not "full"; the watermark is below.
+const SIM_FREE_DISK: u64 = 1 << 30;
+/// The simulated members' `--min-free-disk-bytes`.
+pub const SIM_MIN_FREE_DISK: u64 = 64 << 20;
 
 /// Client-to-member links are short and reliable (a pod and its sidecar, or a LAN).
 const CLIENT_LINK: (Micros, Micros) = (20, 300);
@@ -86,6 +94,9 @@ pub struct World {
     pub tick: Micros,
     /// Each client's one pending wake-up: a later request for an earlier time replaces it.
     wake_at: BTreeMap<usize, Micros>,
+    pub settings_view: SettingsView,
+    /// Until when each member's data volume is "full" (below its watermark).
+    disk_full_until: BTreeMap<u64, Micros>,
 }
 
 impl World {
@@ -117,6 +128,8 @@ impl World {
             events: 0,
             breach: None,
             wake_at: BTreeMap::new(),
+            settings_view: SettingsView::default(),
+            disk_full_until: BTreeMap::new(),
         }
     }
 
@@ -157,6 +170,12 @@ impl World {
                 (now, 0u8, member).hash(&mut self.trace);
                 self.queue.push(now + self.tick, Event::Tick { member });
                 self.deliver(member, None, CoreMsg::Tick)?;
+                // The runtime measures the volume once a second (`disk_space.rs`).
+                if now / SECOND != now.saturating_sub(self.tick) / SECOND {
+                    let full = self.disk_full_until.get(&member).is_some_and(|u| now < *u);
+                    let free_bytes = if full { 0 } else { SIM_FREE_DISK };
+                    self.deliver(member, None, CoreMsg::DiskSpace { free_bytes })?;
+                }
             }
             Event::Peer {
                 to,
@@ -347,8 +366,9 @@ impl World {
         let applied = core.raft_view().applied;
         let sm = core.state();
         let result = self
-            .lock_view
-            .observe(id, applied, sm, &self.lock_dirs)
+            .settings_view
+            .observe(id, applied, sm)
+            .and_then(|()| self.lock_view.observe(id, applied, sm, &self.lock_dirs))
             .and_then(|()| lockview::check_ephemerals(id, sm))
             .and_then(|()| {
                 // What the clients of this member believe they hold must be what it says.
@@ -480,7 +500,29 @@ impl World {
                 self.net.loss = loss;
                 self.net.delay = delay;
             }
-            Fault::Heal => self.net.heal(),
+            Fault::Heal => {
+                self.net.heal();
+                // Healing frees every volume too: the settle phase starts without alarms
+                // (members still have to clear them through the log).
+                self.disk_full_until.clear();
+            }
+            Fault::Settings(v) => {
+                let id = self.resolve(Target::Leader);
+                let changes = vec![
+                    Setting::NamespaceZnodes(50_000 + v % 50_000),
+                    Setting::SharedBytes((64 << 20) + v),
+                    Setting::EphemeralsPerSession(1_000 + v % 1_000),
+                ];
+                // Nobody waits for the answer: a lost change is as good as a refused one.
+                let (reply, _) = tokio::sync::oneshot::channel();
+                let command = AdminCommand::ChangeSettings { changes };
+                self.deliver(id, None, CoreMsg::Admin { command, reply })?;
+            }
+            Fault::DiskFull(target, us) => {
+                let id = self.resolve(target);
+                let until = self.disk_full_until.entry(id).or_default();
+                *until = (*until).max(self.now + us);
+            }
         }
         Ok(())
     }

@@ -129,3 +129,14 @@ fn a_short_barrier_is_caught() {
     let failure = catch(Bug::ShortBarrier);
     assert!(failure.what.contains("parties in"), "{failure}");
 }
+
+/// Members that decide the disk alarm each on their own (even ids ignore alarm entries): the
+/// settings check ("every member holds the same settings at the same index") must say so.
+#[test]
+fn an_alarm_decided_per_member_is_caught() {
+    let failure = catch(Bug::LocalAlarm);
+    assert!(
+        failure.what.contains("disagree on the settings"),
+        "{failure}"
+    );
+}

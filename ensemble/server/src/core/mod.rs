@@ -140,12 +140,16 @@ pub struct DeliberateBugs {
     /// Answer `sync` at once from this member's state, skipping the leader's ReadIndex, so a
     /// read after `sync` can be stale.
     pub sync_without_read_index: bool,
+    /// Members with an even id apply alarm entries as no-ops, as if each member decided the
+    /// alarm from its own view: the members' settings then differ at the same index.
+    pub alarms_on_odd_members_only: bool,
 }
 
 impl DeliberateBugs {
     /// None of them: the only setting production uses.
     pub const NONE: DeliberateBugs = DeliberateBugs {
         sync_without_read_index: false,
+        alarms_on_odd_members_only: false,
     };
 }
 

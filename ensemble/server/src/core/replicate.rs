@@ -288,6 +288,13 @@ impl Core {
                     self.sm.apply(index as i64, &NOOP);
                 }
                 EntryType::EntryNormal => match Command::decode(&entry.data) {
+                    Ok(cmd)
+                        if self.cfg.bugs.alarms_on_odd_members_only
+                            && self.cfg.id.is_multiple_of(2)
+                            && matches!(cmd.kind, CommandKind::Alarm { .. }) =>
+                    {
+                        self.sm.apply(index as i64, &NOOP);
+                    }
                     Ok(cmd) => {
                         let applied = self.sm.apply(index as i64, &cmd);
                         self.route(&cmd, applied);
