@@ -320,3 +320,169 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use baton_proto::codec::decode_reply;
+    use baton_proto::{ConnectRequest, CreateRequest, ErrorCode, OpCode, Request, open_acl_unsafe};
+    use baton_raftlog::{LogOptions, RaftLog};
+    use tokio::sync::{oneshot, watch};
+
+    use super::super::*;
+    use super::*;
+
+    const MIN_FREE: u64 = 1000;
+
+    /// A one-member ensemble with `initial` as its flags and the disk alarm on.
+    fn member(dir: &tempfile::TempDir, initial: Vec<Setting>) -> (Core, Arc<ManualClock>) {
+        let options = LogOptions {
+            sync: false,
+            ..LogOptions::default()
+        };
+        let log = RaftLog::open(dir.path(), 1, Some("test"), options).expect("log");
+        let cfg = CoreConfig {
+            id: 1,
+            min_session_timeout_ms: 400,
+            max_session_timeout_ms: 60_000,
+            snapshot_entries: 100_000,
+            tick: Duration::from_millis(100),
+            reap_interval: Duration::from_secs(1),
+            join: false,
+            fixed_election_ticks: Some(10),
+            handshake_timeout: super::super::connect::HANDSHAKE_TIMEOUT,
+            bugs: DeliberateBugs::NONE,
+        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let (status, _) = watch::channel(crate::status::Status::default());
+        let members = [(1, "127.0.0.1:1".to_string())];
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let mut core =
+            Core::new(cfg, log, &members, metrics, status, None, clock.clone()).expect("core");
+        core.set_initial_settings(initial);
+        core.set_disk_watermark(DiskWatermark {
+            min_free_bytes: MIN_FREE,
+            hysteresis_bytes: MIN_FREE,
+        });
+        step(&mut core, vec![]);
+        assert!(core.raft_view().is_leader, "alone, it leads at once");
+        (core, clock)
+    }
+
+    fn step(core: &mut Core, msgs: Vec<CoreMsg>) {
+        assert!(core.step(msgs).expect("no storage failure"));
+        assert!(core.step(vec![]).expect("no storage failure"));
+    }
+
+    fn alarmed(core: &Core) -> bool {
+        core.state()
+            .settings()
+            .alarms
+            .contains(&(1, AlarmKind::NoSpace))
+    }
+
+    #[test]
+    fn a_new_ensembles_leader_proposes_its_flags_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut core, _) = member(&dir, vec![Setting::CheckIdentities(true)]);
+        let settings = core.state().settings().clone();
+        assert!(settings.set && settings.tenancy.check_identities);
+        // An admin change is not undone by the flags on the next ticks or a restart.
+        let (reply, mut answer) = oneshot::channel();
+        core.on_change_settings(vec![Setting::CheckIdentities(false)], reply);
+        step(&mut core, vec![CoreMsg::Tick]);
+        let body = answer.try_recv().expect("answered").expect("applied");
+        assert_eq!(body["checkIdentities"], false);
+        drop(core);
+        let (core, _) = member(&dir, vec![Setting::CheckIdentities(true)]);
+        assert!(!core.state().tenancy().check_identities);
+    }
+
+    #[test]
+    fn the_alarm_goes_up_below_the_watermark_and_clears_past_the_hysteresis() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut core, clock) = member(&dir, vec![]);
+        step(
+            &mut core,
+            vec![CoreMsg::DiskSpace {
+                free_bytes: MIN_FREE,
+            }],
+        );
+        assert!(!alarmed(&core), "at the watermark is not below it");
+        step(
+            &mut core,
+            vec![CoreMsg::DiskSpace {
+                free_bytes: MIN_FREE - 1,
+            }],
+        );
+        assert!(alarmed(&core));
+
+        // A write that adds data is answered at once, without a log entry.
+        let (tx, mut out) = unlimited_outbound_queue();
+        let (done, _outcome) = oneshot::channel();
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 4000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        };
+        let peer = "127.0.0.1:9999".parse().expect("address");
+        step(
+            &mut core,
+            vec![CoreMsg::Connect {
+                conn: 1,
+                peer,
+                out: tx,
+                req,
+                done,
+            }],
+        );
+        while out.try_recv().is_some() {}
+        let last = core.node.raft.raft_log.last_index();
+        let request = Request::Create {
+            op: OpCode::Create,
+            req: CreateRequest {
+                path: "/x".into(),
+                data: Some(vec![1]),
+                acl: open_acl_unsafe(),
+                flags: 0,
+                ttl: None,
+            },
+        };
+        step(
+            &mut core,
+            vec![CoreMsg::Request {
+                conn: 1,
+                xid: 7,
+                request,
+            }],
+        );
+        assert_eq!(core.node.raft.raft_log.last_index(), last, "no entry");
+        let Some(Outbound::Frame(frame)) = out.try_recv() else {
+            panic!("no reply");
+        };
+        let (hdr, _) = decode_reply(OpCode::Create, &frame[4..]).expect("a reply");
+        assert_eq!((hdr.xid, hdr.err), (7, ErrorCode::QuotaExceeded.code()));
+
+        // Back above the watermark but not past the hysteresis: still up.
+        clock.set(clock.elapsed() + ALARM_RETRY);
+        step(
+            &mut core,
+            vec![CoreMsg::DiskSpace {
+                free_bytes: 2 * MIN_FREE - 1,
+            }],
+        );
+        assert!(alarmed(&core));
+        step(
+            &mut core,
+            vec![CoreMsg::DiskSpace {
+                free_bytes: 2 * MIN_FREE,
+            }],
+        );
+        assert!(!alarmed(&core));
+    }
+}
