@@ -21,6 +21,10 @@ use crate::{identity, segment, snapfile};
 /// [`RaftLog::create_snapshot`]), so falling back loses nothing.
 const SNAPSHOTS_KEPT: usize = 2;
 
+/// At most this many bytes of entries before the newest snapshot are kept for followers a
+/// little behind (and never more than the snapshot byte bound).
+const FOLLOWER_TAIL_BYTES: u64 = 16 << 20;
+
 /// Entries before the tail kept for followers leave memory (not the disk) once they hold
 /// this much.
 const RELEASE_FROM_BYTES: u64 = 4 << 20;
@@ -381,7 +385,13 @@ impl RaftLog {
         let (compact, tail) = {
             let state = self.read_state();
             let mem = &state.mem;
-            let bound = self.inner.opts.snapshot_bytes(state.snapshot_size);
+            // Sending a follower further behind a snapshot instead costs about what sending it
+            // that many entries would; and the tail is held in memory.
+            let bound = self
+                .inner
+                .opts
+                .snapshot_bytes(state.snapshot_size)
+                .min(FOLLOWER_TAIL_BYTES);
             let tail = mem
                 .tail_start(index.min(mem.last_index()), bound)
                 .max(index.saturating_sub(self.inner.opts.keep_entries));

@@ -9,7 +9,7 @@ pub struct LogOptions {
     /// After a snapshot at index `i`, entries up to `i - keep_entries` are discarded; the rest stay
     /// so a follower slightly behind can catch up from the log instead of a full snapshot. The
     /// tail kept this way also stays within the snapshot byte bound (see
-    /// [`LogOptions::snapshot_bytes`]), so large entries never make it large.
+    /// [`LogOptions::snapshot_bytes`]) and 16 MiB, so large entries never make it large.
     pub keep_entries: u64,
     /// A snapshot is due once the entries after the newest one pass
     /// `max(snapshot_floor_bytes, newest snapshot's size / snapshot_tree_divisor)` bytes,
