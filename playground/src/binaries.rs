@@ -1,101 +1,64 @@
-//! Finding `baton-ensemble` and `baton-sidecar`, and building them when the playground was
-//! started by `cargo run`.
+//! How the playground starts `baton-ensemble` and `baton-sidecar`: by running itself.
 //!
-//! Why the playground builds its siblings itself: the README promises one command on a fresh
-//! clone, `cargo run --release --bin baton-playground`, but cargo builds only the requested
-//! package's binaries, and a crate cannot depend on another crate's binary. A build script
-//! cannot run cargo on the same target dir either (it would wait on the lock its own build
-//! holds). So when `cargo run` started us (it sets `CARGO` in our environment), we run
-//! `cargo build` for the two packages in the same profile, which puts them next to our own
-//! executable; when they are current that costs about a second, and it means the demo never
-//! runs stale servers after a `git pull`. Started any other way (`target/release/baton-playground`,
-//! or a test with `--no-build`), we use the binaries next to us as they are and say how to
-//! build them when they are missing.
+//! The playground links the `baton-ensemble` and `baton-sidecar` library crates, whose command
+//! lines live in their libraries (`baton_ensemble::cli::main`, `baton_sidecar::cli::main`; their
+//! own `main.rs` only calls those). `baton-playground ensemble ARGS...` and `baton-playground
+//! sidecar ARGS...` run them (see `main`), so `cargo run --release --bin baton-playground` is one
+//! cargo build with one feature resolution: each crate compiled once, nothing rebuilt at the next
+//! launch, and the demo can never run servers older than itself. (It used to run a second
+//! `cargo build` for the two packages, which resolved features differently and rebuilt tokio,
+//! rustls, hyper... at every launch.) The linked crates are built without their optional S3,
+//! Kubernetes and sidecar-TLS parts, which the demo does not use.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-/// The two programs the playground runs, as paths that existed when they were located.
+/// The first argument that makes `baton-playground` run as `baton-ensemble`.
+pub const ENSEMBLE: &str = "ensemble";
+/// The first argument that makes `baton-playground` run as `baton-sidecar`.
+pub const SIDECAR: &str = "sidecar";
+
+/// How to start the two programs: this executable with a leading argument.
 #[derive(Debug, Clone)]
 pub struct Binaries {
-    pub ensemble: PathBuf,
-    pub sidecar: PathBuf,
+    /// This executable.
+    pub exe: PathBuf,
 }
 
-/// The binaries next to this executable, built first when `build` is set and cargo started us.
-pub fn locate(build: bool) -> Result<Binaries> {
-    let exe = std::env::current_exe().context("locate the baton-playground executable")?;
-    let dir = exe
-        .parent()
-        .with_context(|| format!("{} has no parent directory", exe.display()))?;
-    let cargo = std::env::var_os("CARGO");
-    if let (true, Some(cargo)) = (build, cargo) {
-        build_siblings(Path::new(&cargo), dir)?;
+impl Binaries {
+    /// The running executable, resolved once (a rebuild while the demo runs replaces the file
+    /// at this path; restarted children then run the new build, as before).
+    pub fn locate() -> Result<Binaries> {
+        let exe = std::env::current_exe().context("locate the baton-playground executable")?;
+        Ok(Binaries { exe })
     }
-    let binaries = Binaries {
-        ensemble: dir.join("baton-ensemble"),
-        sidecar: dir.join("baton-sidecar"),
-    };
-    let missing: Vec<String> = [&binaries.ensemble, &binaries.sidecar]
-        .into_iter()
-        .filter(|path| !path.is_file())
-        .map(|path| path.display().to_string())
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "missing {}: build them first with `cargo build --release --bins` (or `cargo build \
-             --workspace --bins` for a debug playground), or start the playground with \
-             `cargo run --release --bin baton-playground`, which builds them",
-            missing.join(" and ")
-        );
+
+    /// The program and leading arguments that run `baton-ensemble`.
+    pub fn ensemble(&self) -> (PathBuf, Vec<String>) {
+        (self.exe.clone(), vec![ENSEMBLE.to_owned()])
     }
-    Ok(binaries)
+
+    /// The program and leading arguments that run `baton-sidecar`.
+    pub fn sidecar(&self) -> (PathBuf, Vec<String>) {
+        (self.exe.clone(), vec![SIDECAR.to_owned()])
+    }
 }
 
-/// Runs `cargo build` for the ensemble and the sidecar in the profile `dir` belongs to.
-fn build_siblings(cargo: &Path, dir: &Path) -> Result<()> {
-    let profile = match dir.file_name().and_then(|name| name.to_str()) {
-        // The `dev` profile's directory is named `debug`; every other profile keeps its name.
-        Some("debug") => "dev",
-        Some(name) => name,
-        None => bail!("cannot tell the cargo profile of {}", dir.display()),
-    };
-    // The manifest recorded at compile time: `cargo run` may have been typed in any
-    // directory of the workspace, and `-p` needs the workspace.
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    // The target dir this executable sits in, in case `cargo run` was given another one.
-    let target_dir = dir
-        .parent()
-        .with_context(|| format!("{} is not inside a cargo target dir", dir.display()))?;
-    let args = [
-        "build",
-        "--profile",
-        profile,
-        "-p",
-        "baton-ensemble",
-        "-p",
-        "baton-sidecar",
-        "--bins",
-    ];
-    tracing::info!(
-        "building the ensemble and the sidecar: cargo {}",
-        args.join(" ")
-    );
-    let status = Command::new(cargo)
-        .args(args)
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .status()
-        .with_context(|| format!("run {} build", cargo.display()))?;
-    if !status.success() {
-        bail!(
-            "`cargo {}` failed ({status}); its errors are above",
-            args.join(" ")
-        );
+/// Runs `baton-ensemble` or `baton-sidecar` when the first argument names one; `None` otherwise
+/// (the playground itself).
+pub fn multi_call() -> Option<std::process::ExitCode> {
+    let mut args = std::env::args_os();
+    let _playground = args.next();
+    let first = args.next()?;
+    // The rest, behind the program name the child's help and errors should show.
+    if first == ENSEMBLE {
+        let argv = std::iter::once("baton-ensemble".into()).chain(args);
+        Some(baton_ensemble::cli::main(argv))
+    } else if first == SIDECAR {
+        let argv = std::iter::once("baton-sidecar".into()).chain(args);
+        Some(baton_sidecar::cli::main(argv))
+    } else {
+        None
     }
-    Ok(())
 }

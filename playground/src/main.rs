@@ -59,10 +59,6 @@ struct Args {
     /// Use any free ports rather than the familiar ones (2181…, 4041…, 8081…)
     #[arg(long)]
     any_port: bool,
-
-    /// Do not build baton-ensemble and baton-sidecar under `cargo run`: use them as they are
-    #[arg(long)]
-    no_build: bool,
 }
 
 fn parse_members(raw: &str) -> Result<u64, String> {
@@ -74,6 +70,10 @@ fn parse_members(raw: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
+    // `baton-playground ensemble ...` / `sidecar ...`: the children the demo starts (binaries.rs).
+    if let Some(code) = binaries::multi_call() {
+        return code;
+    }
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<()> {
-    let binaries = binaries::locate(!args.no_build)?;
+    let binaries = binaries::Binaries::locate()?;
     // The temporary directory is removed when `_temporary` drops, after the children are dead.
     let (data, _temporary) = match &args.data_dir {
         Some(dir) => {

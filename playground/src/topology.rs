@@ -117,56 +117,60 @@ impl Topology {
             .map(|m| format!("{}={}", m.id, m.peer))
             .collect::<Vec<_>>()
             .join(",");
+        let (program, mut args) = binaries.ensemble();
+        args.extend([
+            "--id".into(),
+            member.id.to_string(),
+            "--data-dir".into(),
+            member.data_dir.display().to_string(),
+            "--client-addr".into(),
+            member.client.to_string(),
+            "--peer-addr".into(),
+            member.peer.to_string(),
+            "--admin-addr".into(),
+            member.admin.to_string(),
+            "--members".into(),
+            initial,
+            "--tls-ca".into(),
+            self.certs.join("ca.crt").display().to_string(),
+            "--tls-cert".into(),
+            self.certs
+                .join(format!("member-{}.crt", member.id))
+                .display()
+                .to_string(),
+            "--tls-key".into(),
+            self.certs
+                .join(format!("member-{}.key", member.id))
+                .display()
+                .to_string(),
+        ]);
         Spec {
             label: format!("member {}", member.id),
-            program: binaries.ensemble.clone(),
-            args: vec![
-                "--id".into(),
-                member.id.to_string(),
-                "--data-dir".into(),
-                member.data_dir.display().to_string(),
-                "--client-addr".into(),
-                member.client.to_string(),
-                "--peer-addr".into(),
-                member.peer.to_string(),
-                "--admin-addr".into(),
-                member.admin.to_string(),
-                "--members".into(),
-                initial,
-                "--tls-ca".into(),
-                self.certs.join("ca.crt").display().to_string(),
-                "--tls-cert".into(),
-                self.certs
-                    .join(format!("member-{}.crt", member.id))
-                    .display()
-                    .to_string(),
-                "--tls-key".into(),
-                self.certs
-                    .join(format!("member-{}.key", member.id))
-                    .display()
-                    .to_string(),
-            ],
+            program,
+            args,
             log: self.logs.join(format!("member-{}.log", member.id)),
         }
     }
 
     /// How to start `pod`'s sidecar.
     pub fn pod_spec(&self, pod: &Pod, binaries: &Binaries) -> Spec {
+        let (program, mut args) = binaries.sidecar();
+        args.extend([
+            "--ensemble".into(),
+            self.connect_string(),
+            "--listen".into(),
+            pod.listen.to_string(),
+            "--identity".into(),
+            pod.identity.clone(),
+            "--election".into(),
+            ELECTION.into(),
+            "--session-timeout".into(),
+            SESSION_TIMEOUT.into(),
+        ]);
         Spec {
             label: format!("{}'s sidecar", pod.identity),
-            program: binaries.sidecar.clone(),
-            args: vec![
-                "--ensemble".into(),
-                self.connect_string(),
-                "--listen".into(),
-                pod.listen.to_string(),
-                "--identity".into(),
-                pod.identity.clone(),
-                "--election".into(),
-                ELECTION.into(),
-                "--session-timeout".into(),
-                SESSION_TIMEOUT.into(),
-            ],
+            program,
+            args,
             log: self.logs.join(format!("{}.log", pod.identity)),
         }
     }

@@ -1,5 +1,5 @@
-//! Runs the real `baton-playground` (with the `baton-ensemble` and `baton-sidecar` built in the
-//! same target dir), kills the demo leader's sidecar, and checks the hand-over is reported,
+//! Runs the real `baton-playground` (which runs the ensemble and the sidecar as
+//! `baton-playground ensemble|sidecar ...`), kills the demo leader's sidecar, and checks the hand-over is reported,
 //! the sidecar comes back, the stream-hold demonstration hands its lock over, and no child
 //! outlives the playground.
 
@@ -24,17 +24,10 @@ struct Playground {
 
 impl Playground {
     fn start(args: &[&str]) -> Self {
+        // The ensemble and the sidecar are built into the playground (it re-runs itself).
         let exe = Path::new(env!("CARGO_BIN_EXE_baton-playground"));
-        let dir = exe.parent().expect("the playground binary has a directory");
-        for sibling in ["baton-ensemble", "baton-sidecar"] {
-            assert!(
-                dir.join(sibling).is_file(),
-                "{} is missing: run `cargo build --workspace --bins` first (tests/scripts/test.sh does)",
-                dir.join(sibling).display()
-            );
-        }
         let mut child = Command::new(exe)
-            .args(["--no-build", "--any-port"])
+            .args(["--any-port"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -188,7 +181,16 @@ fn server_alive(pid: u32) -> bool {
     let Some((head, tail)) = stat.rsplit_once(')') else {
         return false;
     };
-    let is_ours = head.contains("(baton-ensemble") || head.contains("(baton-sidecar");
+    // The children are this playground binary re-run as `baton-playground ensemble|sidecar ...`.
+    let _ = head;
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let mut argv = cmdline.split(|b| *b == 0);
+    let program = argv.next().unwrap_or_default();
+    let role = argv.next().unwrap_or_default();
+    let is_ours =
+        program.ends_with(b"baton-playground") && (role == b"ensemble" || role == b"sidecar");
     is_ours && !tail.trim_start().starts_with('Z')
 }
 

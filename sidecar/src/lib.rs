@@ -5,6 +5,7 @@
 //! Prometheus metrics and the pod's labels.
 
 pub mod app_health;
+pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod events;

@@ -5,6 +5,7 @@
 pub mod admin_api;
 pub mod backup;
 pub mod certs_cmd;
+pub mod cli;
 pub mod config;
 pub mod core;
 pub mod disk_space;
@@ -103,6 +104,10 @@ async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListe
 /// Runs a member until `shutdown` becomes true or the core fails.
 pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(), RunError> {
     cfg.validate().map_err(RunError::Config)?;
+    #[cfg(not(feature = "k8s"))]
+    if cfg.k8s_auth {
+        return Err(RunError::Config(cli::K8S_UNAVAILABLE.to_owned()));
+    }
     std::fs::create_dir_all(&cfg.data_dir).map_err(|source| RunError::DataDir {
         dir: cfg.data_dir.display().to_string(),
         source,
@@ -199,6 +204,10 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
     });
     core.set_initial_settings(cfg.initial_settings());
     core.set_disk_watermark(disk_space::watermark(&cfg));
+    // Without the `k8s` feature there is no TokenReview client (--k8s-auth is refused above).
+    #[cfg(not(feature = "k8s"))]
+    let token_reviewer: Option<Arc<server::token_review::TokenReviewer>> = None;
+    #[cfg(feature = "k8s")]
     let token_reviewer = if cfg.k8s_auth {
         let client = kube::Client::try_default().await.map_err(|e| {
             RunError::Config(format!(

@@ -7,11 +7,20 @@
 //! With `--mirror-lease` too, [`run_lease_mirror`] writes each led election into the Lease
 //! `baton-<election>`.
 
+#[cfg(feature = "k8s")]
 mod kubernetes;
+#[cfg(feature = "k8s")]
+mod lease;
+// Without the `k8s` feature (baton-playground's build): no pod labels, no Leases.
+#[cfg(not(feature = "k8s"))]
+#[path = "lease_off.rs"]
 mod lease;
 
+#[cfg(feature = "k8s")]
 pub use kubernetes::{FIELD_MANAGER, KubePodLabeler, merge_patch};
-pub use lease::{LEASE_PREFIX, LeaseMirror, lease_name, run_lease_mirror};
+#[cfg(feature = "k8s")]
+pub use lease::{LEASE_PREFIX, lease_name};
+pub use lease::{LeaseMirror, run_lease_mirror};
 
 use std::collections::BTreeMap;
 use std::pin::Pin;

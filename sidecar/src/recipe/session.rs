@@ -77,7 +77,7 @@ pub struct SessionOptions {
     /// Requested session timeout; the server may negotiate it within its bounds.
     pub session_timeout: Duration,
     /// Connect over TLS with these settings (`ensemble_tls`); `None`: plain TCP.
-    pub tls: Option<zk::TlsOptions>,
+    pub tls: Option<TlsOptions>,
 }
 
 /// Why the ensemble's CA cannot be used.
@@ -93,6 +93,28 @@ pub enum EnsembleCaError {
         path: std::path::PathBuf,
         reason: String,
     },
+    #[error(
+        "--ensemble-ca: TLS to the ensemble is not in this build of baton-sidecar (built without \
+         the `tls` cargo feature, as inside baton-playground); use the baton-sidecar of the image \
+         or of `cargo build --release --bin baton-sidecar`"
+    )]
+    NotBuilt,
+}
+
+/// The client's TLS settings (`--ensemble-ca`).
+#[cfg(feature = "tls")]
+pub type TlsOptions = zk::TlsOptions;
+
+/// No TLS in a build without the `tls` feature (baton-playground's): there is no value of this
+/// type, so every session is plain TCP.
+#[cfg(not(feature = "tls"))]
+#[derive(Debug, Clone)]
+pub enum TlsOptions {}
+
+/// Refuses `--ensemble-ca` in a build without the `tls` feature.
+#[cfg(not(feature = "tls"))]
+pub fn ensemble_tls(_ca: &std::path::Path) -> Result<TlsOptions, EnsembleCaError> {
+    Err(EnsembleCaError::NotBuilt)
 }
 
 /// TLS settings that trust only the ensemble's CA (`--ensemble-ca`).
@@ -101,7 +123,8 @@ pub enum EnsembleCaError {
 /// its operator's admin identity), which is the check every Baton port makes (see
 /// `baton_tls::configs`); a client endpoint's name (a Service, a pod IP) need not be in a
 /// member's certificate.
-pub fn ensemble_tls(ca: &std::path::Path) -> Result<zk::TlsOptions, EnsembleCaError> {
+#[cfg(feature = "tls")]
+pub fn ensemble_tls(ca: &std::path::Path) -> Result<TlsOptions, EnsembleCaError> {
     let pem = std::fs::read_to_string(ca).map_err(|source| EnsembleCaError::Read {
         path: ca.to_owned(),
         source,
@@ -563,12 +586,15 @@ async fn connect_with_retry(
         };
         let attempted = Instant::now();
         let attempt = match &options.tls {
+            #[cfg(feature = "tls")]
             Some(tls) => {
                 connector
                     .with_tls(tls.clone())
                     .secure_connect(&options.ensemble)
                     .await
             }
+            #[cfg(not(feature = "tls"))]
+            Some(tls) => match *tls {},
             None => connector.connect(&options.ensemble).await,
         };
         match attempt {
