@@ -10,8 +10,17 @@
 //!   (`*.snap.corrupt`) and the older one plus the log used instead, losing nothing; damage with
 //!   no way back is [`LogError::Unrecoverable`] (the member must be reseeded).
 //!
-//! All entries since the compaction point are kept in memory and `Storage` is served from there;
-//! snapshots bound that memory. See `record.rs` for how torn writes are told apart from corruption.
+//! - `reserve`: space held for the next snapshot, given up to write one on a full volume
+//!   (`reserve.rs`).
+//!
+//! Every file is 0600 in a 0700 directory: entries and snapshots hold session passwords.
+//!
+//! `Storage` is served from memory: the entries after the newest snapshot and a short tail
+//! before it (the entries back to the older snapshot stay on disk only); the newest snapshot is
+//! read from its file when raft sends it. A snapshot is due by bytes
+//! ([`LogOptions::snapshot_bytes`]), which bounds both; ARCHITECTURE.md ("What bounds the log")
+//! has the table. A full volume is [`LogError::NoSpace`]: nothing written, the log writable. See
+//! `record.rs` for how torn writes are told apart from corruption.
 
 pub mod background;
 mod batch;
