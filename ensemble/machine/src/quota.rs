@@ -229,6 +229,46 @@ pub(crate) fn check(
     Ok(())
 }
 
+/// Whether `request` (a single create, setData or setACL) could be refused by `check` at all:
+/// false when no alarm is up and its pool has room for it even at its largest (a sequential
+/// suffix, the whole new data). Lets the receiving member skip validating most writes twice.
+pub(crate) fn may_refuse(
+    tree: &DataTree,
+    settings: &ClusterSettings,
+    session_id: i64,
+    request: &baton_proto::Request,
+) -> bool {
+    use baton_proto::Request;
+    if settings.alarmed() {
+        return true;
+    }
+    let q = settings.quotas;
+    let (path, znodes, bytes, ephemeral) = match request {
+        Request::Create { req, .. } => {
+            let ephemeral =
+                baton_proto::CreateMode::from_flags(req.flags).is_some_and(|m| m.is_ephemeral());
+            let len = req.path.len() + 10 + req.data.as_ref().map_or(0, Vec::len);
+            (&req.path, 1, len as u64, ephemeral)
+        }
+        Request::SetData(req) => (
+            &req.path,
+            0,
+            req.data.as_ref().map_or(0, Vec::len) as u64,
+            false,
+        ),
+        _ => return false,
+    };
+    let pool = pool_of(path);
+    let usage = tree.usage().get(pool);
+    let (znode_limit, byte_limit) = match pool {
+        Some(_) => (q.namespace_znodes, q.namespace_bytes),
+        None => (q.shared_znodes, q.shared_bytes),
+    };
+    usage.znodes + znodes > znode_limit
+        || usage.bytes.saturating_add(bytes) > byte_limit
+        || (ephemeral && tree.ephemerals_of(session_id) as u64 >= q.ephemerals_per_session)
+}
+
 /// The data length of `path` as the request left it so far.
 fn current_len(tree: &DataTree, pending: &HashMap<&str, Option<usize>>, path: &str) -> usize {
     match pending.get(path) {

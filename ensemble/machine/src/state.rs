@@ -494,6 +494,9 @@ impl StateMachine {
         auth: &[Id],
         request: &Request,
     ) -> Option<QuotaRefusal> {
+        if !quota::may_refuse(&self.tree, &self.settings, session_id, request) {
+            return None;
+        }
         let mut prep = Prep::new(&self.tree, session_id, auth, self.settings.tenancy);
         let txn = match request {
             Request::Create { op, req } => prep.create(*op, req, CreateContext::Single),

@@ -225,6 +225,28 @@ fn the_receiving_member_refuses_early_what_apply_would_refuse() {
     // What fails anyway is left to apply, which answers ZooKeeper's own error.
     assert_eq!(h.sm.refuses_early(1, &[], &create("/a", 0)), None);
     assert_eq!(h.sm.refuses_early(1, &[], &delete("/a", -1)), None);
+    alarm(&mut h, 1, false);
+    // A full pool, and a session that owns all the ephemerals it may.
+    let used = h.sm.tree().usage().get(None).znodes;
+    settings(
+        &mut h,
+        vec![
+            Setting::SharedZnodes(used + 1),
+            Setting::EphemeralsPerSession(1),
+        ],
+    );
+    assert_eq!(h.sm.refuses_early(1, &[], &create("/b", 1)), None);
+    assert_eq!(err(&h.write(create("/b", 1))), None);
+    assert_eq!(
+        h.sm.refuses_early(1, &[], &create("/c", 0)),
+        Some(QuotaRefusal::SharedZnodes)
+    );
+    settings(&mut h, vec![Setting::SharedZnodes(used + 10)]);
+    assert_eq!(
+        h.sm.refuses_early(1, &[], &create("/c", 1)),
+        Some(QuotaRefusal::Ephemerals)
+    );
+    assert_eq!(h.sm.refuses_early(2, &[], &create("/c", 1)), None);
 }
 
 #[test]
