@@ -29,6 +29,7 @@ mod clients;
 pub mod clock;
 mod connect;
 mod control;
+mod freed_memory;
 mod gate;
 mod inbox;
 mod leader_change;
@@ -44,7 +45,6 @@ mod replicate;
 mod requests;
 mod sessions;
 pub mod settings;
-mod freed_memory;
 mod snapshotter;
 mod space_wait;
 #[cfg(test)]

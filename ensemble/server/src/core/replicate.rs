@@ -439,7 +439,9 @@ impl Core {
         // while a count of 1,000 entries was also needed. A full volume makes one due too: it
         // is what lets the log compact and free segments.
         let due = since >= self.cfg.snapshot_entries
-            || self.log.snapshot_due_for_tree(self.sm.approximate_data_size())
+            || self
+                .log
+                .snapshot_due_for_tree(self.sm.approximate_data_size())
             || self.space_wait.is_waiting();
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
