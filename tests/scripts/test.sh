@@ -5,6 +5,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# The real Kubernetes control plane for tests/kube (tests/control-plane/README.md): its first
+# build compiles Kubernetes from Go modules (many minutes), so it starts now, in the background
+# and at the lowest priority, while cargo builds; the kube tests wait for it below.
+cp_log=$(mktemp)
+cp_dir=
+cp_build_start=$SECONDS
+nice -n 19 tests/scripts/control-plane.sh build >"$cp_log" 2>&1 &
+cp_build_pid=$!
+small=
+cleanup() {
+  if [ -n "$cp_dir" ]; then
+    local t=$SECONDS
+    tests/scripts/control-plane.sh down "$cp_dir" 2>/dev/null || true
+    echo "control plane: stopped in $((SECONDS - t))s" >&2
+    rm -rf "$cp_dir"
+  fi
+  # A build still running (an earlier step failed) is left to finish into the cache: the next
+  # run's build waits for it on its lock instead of starting over.
+  rm -f "$cp_log"
+  if [ -n "$small" ]; then
+    umount "$small" 2>/dev/null || true
+    rmdir "$small" || true
+  fi
+}
+trap cleanup EXIT
+
 missing=()
 for package in zookeeper python3-kazoo python3-pytest; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -38,25 +64,43 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start target/<profile>/baton-ensemble: build the binaries first.
 cargo build --workspace --bins
+
+# The chart (rendered by real Helm) and the operator's objects, strictly against Kubernetes 1.33.
+# Before the tests: it installs the Helm that tests/kube's chart tests run.
+tests/scripts/validate-chart.sh "${CARGO_TARGET_DIR:-target}/debug/baton-operator"
+
+# One control plane for the whole run; tests/kube finds it through BATON_KUBECONFIG.
+t=$SECONDS
+if ! wait "$cp_build_pid"; then
+  cat "$cp_log" >&2
+  echo "building the control plane failed" >&2
+  exit 1
+fi
+cp_waited=$((SECONDS - t))
+cp_built=$((SECONDS - cp_build_start))
+cp_dir=$(mktemp -d)
+t=$SECONDS
+BATON_KUBECONFIG=$(tests/scripts/control-plane.sh up "$cp_dir" | tail -n1)
+export BATON_KUBECONFIG
+echo "control plane: build ready after ${cp_built}s in the background (test.sh waited ${cp_waited}s for it), started in $((SECONDS - t))s" >&2
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else
   cargo test --workspace --no-fail-fast "$@"
 fi
 
-# The chart (rendered by real Helm) and the operator's objects, strictly against Kubernetes 1.33.
-tests/scripts/validate-chart.sh "${CARGO_TARGET_DIR:-target}/debug/baton-operator"
-
 # Disk-full tests need a small filesystem: mount a tmpfs when we may (root, as in CI) and run
 # them; say so loudly when we cannot, rather than pretending they passed.
 small=$(mktemp -d)
 if mount -t tmpfs -o size=4m tmpfs "$small" 2>/dev/null; then
-  trap 'umount "$small" 2>/dev/null; rmdir "$small"' EXIT
+  # cleanup (the EXIT trap above) unmounts it.
   BATON_SMALL_FS="$small" cargo test -p baton-raftlog --test disk_full -- --ignored
   BATON_SMALL_FS="$small" cargo test -p baton-tests --test disk_full -- --ignored
   # Mounts a tmpfs per member itself (so it needs root too, as the mount above proved).
   cargo test -p baton-tests --test log_bound -- --ignored
 else
   rmdir "$small"
+  small=
   echo "NOTE: could not mount a small tmpfs (not root?): the disk-full tests did not run" >&2
 fi
