@@ -6,7 +6,10 @@
 //! - members started with different `--check-identities` never diverge: the flag only gives a
 //!   new ensemble its first value, which then is replicated state;
 //! - a member whose disk runs low raises the NOSPACE alarm: every member refuses writes that
-//!   add data, reads and deletes go on, and the alarm clears by itself once space is back.
+//!   add data, reads and deletes go on, and the alarm clears by itself once space is back
+//!   (through a test-only file that stands for the volume's free space; and, ignored by
+//!   default because it mounts a tmpfs per member, on a real volume the test fills:
+//!   `cargo test -p baton-tests --test settings -- --ignored`, as root, which test.sh runs).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -367,4 +370,125 @@ async fn a_member_low_on_disk_raises_the_alarm_and_it_clears_by_itself() {
     if let Err(err) = result {
         panic!("{err:?}");
     }
+}
+
+/// Each member's volume in the real-disk alarm test, and its watermark.
+const VOLUME_MIB: u64 = 64;
+const MIB: u64 = 1 << 20;
+const REAL_WATERMARK: u64 = 8 * MIB;
+
+/// Tmpfs mounts made for the members' data dirs, unmounted when dropped (after the cluster,
+/// which kills its members first).
+#[derive(Default)]
+struct Mounts(Vec<std::path::PathBuf>);
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::process::Command::new("umount").arg(dir).status();
+        }
+    }
+}
+
+fn mount_tmpfs(dir: &std::path::Path, mib: u64) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .context("run mount")?;
+    ensure!(
+        status.success(),
+        "mount a tmpfs on {} (root only): {status}",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem of `dir` (`stat -f`).
+fn free_bytes(dir: &std::path::Path) -> Result<u64> {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "--format=%a %S"])
+        .arg(dir)
+        .output()
+        .context("run stat -f")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(blocks)), Some(Ok(size))) => Ok(blocks * size),
+        _ => bail!("stat -f {} said {text:?}", dir.display()),
+    }
+}
+
+/// Fills the volume of `dir` with a file until `leave` bytes are free.
+fn fill_until(dir: &std::path::Path, leave: u64) -> Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    let filler = dir.join("filler");
+    let mut file = std::fs::File::create(&filler)?;
+    let chunk = vec![0x5a; MIB as usize];
+    loop {
+        let free = free_bytes(dir)?;
+        if free <= leave {
+            return Ok(filler);
+        }
+        let n = (free - leave).min(MIB) as usize;
+        file.write_all(&chunk[..n])?;
+        file.sync_data()?;
+    }
+}
+
+/// The alarm on a real volume: member 2's data dir is a tmpfs that the test fills to below
+/// `--min-free-disk-bytes` with a file of its own; the member measures it (statvfs), the
+/// alarm goes up on every member, writes are refused and reads and deletes served, and
+/// removing the file clears it without a restart. Mounts tmpfs, so it needs root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "mounts a tmpfs per member (root only); tests/scripts/test.sh runs it"]
+async fn a_real_volume_below_its_watermark_raises_the_alarm_until_space_is_freed() -> Result<()> {
+    let mounts = std::sync::Arc::new(std::sync::Mutex::new(Mounts::default()));
+    let pki = baton_tests::pki::Pki::new(baton_tests::cluster::CLUSTER_ID, &[1, 2, 3])?;
+    let prepare_mounts = mounts.clone();
+    let watermark = REAL_WATERMARK.to_string();
+    let flags = ["--min-free-disk-bytes", watermark.as_str()];
+    let mut cluster = Cluster::start_prepared(3, pki, &flags, async move |m: &Member| {
+        let dir = m.data_dir();
+        mount_tmpfs(&dir, VOLUME_MIB)?;
+        prepare_mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .push(dir);
+        Ok(())
+    })
+    .await?;
+    let outcome = async {
+        let client = cluster.connect_to(1).await?;
+        create(&client, "/doomed").await?;
+        let dir = cluster.member(2)?.data_dir();
+        let filler = fill_until(&dir, REAL_WATERMARK / 2)?;
+        on_every_member(&cluster, "member 2's alarm", |s| {
+            s["alarms"] == json!([{ "member": 2, "kind": "nospace" }])
+        })
+        .await?;
+        for id in cluster.ids() {
+            let c = cluster.connect_to(id).await?;
+            let refused = create(&c, &format!("/new-{id}")).await;
+            ensure!(
+                refused == Err(zk::Error::QuotaExceeded),
+                "a create through member {id}: {refused:?}"
+            );
+            c.get_data("/doomed").await?;
+        }
+        client.delete("/doomed", None).await?;
+        std::fs::remove_file(&filler)?;
+        on_every_member(&cluster, "the alarm cleared", |s| s["alarms"] == json!([])).await?;
+        create(&client, "/after").await?;
+        Ok(())
+    }
+    .await;
+    if outcome.is_err() {
+        cluster.dump_logs();
+    }
+    drop(cluster);
+    drop(mounts);
+    outcome
 }
