@@ -12,7 +12,7 @@ COPY . .
 # cached target dir inside the same step (a cache mount is not part of the image).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked \
+    cargo build --release --locked --workspace \
         --bin baton-ensemble --bin baton-sidecar --bin baton-operator \
  && mkdir -p /out \
  && cp target/release/baton-ensemble target/release/baton-sidecar target/release/baton-operator /out/

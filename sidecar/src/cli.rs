@@ -17,7 +17,7 @@ use crate::pod::{LeaseMirror, NoopPodLabeler, PodLabeler};
 /// Why `--pod`/`--namespace` and `--mirror-lease` are refused in a build without `k8s`.
 pub const K8S_UNAVAILABLE: &str = "--pod, --namespace and --mirror-lease are not in this build \
     of baton-sidecar (built without the `k8s` cargo feature, as inside baton-playground): use \
-    the baton-sidecar of the image or of `cargo build --release --bin baton-sidecar`";
+    the baton-sidecar of the image or of `cargo build --release -p baton-sidecar`";
 
 /// Runs `baton-sidecar` with `args` (the first is the program name, as in `std::env::args_os`).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {

@@ -15,12 +15,12 @@ use crate::Config;
 /// Why `--s3-url` and `s3://` are refused in a build without the `s3` feature.
 pub const S3_UNAVAILABLE: &str = "S3 backups are not in this build of baton-ensemble (built \
     without the `s3` cargo feature, as inside baton-playground): use --out FILE / --from FILE, \
-    or the baton-ensemble of the image or of `cargo build --release --bin baton-ensemble`";
+    or the baton-ensemble of the image or of `cargo build --release -p baton-ensemble`";
 
 /// Why `--k8s-auth` is refused in a build without the `k8s` feature.
 pub const K8S_UNAVAILABLE: &str = "--k8s-auth is not in this build of baton-ensemble (built \
     without the `k8s` cargo feature, as inside baton-playground): use the baton-ensemble of the \
-    image or of `cargo build --release --bin baton-ensemble`";
+    image or of `cargo build --release -p baton-ensemble`";
 
 /// Runs `baton-ensemble` with `args` (the first is the program name, as in `std::env::args_os`).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {

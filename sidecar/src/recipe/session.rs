@@ -96,7 +96,7 @@ pub enum EnsembleCaError {
     #[error(
         "--ensemble-ca: TLS to the ensemble is not in this build of baton-sidecar (built without \
          the `tls` cargo feature, as inside baton-playground); use the baton-sidecar of the image \
-         or of `cargo build --release --bin baton-sidecar`"
+         or of `cargo build --release -p baton-sidecar`"
     )]
     NotBuilt,
 }
