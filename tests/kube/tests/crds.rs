@@ -329,3 +329,98 @@ fn merge(target: &mut Value, patch: &Value) {
         (t, p) => *t = p.clone(),
     }
 }
+
+/// A value for every property of `schema` (enums: their first value), so that a status built
+/// from it has every field the CRD declares.
+fn sample(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if schema["x-kubernetes-int-or-string"] == true {
+        return json!(1);
+    }
+    match schema["type"].as_str() {
+        Some("object") => match schema["properties"].as_object() {
+            Some(properties) => properties
+                .iter()
+                .map(|(k, v)| (k.clone(), sample(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            None if schema["additionalProperties"].is_object() => {
+                json!({"k": sample(&schema["additionalProperties"])})
+            }
+            None => json!({}),
+        },
+        Some("array") => json!([sample(&schema["items"])]),
+        Some("integer") => json!(1),
+        Some("number") => json!(1.5),
+        Some("boolean") => json!(true),
+        _ if schema["format"] == "date-time" => json!("2026-11-27T10:00:00Z"),
+        _ => json!("x"),
+    }
+}
+
+#[tokio::test]
+async fn a_full_status_and_a_scale_go_through_their_subresources() -> Result<()> {
+    use baton_operator::crd::CoordinationEnsembleStatus;
+    let kube = Kube::new("status").await?;
+    let crd = ensure_crds(&kube).await?;
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+    ensure!(schema.is_object(), "no status schema");
+    // Every field the CRD declares, through the operator's own type (what it cannot hold, it
+    // would never write) and its own write (server-side apply to the status subresource).
+    let full = sample(schema);
+    let status: CoordinationEnsembleStatus = serde_json::from_value(full.clone())
+        .context("the operator's status type refuses a status the CRD declares")?;
+    let kept = serde_json::to_value(&status)?;
+    for field in full.as_object().context("status sample")?.keys() {
+        ensure!(
+            kept.get(field).is_some(),
+            "the operator's status type drops status.{field}"
+        );
+    }
+    ensure!(
+        full.as_object().map_or(0, |o| o.len()) >= 10,
+        "status sample: {full}"
+    );
+    create(&kube, &example_ensemble("demo")?)
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    let names = baton_operator::names::EnsembleNames::new("demo", &kube.namespace);
+    baton_operator::status::publish(&kube.client, &names, &status)
+        .await
+        .context("the API server refused the operator's status")?;
+    let stored = ensembles(&kube)?.get("demo").await?;
+    let sent = serde_json::to_value(&status)?;
+    ensure!(
+        stored.data["status"] == sent,
+        "the status came back changed (pruned or defaulted):\nsent   {sent}\nstored {}",
+        stored.data["status"]
+    );
+
+    // `kubectl scale ce demo --replicas 5` (the example's own advice) uses the scale
+    // subresource; the enum holds there too.
+    let api = ensembles(&kube)?;
+    let scale = |n: i64| json!({"spec": {"replicas": n}});
+    api.patch_scale(
+        "demo",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&scale(5)),
+    )
+    .await
+    .context("scale to 5")?;
+    ensure!(api.get("demo").await?.data["spec"]["replicas"] == 5);
+    match api
+        .patch_scale(
+            "demo",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&scale(4)),
+        )
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("Unsupported value: 4") => {
+        }
+        other => bail!("scale to 4: {other:?}"),
+    }
+    Ok(())
+}
