@@ -8,6 +8,7 @@
 pub mod acl;
 mod children;
 pub mod command;
+pub mod feature;
 pub mod path;
 pub mod quota;
 mod read;
@@ -21,6 +22,7 @@ mod txn;
 pub mod watch;
 
 pub use command::{Command, CommandKind};
+pub use feature::FeatureLevel;
 pub use quota::QuotaRefusal;
 pub use session_tracker::SessionTracker;
 pub use settings::{AlarmKind, ClusterSettings, Setting};

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 
 use baton_proto::{DecodeError, Reader, Writer};
 
+use crate::feature::FeatureLevel;
 use crate::tenancy::TenancyPolicy;
 
 /// Znodes one namespace (`/baton/<ns>` and below) may hold unless set otherwise. A pod's
@@ -106,6 +107,9 @@ pub enum Setting {
     SharedZnodes(u64),
     SharedBytes(u64),
     EphemeralsPerSession(u64),
+    /// Raises the ensemble's feature level (`feature.rs`); proposed by the leader only once
+    /// every member supports it, never lowers it.
+    FeatureLevel(u32),
 }
 
 const TAG_CHECK_IDENTITIES: i32 = 1;
@@ -114,6 +118,7 @@ const TAG_NAMESPACE_BYTES: i32 = 3;
 const TAG_SHARED_ZNODES: i32 = 4;
 const TAG_SHARED_BYTES: i32 = 5;
 const TAG_EPHEMERALS_PER_SESSION: i32 = 6;
+const TAG_FEATURE_LEVEL: i32 = 7;
 
 impl Setting {
     /// Its name in `GET/PUT /v1/settings`.
@@ -125,6 +130,7 @@ impl Setting {
             Setting::SharedZnodes(_) => "sharedZnodes",
             Setting::SharedBytes(_) => "sharedBytes",
             Setting::EphemeralsPerSession(_) => "ephemeralsPerSession",
+            Setting::FeatureLevel(_) => "featureLevel",
         }
     }
 
@@ -137,6 +143,7 @@ impl Setting {
             Setting::SharedZnodes(v) => (TAG_SHARED_ZNODES, clamp(v)),
             Setting::SharedBytes(v) => (TAG_SHARED_BYTES, clamp(v)),
             Setting::EphemeralsPerSession(v) => (TAG_EPHEMERALS_PER_SESSION, clamp(v)),
+            Setting::FeatureLevel(v) => (TAG_FEATURE_LEVEL, i64::from(v)),
         }
     }
 
@@ -154,6 +161,12 @@ impl Setting {
             TAG_SHARED_ZNODES => Setting::SharedZnodes(count()?),
             TAG_SHARED_BYTES => Setting::SharedBytes(count()?),
             TAG_EPHEMERALS_PER_SESSION => Setting::EphemeralsPerSession(count()?),
+            TAG_FEATURE_LEVEL => {
+                Setting::FeatureLevel(u32::try_from(value).map_err(|_| DecodeError::BadValue {
+                    field: "feature level",
+                    value: tag,
+                })?)
+            }
             other => {
                 return Err(DecodeError::BadValue {
                     field: "setting tag",
@@ -191,16 +204,24 @@ pub struct ClusterSettings {
     pub quotas: Quotas,
     /// Active alarms, by member.
     pub alarms: BTreeSet<Alarm>,
+    /// Which behaviour changes are in force (`feature.rs`); only rises.
+    pub feature_level: FeatureLevel,
 }
 
 impl ClusterSettings {
     /// Applies `changes`; an `initial` change (a leader's flags) only if nothing set them yet.
-    /// Returns whether anything was applied.
+    /// Returns whether anything was applied. A feature level change alone does not count as
+    /// setting the settings (the leader's flags may still follow it).
     pub fn apply(&mut self, initial: bool, changes: &[Setting]) -> bool {
         if initial && self.set {
             return false;
         }
-        self.set = true;
+        if changes
+            .iter()
+            .any(|c| !matches!(c, Setting::FeatureLevel(_)))
+        {
+            self.set = true;
+        }
         for change in changes {
             match *change {
                 Setting::CheckIdentities(on) => self.tenancy.check_identities = on,
@@ -209,22 +230,31 @@ impl ClusterSettings {
                 Setting::SharedZnodes(v) => self.quotas.shared_znodes = v,
                 Setting::SharedBytes(v) => self.quotas.shared_bytes = v,
                 Setting::EphemeralsPerSession(v) => self.quotas.ephemerals_per_session = v,
+                Setting::FeatureLevel(v) => {
+                    self.feature_level = self.feature_level.max(FeatureLevel(v));
+                }
             }
         }
         true
     }
 
-    /// Every setting with its current value (what a snapshot records).
+    /// Every setting with its current value (what a snapshot records). The feature level is
+    /// left out while it is the base level, so a snapshot of an ensemble that never raised it
+    /// holds no tag that a build without levels would not decode.
     pub fn all(&self) -> Vec<Setting> {
         let q = self.quotas;
-        vec![
+        let mut all = vec![
             Setting::CheckIdentities(self.tenancy.check_identities),
             Setting::NamespaceZnodes(q.namespace_znodes),
             Setting::NamespaceBytes(q.namespace_bytes),
             Setting::SharedZnodes(q.shared_znodes),
             Setting::SharedBytes(q.shared_bytes),
             Setting::EphemeralsPerSession(q.ephemerals_per_session),
-        ]
+        ];
+        if self.feature_level != FeatureLevel::default() {
+            all.push(Setting::FeatureLevel(self.feature_level.get()));
+        }
+        all
     }
 
     /// Whether any member has an alarm up: writes that add data are refused meanwhile.
@@ -304,6 +334,30 @@ mod tests {
     }
 
     #[test]
+    fn the_feature_level_only_rises_survives_a_snapshot_and_leaves_the_flags_pending() {
+        let mut s = ClusterSettings::default();
+        assert_eq!(s.feature_level, FeatureLevel(1));
+        assert!(
+            !s.all().contains(&Setting::FeatureLevel(1)),
+            "base level not written"
+        );
+        s.apply(false, &[Setting::FeatureLevel(2)]);
+        assert!(!s.set, "the leader's flags still apply after a level entry");
+        s.apply(false, &[Setting::FeatureLevel(1)]);
+        assert_eq!(
+            s.feature_level,
+            FeatureLevel(2),
+            "never lowered by an entry"
+        );
+        let mut w = Writer::new();
+        s.write(&mut w);
+        let bytes = w.into_inner();
+        let read = ClusterSettings::read(&mut Reader::new(&bytes)).expect("decodes");
+        assert_eq!(read.feature_level, FeatureLevel(2));
+        assert!(s.apply(true, &[Setting::CheckIdentities(true)]));
+    }
+
+    #[test]
     fn alarms_clear_and_leave_with_their_member() {
         let mut s = ClusterSettings::default();
         assert!(s.set_alarm(2, AlarmKind::NoSpace, true));
@@ -316,7 +370,7 @@ mod tests {
 
     #[test]
     fn unknown_tags_and_negative_counts_do_not_decode() {
-        for (tag, value) in [(99, 1), (TAG_SHARED_BYTES, -1)] {
+        for (tag, value) in [(99, 1), (TAG_SHARED_BYTES, -1), (TAG_FEATURE_LEVEL, -1)] {
             let mut w = Writer::new();
             w.write_i32(1);
             w.write_i32(tag);

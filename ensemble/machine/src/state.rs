@@ -421,6 +421,8 @@ impl StateMachine {
                 kind,
                 with_stat,
             } => {
+                // Null data as the replicated feature level says, never as this build would.
+                let data = self.settings.feature_level.stored_data(data);
                 let stat = self.tree.create(&path, data, &acl, kind, zxid, time)?;
                 events.push((path.clone(), EventType::NodeCreated));
                 events.push((
@@ -445,6 +447,7 @@ impl StateMachine {
                 data,
                 version,
             } => {
+                let data = self.settings.feature_level.stored_data(data);
                 let stat = self.tree.set_data(&path, data, version, zxid, time)?;
                 events.push((path, EventType::NodeDataChanged));
                 Ok(StepResult::DataSet(stat))

@@ -1,6 +1,8 @@
-//! Null znode data (jute length -1) stays apart from empty data, as in ZooKeeper: through
-//! apply, reads, multi and multiRead, the log encoding and snapshots. Log entries and
-//! snapshots written before null was kept apart still decode to what they always meant.
+//! Null znode data (jute length -1) stays apart from empty data, as in ZooKeeper, from
+//! feature level 2 on (`feature.rs`): through apply, reads, multi and multiRead, the log
+//! encoding and snapshots. Below level 2, every member stores it as empty data, as releases
+//! before the change did. Log entries and snapshots written before null was kept apart still
+//! decode to what they always meant.
 //!
 //! The fixtures in `tests/fixtures/` were written by the encoders of commit f45191d, the last
 //! one that read null data as empty:
@@ -11,7 +13,7 @@
 
 mod common;
 
-use baton_machine::{Command, CommandKind, StateMachine};
+use baton_machine::{Command, CommandKind, FeatureLevel, Setting, StateMachine};
 use baton_proto::{
     CreateRequest, MultiOp, MultiReadOp, MultiReadResult, MultiResult, OpCode, Request, Response,
     SetDataRequest, open_acl_unsafe,
@@ -39,6 +41,25 @@ fn set_null(path: &str) -> SetDataRequest {
     }
 }
 
+/// Sessions 1 and 2 open, at the feature level that keeps null data apart.
+fn at_level_2() -> Harness {
+    let mut h = Harness::with_sessions();
+    raise_to_2(&mut h);
+    h
+}
+
+/// The entry the leader proposes once every member supports level 2.
+fn raise_to_2(h: &mut Harness) {
+    h.apply(
+        0,
+        CommandKind::SetSettings {
+            initial: false,
+            changes: vec![Setting::FeatureLevel(2)],
+        },
+    );
+    assert_eq!(h.sm.settings().feature_level, FeatureLevel(2));
+}
+
 /// getData's data and dataLength.
 fn data_of(h: &Harness, path: &str) -> (Option<Vec<u8>>, i32) {
     match h.read(Request::GetData(pw(path))) {
@@ -49,7 +70,7 @@ fn data_of(h: &Harness, path: &str) -> (Option<Vec<u8>>, i32) {
 
 #[test]
 fn null_and_empty_data_are_answered_apart() {
-    let mut h = Harness::with_sessions();
+    let mut h = at_level_2();
     assert_eq!(h.write(create_null(OpCode::Create, "/n")).err, 0);
     h.mk("/e");
     assert_eq!(data_of(&h, "/n"), (None, 0));
@@ -70,7 +91,7 @@ fn null_and_empty_data_are_answered_apart() {
 
 #[test]
 fn multi_and_multi_read_carry_null_data() {
-    let mut h = Harness::with_sessions();
+    let mut h = at_level_2();
     h.mk("/e");
     let a = h.write(Request::Multi(vec![
         MultiOp::Create {
@@ -109,7 +130,7 @@ fn multi_and_multi_read_carry_null_data() {
 
 #[test]
 fn snapshots_keep_null_data() {
-    let mut h = Harness::with_sessions();
+    let mut h = at_level_2();
     h.write(create_null(OpCode::Create2, "/n"));
     h.mk("/e");
     let snap = h.sm.snapshot();
@@ -142,6 +163,50 @@ fn a_snapshot_written_before_null_data_still_loads() {
         &now[24..now.len() - (1 + 4 + 6 * 12 + 4)],
         &OLD_SNAPSHOT[24..]
     );
+}
+
+#[test]
+fn null_data_is_stored_as_empty_until_the_level_entry_and_apart_from_it() {
+    let mut h = Harness::with_sessions();
+    assert_eq!(h.sm.settings().feature_level, FeatureLevel(1));
+    h.write(create_null(OpCode::Create, "/before"));
+    h.mk("/set");
+    h.write(Request::SetData(set_null("/set")));
+    h.write(Request::Multi(vec![MultiOp::Create {
+        op: OpCode::Create,
+        req: CreateRequest {
+            data: None,
+            ..create_full("/multi", b"", open_acl_unsafe(), 0, None)
+        },
+    }]));
+    for path in ["/before", "/set", "/multi"] {
+        assert_eq!(data_of(&h, path), (Some(vec![]), 0), "{path} at level 1");
+    }
+    // A replica that joins from a snapshot taken at level 1 and applies the same entries
+    // after it reaches the same bytes.
+    let mut replica = Harness {
+        sm: StateMachine::restore(&h.sm.snapshot()).expect("restore"),
+        zxid: h.zxid,
+        now: h.now,
+    };
+    for h in [&mut h, &mut replica] {
+        raise_to_2(h);
+        h.write(create_null(OpCode::Create, "/after"));
+        h.write(Request::SetData(set_null("/set")));
+    }
+    assert_eq!(data_of(&h, "/after"), (None, 0));
+    assert_eq!(data_of(&h, "/set"), (None, 0));
+    assert_eq!(data_of(&h, "/before"), (Some(vec![]), 0), "kept as applied");
+    assert_eq!(h.sm.snapshot(), replica.sm.snapshot());
+    // The level survives a snapshot, so a restored member goes on keeping null data.
+    let mut restored = Harness {
+        sm: StateMachine::restore(&h.sm.snapshot()).expect("restore"),
+        zxid: h.zxid,
+        now: h.now,
+    };
+    assert_eq!(restored.sm.settings().feature_level, FeatureLevel(2));
+    restored.write(create_null(OpCode::Create, "/later"));
+    assert_eq!(data_of(&restored, "/later"), (None, 0));
 }
 
 /// The commands the fixture holds, as they decode today.

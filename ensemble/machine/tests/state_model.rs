@@ -1,12 +1,13 @@
 //! Random streams of create/delete/setData/check/multi/session commands must give exactly
 //! the replies, events and final state of a deliberately naive reference model: a BTreeMap
 //! of paths, children found by scanning, a multi run on a clone that is kept or dropped.
+//! Both at feature level 1 (null data stored as empty) and 2 (null kept apart).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use baton_machine::{Applied, Command, CommandKind, StateMachine};
+use baton_machine::{Applied, Command, CommandKind, Setting, StateMachine};
 use baton_proto::{
     CreateRequest, ErrorCode, EventType, MultiOp, MultiResult, OpCode, Request, Response, Stat,
 };
@@ -31,6 +32,8 @@ struct MNode {
 struct Model {
     nodes: BTreeMap<String, MNode>,
     sessions: BTreeSet<i64>,
+    /// Feature level 2: null data kept apart; below it, stored as empty.
+    keeps_null: bool,
 }
 
 type Events = Vec<(String, EventType)>;
@@ -51,6 +54,14 @@ fn version_ok(current: i32, expected: i32) -> bool {
 }
 
 impl Model {
+    /// What a create or setData stores at the model's level.
+    fn stored(&self, data: Option<&[u8]>) -> Option<Vec<u8>> {
+        match data {
+            None if !self.keeps_null => Some(Vec::new()),
+            data => data.map(<[u8]>::to_vec),
+        }
+    }
+
     fn new() -> Self {
         let nodes = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"]
             .into_iter()
@@ -65,6 +76,7 @@ impl Model {
         Model {
             nodes,
             sessions: BTreeSet::new(),
+            keeps_null: false,
         }
     }
 
@@ -137,7 +149,7 @@ impl Model {
         p.pzxid = zxid;
         let owner = if req.flags & 1 != 0 { session } else { 0 };
         let node = MNode {
-            data: req.data.clone(),
+            data: self.stored(req.data.as_deref()),
             czxid: zxid,
             mzxid: zxid,
             pzxid: zxid,
@@ -186,12 +198,13 @@ impl Model {
         time: i64,
         ev: &mut Events,
     ) -> Result<Stat, ErrorCode> {
+        let stored = self.stored(data);
         let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
         if !version_ok(node.version, version) {
             return Err(ErrorCode::BadVersion);
         }
         node.version += 1;
-        node.data = data.map(<[u8]>::to_vec);
+        node.data = stored;
         node.mzxid = zxid;
         node.mtime = time;
         ev.push((path.to_owned(), EventType::NodeDataChanged));
@@ -351,11 +364,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn machine_matches_reference_model(cmds in prop::collection::vec(arb::command(false), 1..150)) {
+    fn machine_matches_reference_model(
+        cmds in prop::collection::vec(arb::command(false), 1..150),
+        level_2 in any::<bool>(),
+    ) {
         let mut sm = StateMachine::new();
         let mut model = Model::new();
+        // The level entry the leader proposes, at index 1; the commands follow it.
+        let first = if level_2 {
+            let kind = CommandKind::SetSettings { initial: false, changes: vec![Setting::FeatureLevel(2)] };
+            sm.apply(1, &Command { session_id: 0, xid: 0, time_ms: START_MS, kind });
+            model.keeps_null = true;
+            2
+        } else {
+            1
+        };
         for (i, (session_id, kind)) in cmds.into_iter().enumerate() {
-            let zxid = i as i64 + 1;
+            let zxid = i as i64 + first;
             let cmd = Command { session_id, xid: i as i32, time_ms: START_MS + zxid, kind };
             let got = sm.apply(zxid, &cmd);
             let want = model.apply(zxid, &cmd);
