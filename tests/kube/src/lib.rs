@@ -306,8 +306,9 @@ impl Kube {
 impl Drop for Kube {
     fn drop(&mut self) {
         // Drop cannot await: delete the namespace from a runtime of its own (best effort; the
-        // namespace controller removes what is in it).
-        let client = self.client.clone();
+        // namespace controller removes what is in it), with a client of that runtime: the
+        // test's client serves its requests on the test's runtime, blocked right here.
+        let kubeconfig = self.plane.kubeconfig.clone();
         let namespace = self.namespace.clone();
         let _ = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
@@ -317,11 +318,17 @@ impl Drop for Kube {
                 return;
             };
             runtime.block_on(async {
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    Api::<Namespace>::all(client).delete(&namespace, &DeleteParams::default()),
-                )
-                .await;
+                let delete = async {
+                    let kubeconfig = Kubeconfig::read_from(&kubeconfig)?;
+                    let config =
+                        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                            .await?;
+                    Api::<Namespace>::all(Client::try_from(config)?)
+                        .delete(&namespace, &DeleteParams::default())
+                        .await?;
+                    anyhow::Ok(())
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), delete).await;
             });
         })
         .join();

@@ -7,7 +7,10 @@
 //! - each invalid spec the docs promise to refuse is refused by the API server with its
 //!   message, at creation (replicas 2, two or no backup targets, bad quantities, durations,
 //!   namespaces) and on update (restoreFrom added or changed, storage changed), while the
-//!   allowed updates (restoreFrom kept or removed, replicas scaled) pass.
+//!   allowed updates (restoreFrom kept or removed, replicas scaled) pass;
+//! - a status with every field the CRD declares goes through the operator's own type and its
+//!   own status write (server-side apply to the status subresource) and comes back unchanged
+//!   (nothing pruned); the scale subresource (`kubectl scale ce`) keeps the replicas enum.
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_kube_tests::{Kube, parse_yaml, repo_root};
