@@ -10,6 +10,10 @@
 //! objects are accepted and cleaned up, not those projects' own schemas (validate-chart.sh
 //! checks the rendering of those strictly).
 //!
+//! Each ValidatingAdmissionPolicy the chart installs compiles and type-checks in the API server
+//! (a CEL type error refuses the install itself), and the controller-manager's check against
+//! the pods' schema leaves no expression warning in its status.
+//!
 //! With the defaults, the operator's ServiceAccount as the chart makes it (a real token, no
 //! admin) may apply every object the operator builds for an ensemble (dry run), including the
 //! ClusterRoleBinding to `system:auth-delegator`, which the API server's escalation check
@@ -212,6 +216,12 @@ async fn install_upgrade_uninstall(combo: &str, flags: &[&str]) -> Result<()> {
             .await
             .with_context(|| format!("{combo}: {} {name} not stored", object["kind"]))?;
     }
+    for policy in objects
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+    {
+        policy_type_checks(&kube, policy).await?;
+    }
     if combo == "defaults" {
         operator_may_apply_what_it_builds(&kube, &release).await?;
     }
@@ -274,6 +284,39 @@ async fn install_upgrade_uninstall(combo: &str, flags: &[&str]) -> Result<()> {
         "{combo}: the CRD went with the release (Helm keeps crds/; the docs say so)"
     );
     Ok(())
+}
+
+/// The API server's type check of a ValidatingAdmissionPolicy's CEL (done by the
+/// controller-manager once the policy is stored): no expression may have a warning.
+async fn policy_type_checks(kube: &Kube, policy: &Value) -> Result<()> {
+    let api = kube.api_for(&kube.client, policy).await?;
+    let name = policy["metadata"]["name"].as_str().context("no name")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = api.get(name).await?;
+        let checked = stored
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        if checked.is_some() && checked == stored.metadata.generation {
+            let warnings = stored
+                .data
+                .pointer("/status/typeChecking/expressionWarnings")
+                .cloned()
+                .unwrap_or(json!([]));
+            ensure!(
+                warnings.as_array().is_none_or(|w| w.is_empty()),
+                "ValidatingAdmissionPolicy {name}: the API server's type check warns: {warnings}"
+            );
+            return Ok(());
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "ValidatingAdmissionPolicy {name} not type-checked within 60s: {}",
+            stored.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// As the chart's operator ServiceAccount (a real token): dry-run apply every object the
