@@ -36,6 +36,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         eprintln!("error: {K8S_UNAVAILABLE}");
         return ExitCode::from(2);
     }
+    if !cfg!(feature = "tls") && config.ensemble_ca.is_some() {
+        eprintln!("error: {}", crate::recipe::EnsembleCaError::NotBuilt);
+        return ExitCode::from(2);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
