@@ -242,7 +242,17 @@ impl Kube {
     /// Requests the API server refused with 403 to `user` (e.g.
     /// `system:serviceaccount:NS:SA`), from the audit log: `VERB URI` each.
     pub fn forbidden_for(&self, user: &str) -> Result<Vec<String>> {
-        audit_forbidden(&self.plane.dir.join("audit.log"), user)
+        Ok(self
+            .requests_of(user)?
+            .into_iter()
+            .filter(|(_, code)| *code == 403)
+            .map(|(request, _)| request)
+            .collect())
+    }
+
+    /// Every request of `user` in the audit log: `VERB URI` and the response code.
+    pub fn requests_of(&self, user: &str) -> Result<Vec<(String, i64)>> {
+        audit_requests(&self.plane.dir.join("audit.log"), user)
     }
 
     /// Server-side applies every object of `yaml` (multi-document) as [`FIELD_MANAGER`];
@@ -349,26 +359,27 @@ pub fn kind_of(object: &Value) -> String {
     object["kind"].as_str().unwrap_or("?").to_string()
 }
 
-/// The requests of `user` answered 403 in the audit log at `path`: `VERB URI` each.
-pub fn audit_forbidden(path: &Path, user: &str) -> Result<Vec<String>> {
+/// The requests of `user` in the audit log at `path`: `VERB URI` and the response code each.
+pub fn audit_requests(path: &Path, user: &str) -> Result<Vec<(String, i64)>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let mut refused = Vec::new();
+    let mut requests = Vec::new();
     for line in text.lines() {
         let Ok(event) = serde_json::from_str::<Value>(line) else {
             continue; // a line being written right now
         };
-        if event.pointer("/user/username").and_then(Value::as_str) == Some(user)
-            && event
-                .pointer("/responseStatus/code")
-                .and_then(Value::as_i64)
-                == Some(403)
-        {
-            refused.push(format!(
-                "{} {}",
-                event["verb"].as_str().unwrap_or("?"),
-                event["requestURI"].as_str().unwrap_or("?")
+        if event.pointer("/user/username").and_then(Value::as_str) == Some(user) {
+            requests.push((
+                format!(
+                    "{} {}",
+                    event["verb"].as_str().unwrap_or("?"),
+                    event["requestURI"].as_str().unwrap_or("?")
+                ),
+                event
+                    .pointer("/responseStatus/code")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0),
             ));
         }
     }
-    Ok(refused)
+    Ok(requests)
 }

@@ -232,6 +232,14 @@ async fn check_tokens(kube: &Kube, member_sa: &str) -> Result<()> {
     let outcome = tokens(kube, &member).await;
     outcome.map_err(|e| anyhow!("{e:#}\nmember log:\n{}", member.log()))?;
     let user = format!("system:serviceaccount:{ns}:{member_sa}");
+    // The reviews came from the member, as that ServiceAccount.
+    let requests = kube.requests_of(&user)?;
+    ensure!(
+        requests.iter().any(|(r, code)| r
+            .starts_with("create /apis/authentication.k8s.io/v1/tokenreviews")
+            && *code == 201),
+        "no TokenReview by {user} in the audit log: {requests:?}"
+    );
     let refused = kube.forbidden_for(&user)?;
     ensure!(
         refused.is_empty(),
