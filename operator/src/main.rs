@@ -31,7 +31,14 @@ use k8s_openapi::jiff::Timestamp;
 /// scalable, upgradable ensembles. Kubernetes access as kubectl finds it (in-cluster
 /// service account, else KUBECONFIG / ~/.kube/config).
 #[derive(Parser, Debug)]
-#[command(name = "baton-operator", version, about, long_about)]
+// The feature levels are those of this release's baton-ensemble (`baton_machine::feature::
+// SUPPORTED`), which the operator's image tag deploys.
+#[command(
+    name = "baton-operator",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (feature levels 1 to 2)"),
+    about,
+    long_about
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -63,7 +63,13 @@ pub enum Candidacy {
 /// answers POST /leader/NAME/release, or after --release-grace. Then the sidecar closes the
 /// session and exits 0.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "baton-sidecar", version, verbatim_doc_comment)]
+// The feature levels are those of this release's baton-ensemble (`baton_machine::feature::
+// SUPPORTED`; tests/e2e/tests/upgrade.rs checks both binaries say the same).
+#[command(
+    name = "baton-sidecar",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (feature levels 1 to 2)"),
+    verbatim_doc_comment
+)]
 pub struct Config {
     /// Ensemble client endpoints, HOST:PORT[,HOST:PORT...] (the session fails over between them).
     #[arg(long, env = "BATON_ENSEMBLE", value_parser = parse_ensemble)]

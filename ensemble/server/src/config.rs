@@ -13,7 +13,7 @@ use clap::Parser;
 /// Members authenticate each other with certificates of the ensemble's CA (--tls-*); make them
 /// with `baton-ensemble certs --help`. Back up and restore with `baton-ensemble snapshot --help`.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "baton-ensemble", version, about, long_about)]
+#[command(name = "baton-ensemble", version = version_text(), about, long_about)]
 pub struct Config {
     /// This member's Raft id (a positive integer, unique in the ensemble, recorded in the data dir).
     #[arg(long, env = "BATON_ID", value_parser = clap::value_parser!(u64).range(1..))]
@@ -233,13 +233,45 @@ pub struct Config {
     #[arg(long, env = "BATON_SUPER_DIGEST", hide_env_values = true)]
     pub super_digest: Option<String>,
 
+    /// The highest feature level this member supports and advertises to its peers (default:
+    /// this build's newest; `--version` lists them). Capping it makes this build behave as the
+    /// previous release while the ensemble is at that level, for upgrade tests: the ensemble's
+    /// level does not rise past it while this member is in the configuration, and the member
+    /// refuses to start on a data dir at a higher level (exit status 78).
+    #[arg(long, env = "BATON_MAX_FEATURE_LEVEL", hide_short_help = true,
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(*baton_machine::feature::SUPPORTED.start())
+                  ..=i64::from(*baton_machine::feature::SUPPORTED.end())))]
+    pub max_feature_level: Option<u32>,
+
     /// Test-only: TokenReview verdicts kept, accepted and refused each (default 10000 and
     /// 4096), so a test can fill the cache with few tokens.
     #[arg(long, hide = true)]
     pub k8s_verdict_cache_entries: Option<usize>,
 }
 
+/// What `--version` prints: the release and the feature levels this build supports.
+pub fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let levels = baton_machine::feature::SUPPORTED;
+        format!(
+            "{} (feature levels {} to {})",
+            env!("CARGO_PKG_VERSION"),
+            levels.start(),
+            levels.end()
+        )
+    })
+}
+
 impl Config {
+    /// The highest feature level this member supports: `--max-feature-level`, else this
+    /// build's newest.
+    pub fn max_feature_level(&self) -> u32 {
+        self.max_feature_level
+            .unwrap_or(*baton_machine::feature::SUPPORTED.end())
+    }
+
     /// The settings this member proposes if it leads an ensemble whose replicated settings
     /// were never set (a new one, or one made before they were replicated).
     pub fn initial_settings(&self) -> Vec<baton_machine::Setting> {

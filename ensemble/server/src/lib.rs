@@ -55,12 +55,18 @@ pub enum RunError {
 /// `EX_DATAERR`): restarting will not help; it must be reseeded (README, Operations).
 pub const EXIT_UNRECOVERABLE_DATA: u8 = 65;
 
+/// Exit status of a member whose data dir is at a feature level this build (or its
+/// `--max-feature-level`) does not support (sysexits' `EX_CONFIG`): a rollback past a level
+/// raise. Run a release that supports the level, or restore a backup (README, Upgrades).
+pub const EXIT_FEATURE_LEVEL: u8 = 78;
+
 impl RunError {
     /// The process exit status for this error: [`EXIT_UNRECOVERABLE_DATA`] when the member's
     /// data cannot be recovered, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Log(baton_raftlog::LogError::Unrecoverable { .. }) => EXIT_UNRECOVERABLE_DATA,
+            RunError::Core(core::CoreError::FeatureLevel { .. }) => EXIT_FEATURE_LEVEL,
             _ => 1,
         }
     }
@@ -196,6 +202,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         Some(Box::new(transport)),
         Arc::new(core::SystemClock),
     )?;
+    core.set_max_feature_level(cfg.max_feature_level())?;
     core.set_max_watches_per_session(cfg.max_watches_per_session);
     core.set_max_watch_bytes_per_session(cfg.max_watch_bytes_per_session);
     core.snapshot_off_thread(true);
@@ -375,11 +382,15 @@ fn start_transport(
         Some(tls) => {
             let (listener, connector) =
                 peer::peer_tls(tls, listener).map_err(|e| RunError::Tls(e.to_string()))?;
-            let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            let mut config =
+                peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            config.max_feature_level = cfg.max_feature_level();
             peer::PeerTransport::start_with(config, connector, peer_tx)
         }
         None => {
-            let config = peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            let mut config =
+                peer::PeerConfig::new(cfg.id, cluster_id, listener, Default::default());
+            config.max_feature_level = cfg.max_feature_level();
             peer::PeerTransport::start(config, peer_tx)
         }
     };

@@ -76,6 +76,8 @@ pub struct Metrics {
     pub alarm: Family<[(&'static str, &'static str); 1], Gauge>,
     /// Free bytes on this member's data volume at the last check.
     pub disk_free_bytes: Gauge,
+    /// The ensemble's replicated feature level.
+    pub feature_level: Gauge,
 }
 
 impl Metrics {
@@ -125,6 +127,7 @@ impl Metrics {
             quota_refusals: Family::default(),
             alarm: Family::default(),
             disk_free_bytes: Gauge::default(),
+            feature_level: Gauge::default(),
             registry: Registry::default(),
         };
         // Every known reason from the start: a rate over a series that appears only with its
@@ -368,6 +371,11 @@ impl Metrics {
             "alarm",
             "1 while any member of the ensemble has an alarm of this kind up (nospace: a data volume below --min-free-disk-bytes); writes that add data are refused meanwhile",
             self.alarm.clone(),
+        );
+        registry.register(
+            "feature_level",
+            "The ensemble's feature level (replicated; raised once every member supports it): which behaviour changes every member applies",
+            self.feature_level.clone(),
         );
         registry.register(
             "disk_free_bytes",

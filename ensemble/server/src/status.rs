@@ -32,6 +32,10 @@ pub struct Status {
     pub znodes: usize,
     /// The replicated settings and alarms, as `GET /v1/settings` shows them.
     pub settings: serde_json::Value,
+    /// The ensemble's replicated feature level (`baton_machine::feature`).
+    pub feature_level: u32,
+    /// The highest feature level this member supports and advertises to its peers.
+    pub max_feature_level: u32,
     #[serde(skip)]
     pub detail: Detail,
     /// Peer addresses by member id (the replicated address book).

@@ -225,6 +225,17 @@ impl Cluster {
             .with_context(|| format!("no member {id} in the cluster (members {:?})", self.ids()))
     }
 
+    /// Changes member `id`'s command line from its next start on: `remove` (each a flag
+    /// followed by a value) taken out, then `add` appended.
+    pub fn change_flags(&mut self, id: u64, remove: &[&str], add: &[&str]) -> Result<()> {
+        let member = self.member_mut(id)?;
+        for flag in remove {
+            member.remove_flag_with_value(flag);
+        }
+        member.add_flags(add);
+        Ok(())
+    }
+
     fn member_mut(&mut self, id: u64) -> Result<&mut Member> {
         let ids = self.ids();
         self.members

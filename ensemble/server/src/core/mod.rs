@@ -29,6 +29,7 @@ mod clients;
 pub mod clock;
 mod connect;
 mod control;
+mod feature_level;
 mod freed_memory;
 mod gate;
 mod inbox;
@@ -167,6 +168,13 @@ pub enum CoreError {
     Snapshot(String),
     #[error("the membership change at index {index} does not decode: {reason}")]
     BadConfChange { index: u64, reason: String },
+    /// The data dir (a snapshot or an applied entry) is at a feature level this build does not
+    /// support: a rollback past a level raise (`feature_level.rs`).
+    #[error(
+        "this data dir is at feature level {level} (reached by index {index}), but this baton-ensemble supports feature levels up to {max}{capped}: run a release that supports level {level} (baton-ensemble --version lists them), or restore a backup taken before the level was raised into an empty data dir (README, Upgrades)",
+        capped = if *max < *baton_machine::feature::SUPPORTED.end() { " (capped by --max-feature-level)" } else { "" }
+    )]
+    FeatureLevel { level: u32, max: u32, index: i64 },
 }
 
 /// The core thread's state.
@@ -227,6 +235,8 @@ pub struct Core {
     tenancy: TenancyConfig,
     /// Initial settings, admin changes waiting to apply, and the disk alarm (`settings.rs`).
     settings: settings::SettingsState,
+    /// Levels this member and its peers support (`feature_level.rs`).
+    levels: feature_level::FeatureLevels,
 }
 
 /// Client identities. The namespace policy (`--check-identities`) is replicated state now
@@ -293,6 +303,7 @@ impl Core {
             max_watch_bytes_per_session: DEFAULT_MAX_WATCH_BYTES_PER_SESSION,
             tenancy: TenancyConfig::default(),
             settings: settings::SettingsState::default(),
+            levels: feature_level::FeatureLevels::default(),
         };
         if let Some(t) = &core.transport {
             // The flags first (a joining member knows its peers from them alone), then the
@@ -458,6 +469,9 @@ impl Core {
             CoreMsg::PeerEvent(PeerEvent::Snapshot { peer, status }) => {
                 self.node.report_snapshot(peer, status)
             }
+            CoreMsg::PeerEvent(PeerEvent::FeatureLevel { peer, max }) => {
+                self.on_peer_feature_level(peer, max)
+            }
             CoreMsg::Admin { command, reply } => self.on_admin(command, reply),
             CoreMsg::Backup(reply) => self.start_backup(reply),
             CoreMsg::Status(reply) => {
@@ -490,6 +504,7 @@ impl Core {
         }
         self.promote_caught_up_learners();
         self.propose_initial_settings();
+        self.maybe_raise_feature_level();
         self.expire_sessions();
         let now = self.now();
         if clock::since(now, self.last_reap) >= self.cfg.reap_interval {

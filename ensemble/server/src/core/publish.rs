@@ -103,6 +103,8 @@ impl Core {
             sessions: self.sm.sessions().count(),
             znodes: self.sm.node_count(),
             settings: self.settings_json(),
+            feature_level: self.sm.settings().feature_level.get(),
+            max_feature_level: self.max_feature_level(),
             detail,
             addresses: self.sm.members().clone(),
         };

@@ -274,6 +274,8 @@ impl Core {
         self.sm = sm;
         // The settings and alarms came with the snapshot.
         self.publish_alarms();
+        self.publish_feature_level();
+        self.check_feature_level()?;
         self.conf_state = snap.get_metadata().get_conf_state().clone();
         self.last_snapshot_index = index;
         tracing::info!(index, "installed a snapshot from the leader");
@@ -297,7 +299,11 @@ impl Core {
                     }
                     Ok(cmd) => {
                         let applied = self.sm.apply(index as i64, &cmd);
+                        let settings_changed = applied.settings_changed;
                         self.route(&cmd, applied);
+                        if settings_changed {
+                            self.check_feature_level()?;
+                        }
                     }
                     // Every member meets the same bytes at the same index and does the same:
                     // no divergence, and no crash that would repeat at every restart. The

@@ -288,6 +288,7 @@ impl Core {
             _ => {}
         }
         self.publish_alarms();
+        self.publish_feature_level();
     }
 
     /// `baton_alarm{kind}`: 1 while any member has an alarm of that kind up.

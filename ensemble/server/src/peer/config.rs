@@ -24,6 +24,9 @@ pub struct PeerConfig<L = TcpListener> {
     /// Largest frame accepted or sent on the message lane: an encoded Raft message or a
     /// control payload, plus its 1-byte kind tag.
     pub max_message_bytes: usize,
+    /// The highest feature level this member advertises in its hellos: this build's newest
+    /// unless `--max-feature-level` caps it.
+    pub max_feature_level: u32,
     /// Limits, timeouts and pacing; the defaults suit a LAN.
     pub tuning: PeerTuning,
 }
@@ -42,6 +45,7 @@ impl<L> PeerConfig<L> {
             listener,
             peers,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_feature_level: *baton_machine::feature::SUPPORTED.end(),
             tuning: PeerTuning::default(),
         }
     }

@@ -18,10 +18,10 @@ use tracing::Instrument;
 use super::backoff::WarnThrottle;
 use super::frame::{self, Envelope, FrameError, LEN_BYTES};
 use super::handshake::{
-    self, HandshakeError, Hello, Lane, RefusalCode, Reply, SNAPSHOT_ACK, VERSION,
+    self, HandshakeError, Hello, Lane, OLDEST_VERSION, RefusalCode, Reply, SNAPSHOT_ACK, VERSION,
 };
 use super::stats::PeerCounters;
-use super::{Listener, PeerInbound, PeerStream, Shared};
+use super::{Listener, PeerEvent, PeerInbound, PeerStream, Shared};
 
 /// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -215,13 +215,14 @@ async fn serve_connection<L: Listener>(
         // A newer member deserves to learn why; it will log our answer.
         Err(HandshakeError::UnsupportedVersion(v)) => {
             let reason = format!(
-                "member {} speaks peer protocol version {VERSION}, not {v}",
+                "member {} speaks peer protocol versions {OLDEST_VERSION} to {VERSION}, not {v}",
                 ctx.shared.me
             );
             return refuse(
                 &ctx,
                 &mut stream,
                 remote,
+                v.clamp(OLDEST_VERSION, VERSION),
                 None,
                 RefusalCode::UnsupportedVersion,
                 reason,
@@ -234,6 +235,7 @@ async fn serve_connection<L: Listener>(
                 &ctx,
                 &mut stream,
                 remote,
+                VERSION,
                 None,
                 RefusalCode::UnknownLane,
                 reason,
@@ -246,18 +248,37 @@ async fn serve_connection<L: Listener>(
     span.record("from", hello.from);
     span.record("lane", hello.lane.as_str());
     if let Some((code, reason)) = verdict(&ctx.shared, &hello, proven_member) {
-        return refuse(&ctx, &mut stream, remote, Some(&hello), code, reason).await;
+        return refuse(
+            &ctx,
+            &mut stream,
+            remote,
+            hello.version,
+            Some(&hello),
+            code,
+            reason,
+        )
+        .await;
     }
     let accepted = timeout(
         ctx.handshake_timeout,
-        handshake::write_reply(&mut stream, &Reply::Accepted),
+        handshake::write_reply(&mut stream, hello.version, &Reply::Accepted),
     )
     .await;
     if !matches!(accepted, Ok(Ok(()))) {
         tracing::debug!("peer went away during the handshake");
         return;
     }
-    tracing::debug!("peer connection accepted");
+    tracing::debug!(
+        version = hello.version,
+        max_feature_level = hello.max_feature_level,
+        "peer connection accepted"
+    );
+    // The leader raises the ensemble's feature level only once every member has said, in
+    // its hello, that it supports the new level (`core/feature_level.rs`).
+    let _ = ctx.shared.events.send(PeerEvent::FeatureLevel {
+        peer: hello.from,
+        max: hello.max_feature_level,
+    });
     let (_registration, superseded) = ctx.current.register(hello.from, hello.lane);
     deliver(&ctx, stream, &hello, superseded).await;
 }
@@ -321,6 +342,7 @@ async fn refuse<S: PeerStream>(
     ctx: &InboundCtx,
     stream: &mut S,
     remote: SocketAddr,
+    version: u16,
     hello: Option<&Hello>,
     code: RefusalCode,
     reason: String,
@@ -337,7 +359,7 @@ async fn refuse<S: PeerStream>(
     let reply = Reply::Refused { code, reason };
     let _ = timeout(
         ctx.handshake_timeout,
-        handshake::write_reply(stream, &reply),
+        handshake::write_reply(stream, version, &reply),
     )
     .await;
     let _ = stream.shutdown().await;

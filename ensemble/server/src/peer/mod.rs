@@ -108,6 +108,9 @@ pub enum PeerEvent {
     /// (`Failure`): call `RawNode::report_snapshot(peer, status)`. Exactly one per
     /// `MsgSnapshot` given to `send`.
     Snapshot { peer: u64, status: SnapshotStatus },
+    /// A peer connected and said which feature level it supports at most (its hello; the
+    /// base level for a peer of the previous protocol version). Sent at every connection.
+    FeatureLevel { peer: u64, max: u32 },
 }
 
 /// A running transport. Dropping it stops every task and closes every connection.
@@ -123,6 +126,8 @@ pub struct PeerTransport {
 pub(crate) struct Shared {
     me: u64,
     cluster_id: String,
+    /// What this member advertises in its hellos (`--max-feature-level`).
+    max_feature_level: u32,
     max_message_bytes: usize,
     links: RwLock<HashMap<u64, Link>>,
     dropped_unknown: AtomicU64,
@@ -194,6 +199,7 @@ impl PeerTransport {
         let shared = Arc::new(Shared {
             me: config.member_id,
             cluster_id: config.cluster_id,
+            max_feature_level: config.max_feature_level,
             max_message_bytes: config.max_message_bytes,
             links: RwLock::new(HashMap::new()),
             dropped_unknown: AtomicU64::new(0),

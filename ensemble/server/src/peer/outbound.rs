@@ -48,6 +48,12 @@ pub enum LinkError {
         code: RefusalCode,
         reason: String,
     },
+    #[error("the member at {addr} speaks only peer protocol version {version}: {reason}")]
+    RefusedVersion {
+        addr: String,
+        version: u16,
+        reason: String,
+    },
     #[error("connection to {addr} broke: {source}")]
     Io { addr: String, source: io::Error },
     #[error("{addr} closed the connection")]
@@ -64,7 +70,7 @@ impl LinkError {
         match self {
             LinkError::Connect { .. } | LinkError::ConnectTimeout { .. } => "connect",
             LinkError::Handshake { .. } | LinkError::HandshakeTimeout { .. } => "handshake",
-            LinkError::Refused { .. } => "refused",
+            LinkError::Refused { .. } | LinkError::RefusedVersion { .. } => "refused",
             LinkError::Io { .. } | LinkError::Closed { .. } | LinkError::Unexpected { .. } => {
                 "broken"
             }
@@ -241,7 +247,10 @@ impl<C: Connector> LaneCtx<C> {
         if error.before_use() {
             PeerCounters::add(&self.counters.connect_failures, 1);
         }
-        if matches!(error, LinkError::Refused { .. }) {
+        if matches!(
+            error,
+            LinkError::Refused { .. } | LinkError::RefusedVersion { .. }
+        ) {
             PeerCounters::add(&self.counters.refusals, 1);
         }
         self.counters.set_last_error(error.to_string());
@@ -270,8 +279,26 @@ impl<C: Connector> LaneCtx<C> {
     }
 }
 
-/// Connects and handshakes; a refusal carries the peer's reason.
+/// Connects and handshakes; a refusal carries the peer's reason. A peer of the previous
+/// protocol version refuses our hello as `UnsupportedVersion`, answering in its own version:
+/// we connect again at once speaking that version (`handshake.rs`, one step either way).
 async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError> {
+    match connect_speaking(ctx, handshake::VERSION).await {
+        Err(LinkError::RefusedVersion { version, .. }) if version == handshake::OLDEST_VERSION => {
+            tracing::debug!(
+                version,
+                "peer speaks the previous protocol version; speaking it"
+            );
+            connect_speaking(ctx, version).await
+        }
+        other => other,
+    }
+}
+
+async fn connect_speaking<C: Connector>(
+    ctx: &LaneCtx<C>,
+    version: u16,
+) -> Result<C::Stream, LinkError> {
     let addr = || ctx.addr.clone();
     let after = ctx.tuning.connect_timeout;
     let mut stream = match timeout(after, ctx.connector.connect(&ctx.addr, ctx.peer)).await {
@@ -290,10 +317,12 @@ async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError>
         }
     };
     let hello = Hello {
+        version,
         lane: ctx.lane,
         from: ctx.shared.me,
         to: ctx.peer,
         cluster_id: ctx.shared.cluster_id.clone(),
+        max_feature_level: ctx.shared.max_feature_level,
     };
     let after = ctx.tuning.handshake_timeout;
     let exchange = async {
@@ -301,8 +330,17 @@ async fn connect<C: Connector>(ctx: &LaneCtx<C>) -> Result<C::Stream, LinkError>
         handshake::read_reply(&mut stream).await
     };
     match timeout(after, exchange).await {
-        Ok(Ok(Reply::Accepted)) => Ok(stream),
-        Ok(Ok(Reply::Refused { code, reason })) => Err(LinkError::Refused {
+        Ok(Ok((_, Reply::Accepted))) => Ok(stream),
+        Ok(Ok((answered_in, Reply::Refused { code, reason })))
+            if code == RefusalCode::UnsupportedVersion && answered_in < version =>
+        {
+            Err(LinkError::RefusedVersion {
+                addr: addr(),
+                version: answered_in,
+                reason,
+            })
+        }
+        Ok(Ok((_, Reply::Refused { code, reason }))) => Err(LinkError::Refused {
             addr: addr(),
             code,
             reason,

@@ -73,6 +73,19 @@ impl Member {
         self.tls_args.extend(flags.iter().map(Into::into));
     }
 
+    /// Removes `flag` and the value that follows it from its command line (from its next
+    /// start on): an upgrade test restarts a member without `--max-feature-level`.
+    pub(super) fn remove_flag_with_value(&mut self, flag: &str) {
+        let mut args = std::mem::take(&mut self.tls_args).into_iter();
+        while let Some(arg) = args.next() {
+            if arg == flag {
+                args.next();
+            } else {
+                self.tls_args.push(arg);
+            }
+        }
+    }
+
     /// This member's Raft id.
     pub fn id(&self) -> u64 {
         self.id

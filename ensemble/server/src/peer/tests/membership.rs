@@ -127,7 +127,7 @@ async fn members_of_another_protocol_version_refuse_each_other() {
     hello.extend_from_slice(&(CLUSTER.len() as u16).to_be_bytes());
     hello.extend_from_slice(CLUSTER.as_bytes());
     old.write_all(&hello).await.expect("hello");
-    let reply = within("a refusal", handshake::read_reply(&mut old))
+    let (_, reply) = within("a refusal", handshake::read_reply(&mut old))
         .await
         .expect("a readable reply");
     let Reply::Refused { code, reason } = reply else {
@@ -135,7 +135,7 @@ async fn members_of_another_protocol_version_refuse_each_other() {
     };
     assert_eq!(code, RefusalCode::UnsupportedVersion);
     assert!(
-        reason.contains(&format!("version {VERSION}, not 1")),
+        reason.contains(&format!("versions {} to {VERSION}, not 1", VERSION - 1)),
         "{reason}"
     );
     assert_eq!(two.transport.stats().inbound_refused, 1);
@@ -160,4 +160,78 @@ async fn members_of_another_protocol_version_refuse_each_other() {
         .clone()
         .expect("failure recorded");
     assert!(error.contains("protocol version 1"), "{error}");
+}
+
+/// Issue 26: a rolling upgrade must not split the ensemble. A member of the previous protocol
+/// version refuses our hello in its own version; we connect again speaking it, and its
+/// messages arrive. A hello of the previous version is accepted, answered in that version,
+/// and the peer is reported at the base feature level.
+#[tokio::test]
+async fn a_member_one_protocol_version_older_is_spoken_to_in_its_version() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::peer::handshake::{OLDEST_VERSION, VERSION};
+
+    // We connect to an older member.
+    let (l1, _) = bind().await;
+    let (fake, fake_addr) = bind().await;
+    let one = Member::start(config(1, l1, &[(2, fake_addr)]));
+    assert!(one.transport.send(heartbeat(1, 2, 1)));
+    let (mut first, _) = within("a connection", fake.accept()).await.expect("accept");
+    let hello = within("a hello", handshake::read_hello(&mut first))
+        .await
+        .expect("a hello");
+    assert_eq!(hello.version, VERSION);
+    let refusal = Reply::Refused {
+        code: RefusalCode::UnsupportedVersion,
+        reason: format!("member 2 speaks peer protocol version {OLDEST_VERSION}, not {VERSION}"),
+    };
+    handshake::write_reply(&mut first, OLDEST_VERSION, &refusal)
+        .await
+        .expect("refusal");
+    first.shutdown().await.expect("close");
+    let (mut second, _) = within("a second connection", fake.accept())
+        .await
+        .expect("accept");
+    let hello = within("a hello", handshake::read_hello(&mut second))
+        .await
+        .expect("a hello");
+    assert_eq!((hello.version, hello.from), (OLDEST_VERSION, 1));
+    handshake::write_reply(&mut second, OLDEST_VERSION, &Reply::Accepted)
+        .await
+        .expect("accept");
+    // The heartbeat follows on this connection: the older member can read it.
+    let mut len = [0u8; 4];
+    within("a frame", second.read_exact(&mut len))
+        .await
+        .expect("a frame after the older handshake");
+
+    // An older member connects to us.
+    let (l3, a3) = bind().await;
+    let mut three = Member::start(config(3, l3, &[(2, fake_addr)]));
+    let mut old = TcpStream::connect(a3).await.expect("connect");
+    let older = Hello {
+        version: OLDEST_VERSION,
+        lane: Lane::Raft,
+        from: 2,
+        to: 3,
+        cluster_id: CLUSTER.into(),
+        max_feature_level: 99,
+    };
+    handshake::write_hello(&mut old, &older)
+        .await
+        .expect("hello");
+    let (answered_in, reply) = within("a reply", handshake::read_reply(&mut old))
+        .await
+        .expect("a reply in the older version");
+    assert_eq!((answered_in, reply), (OLDEST_VERSION, Reply::Accepted));
+    loop {
+        match three.event().await {
+            PeerEvent::FeatureLevel { peer: 2, max } => {
+                assert_eq!(max, baton_machine::feature::BASE);
+                break;
+            }
+            _ => continue,
+        }
+    }
 }

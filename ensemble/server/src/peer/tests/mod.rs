@@ -115,7 +115,7 @@ pub(super) async fn accept_by_hand(listener: &TcpListener) -> (Hello, TcpStream)
     let hello = within("a hello", handshake::read_hello(&mut stream))
         .await
         .expect("a valid hello");
-    handshake::write_reply(&mut stream, &Reply::Accepted)
+    handshake::write_reply(&mut stream, hello.version, &Reply::Accepted)
         .await
         .expect("reply");
     (hello, stream)
@@ -130,15 +130,17 @@ pub(super) async fn connect_by_hand(
 ) -> (Reply, TcpStream) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     let hello = Hello {
+        version: handshake::VERSION,
         lane: Lane::Raft,
         from,
         to,
         cluster_id: cluster.into(),
+        max_feature_level: baton_machine::feature::BASE,
     };
     handshake::write_hello(&mut stream, &hello)
         .await
         .expect("hello");
-    let reply = within("a handshake reply", handshake::read_reply(&mut stream))
+    let (_, reply) = within("a handshake reply", handshake::read_reply(&mut stream))
         .await
         .expect("a valid reply");
     (reply, stream)
