@@ -97,6 +97,11 @@ pub struct CoordinationEnsembleSpec {
     /// refused (a restore replaces what a running ensemble holds: create another ensemble).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<RestoreSource>,
+    /// What one tenant can take (README "What one tenant can take"): the quotas, kept in the
+    /// ensemble's replicated settings and changed by the operator through `PUT /v1/settings`
+    /// whenever they differ from these, and each member's free-space watermark (a flag).
+    #[serde(default)]
+    pub limits: LimitsSpec,
 }
 
 fn default_replicas() -> i32 {
@@ -127,6 +132,85 @@ impl Default for StorageSpec {
 
 fn default_storage_size() -> String {
     "1Gi".into()
+}
+
+/// Quotas and the disk watermark (`spec.limits`). Byte sizes are integers (bytes), not
+/// quantities: they are exactly what the members' flags and `GET /v1/settings` say, so the
+/// spec, the status and the ensemble compare number for number (no rounding of `1.5Mi`), and
+/// the API server checks their ranges itself. Each range keeps the ensemble usable: a quota
+/// too small to hold a namespace's own nodes, or a watermark the volume cannot clear, is
+/// refused.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitsSpec {
+    /// Znodes one namespace (`/baton/<ns>` and below) may hold (default 100000).
+    #[serde(default = "default_namespace_znodes")]
+    #[schemars(range(min = 100, max = 100_000_000))]
+    pub namespace_znodes: i64,
+    /// Bytes (paths plus data) one namespace may hold (default 67108864: 64 MiB; 1 MiB to 64 GiB).
+    #[serde(default = "default_namespace_bytes")]
+    #[schemars(range(min = 1_048_576, max = 68_719_476_736_i64))]
+    pub namespace_bytes: i64,
+    /// Znodes everything outside `/baton/<ns>` may hold together (default 2000000).
+    #[serde(default = "default_shared_znodes")]
+    #[schemars(range(min = 1_000, max = 100_000_000))]
+    pub shared_znodes: i64,
+    /// Bytes everything outside `/baton/<ns>` may hold together (default 268435456: 256 MiB;
+    /// 16 MiB to 64 GiB).
+    #[serde(default = "default_shared_bytes")]
+    #[schemars(range(min = 16_777_216, max = 68_719_476_736_i64))]
+    pub shared_bytes: i64,
+    /// Ephemeral nodes one session may own (default 10000).
+    #[serde(default = "default_ephemerals_per_session")]
+    #[schemars(range(min = 10, max = 1_000_000))]
+    pub ephemerals_per_session: i64,
+    /// Free bytes each member keeps on its volume: below it the NOSPACE alarm refuses writes
+    /// that add data until twice this is free again (default 67108864: 64 MiB; 0 turns the
+    /// alarm off). Each member's own flag, so a change rolls the members. Twice it must stay
+    /// below `storage.size`, or the alarm could never clear.
+    #[serde(default = "default_min_free_disk_bytes")]
+    #[schemars(range(min = 0, max = 1_099_511_627_776_i64))]
+    pub min_free_disk_bytes: i64,
+}
+
+/// The ensemble's built-in defaults (`baton_machine::settings`, `--min-free-disk-bytes`).
+pub const DEFAULT_NAMESPACE_ZNODES: i64 = 100_000;
+pub const DEFAULT_NAMESPACE_BYTES: i64 = 64 << 20;
+pub const DEFAULT_SHARED_ZNODES: i64 = 2_000_000;
+pub const DEFAULT_SHARED_BYTES: i64 = 256 << 20;
+pub const DEFAULT_EPHEMERALS_PER_SESSION: i64 = 10_000;
+pub const DEFAULT_MIN_FREE_DISK_BYTES: i64 = 64 << 20;
+
+fn default_namespace_znodes() -> i64 {
+    DEFAULT_NAMESPACE_ZNODES
+}
+fn default_namespace_bytes() -> i64 {
+    DEFAULT_NAMESPACE_BYTES
+}
+fn default_shared_znodes() -> i64 {
+    DEFAULT_SHARED_ZNODES
+}
+fn default_shared_bytes() -> i64 {
+    DEFAULT_SHARED_BYTES
+}
+fn default_ephemerals_per_session() -> i64 {
+    DEFAULT_EPHEMERALS_PER_SESSION
+}
+fn default_min_free_disk_bytes() -> i64 {
+    DEFAULT_MIN_FREE_DISK_BYTES
+}
+
+impl Default for LimitsSpec {
+    fn default() -> Self {
+        LimitsSpec {
+            namespace_znodes: DEFAULT_NAMESPACE_ZNODES,
+            namespace_bytes: DEFAULT_NAMESPACE_BYTES,
+            shared_znodes: DEFAULT_SHARED_ZNODES,
+            shared_bytes: DEFAULT_SHARED_BYTES,
+            ephemerals_per_session: DEFAULT_EPHEMERALS_PER_SESSION,
+            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
+        }
+    }
 }
 
 /// Session timeout bounds (ZooKeeper's minSessionTimeout and maxSessionTimeout).
@@ -402,6 +486,36 @@ pub struct CoordinationEnsembleStatus {
     /// The backup the members were restored from at creation (`spec.restoreFrom`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
+    /// The ensemble's replicated settings as its leader last reported them (`GET
+    /// /v1/settings`), after any change the operator made to match `spec.limits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsStatus>,
+}
+
+/// The replicated settings the ensemble applies (`status.settings`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsStatus {
+    /// Whether `/baton/<ns>` is reserved to namespace `<ns>`'s identities.
+    pub check_identities: bool,
+    pub namespace_znodes: i64,
+    pub namespace_bytes: i64,
+    pub shared_znodes: i64,
+    pub shared_bytes: i64,
+    pub ephemerals_per_session: i64,
+    /// Members whose NOSPACE alarm is up (free space under `limits.minFreeDiskBytes`): while
+    /// any is, every member refuses writes that add data. Also the condition `DiskAlarm`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<AlarmStatus>,
+}
+
+/// One member's alarm.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmStatus {
+    pub member: i64,
+    /// `nospace`.
+    pub kind: String,
 }
 
 /// The backup CronJob's last run, from its status.

@@ -77,6 +77,12 @@ impl EventSink {
         .await;
     }
 
+    /// A Normal Event.
+    pub async fn normal(&self, ce: &CoordinationEnsemble, reason: &str, action: &str, note: &str) {
+        self.publish(ce, EventType::Normal, reason, action, note)
+            .await;
+    }
+
     /// A Warning Event.
     pub async fn warning(&self, ce: &CoordinationEnsemble, reason: &str, note: &str) {
         self.publish(ce, EventType::Warning, reason, "Reconcile", note)

@@ -329,6 +329,7 @@ mod tests {
                 members: voters.iter().chain(learners).copied().collect(),
                 learners: learners.to_vec(),
                 cluster_id: "prod.zk".into(),
+                settings: None,
             };
             view.statuses.insert(id, status);
         }

@@ -15,7 +15,8 @@ use crate::build::{OperatorPods, SuperCredentials};
 use crate::crd::{CoordinationEnsemble, MembershipOperation, OperationKind};
 use crate::dereference::{self, ReadError};
 use crate::ensemble::{
-    AdminConnector, AdminError, EnsembleView, StepError, run_action, wait_until,
+    AdminConnector, AdminError, EnsembleSettings, EnsembleView, Roster, SettingsValues, StepError,
+    run_action, settings, wait_until,
 };
 use crate::events::EventSink;
 use crate::finalizer;
@@ -305,6 +306,7 @@ async fn reconcile_inner<A: AdminConnector>(
             last_backup: last_backup.clone(),
             restore: spec.restore.as_ref(),
             sidecars_missing: &sidecars_missing,
+            settings: None,
         });
         ctx.events.warning(ce, "ApplyFailed", &e.to_string()).await;
         if let Err(status_error) = status::publish(&ctx.client, &names, &status).await {
@@ -331,6 +333,19 @@ async fn reconcile_inner<A: AdminConnector>(
         tracing::info!("reseed done");
         reseed::remove_annotation(&ctx.client, ce).await?;
     }
+    let roster_size = plan
+        .membership
+        .replicas
+        .max(observed.statefulset.as_ref().map_or(0, |s| s.replicas));
+    let (applied_settings, settings_error) = keep_settings(
+        ctx,
+        &admin,
+        ce,
+        &dereference::roster(&names, roster_size),
+        &view,
+        &spec.limits.settings,
+    )
+    .await;
 
     let status = status::compute(&StatusInputs {
         names: &names,
@@ -347,7 +362,9 @@ async fn reconcile_inner<A: AdminConnector>(
         last_backup: last_backup.clone(),
         restore: spec.restore.as_ref(),
         sidecars_missing: &sidecars_missing,
+        settings: applied_settings.as_ref(),
     });
+    report_disk_alarm(ctx, ce, &status).await;
     status::publish(&ctx.client, &names, &status).await?;
     ctx.metrics.observe_ensemble(&key(ce), &status);
     ctx.metrics.observe_backup(
@@ -360,10 +377,88 @@ async fn reconcile_inner<A: AdminConnector>(
     if let Some(e) = step_error {
         return Err(e.into());
     }
+    if let Some(e) = settings_error {
+        return Err(e.into());
+    }
+    let alarm = status::disk_alarm_up(Some(&status));
     Ok(match plan.phase {
-        Phase::Stable if refusal.is_none() => Requeue::requeue(settings.stable_requeue),
-        _ => Requeue::requeue(settings.step_requeue),
+        // While an alarm is up, look again soon, so its clearing shows in the status.
+        Phase::Stable if refusal.is_none() && !alarm => {
+            Requeue::requeue(ctx.settings.stable_requeue)
+        }
+        _ => Requeue::requeue(ctx.settings.step_requeue),
     })
+}
+
+/// Keeps the ensemble's replicated settings at `desired` (`spec.limits`, identities checked):
+/// the settings it applies afterwards (`None` if unknown) and why a change failed, if it did
+/// (an Event now; the reconcile fails after the status is written, and is retried).
+async fn keep_settings<C: AdminConnector>(
+    ctx: &Context<C>,
+    admin: &C::Admin,
+    ce: &CoordinationEnsemble,
+    roster: &Roster,
+    view: &EnsembleView,
+    desired: &SettingsValues,
+) -> (Option<EnsembleSettings>, Option<AdminError>) {
+    match settings::keep(admin, roster, view, desired).await {
+        Ok(outcome) => {
+            if let Some(changed) = &outcome.changed {
+                tracing::info!(%changed, "ensemble settings changed to match spec.limits");
+                ctx.events
+                    .normal(
+                        ce,
+                        "SettingsChanged",
+                        "ChangeSettings",
+                        &format!("PUT /v1/settings {changed}: applied"),
+                    )
+                    .await;
+            }
+            (outcome.applied, None)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot change the ensemble's settings");
+            ctx.events
+                .warning(ce, "SettingsFailed", &format!("PUT /v1/settings: {e}"))
+                .await;
+            // What the leader reported before the attempt.
+            let current = view
+                .leader()
+                .and_then(|l| view.statuses.get(&l))
+                .and_then(|s| s.settings.clone());
+            (current, Some(e))
+        }
+    }
+}
+
+/// An Event when a member's NOSPACE alarm rises or the last one clears (the condition
+/// `DiskAlarm` says it meanwhile).
+async fn report_disk_alarm<C>(
+    ctx: &Context<C>,
+    ce: &CoordinationEnsemble,
+    status: &crate::crd::CoordinationEnsembleStatus,
+) {
+    let was = status::disk_alarm_up(ce.status.as_ref());
+    let now = status::disk_alarm_up(Some(status));
+    let message = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == status::DISK_ALARM)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    match (was, now) {
+        (false, true) => {
+            tracing::warn!(%message, "disk alarm");
+            ctx.events.warning(ce, "DiskAlarm", &message).await;
+        }
+        (true, false) => {
+            tracing::info!("disk alarm cleared");
+            ctx.events
+                .normal(ce, "DiskAlarmCleared", "Observe", &message)
+                .await;
+        }
+        _ => {}
+    }
 }
 
 /// What the step stage works on.

@@ -189,6 +189,30 @@ mod tests {
             render("kind: Pod", "prod", "i", &OperatorPods::default()),
             Err(RenderError::Parse(_) | RenderError::Invalid(_))
         ));
+        // The example's limits: the quotas in the ConfigMap, the watermark on the command line.
+        let text = |name: &str| {
+            files
+                .iter()
+                .find(|(f, _)| f == name)
+                .map(|(_, t)| t.as_str())
+                .unwrap_or_default()
+        };
+        assert!(
+            text("09-configmap-demo-config.yaml")
+                .contains("BATON_QUOTA_NAMESPACE_BYTES: '67108864'")
+                || text("09-configmap-demo-config.yaml")
+                    .contains("BATON_QUOTA_NAMESPACE_BYTES: \"67108864\""),
+            "{}",
+            text("09-configmap-demo-config.yaml")
+        );
+        assert!(text("14-statefulset-demo.yaml").contains("--min-free-disk-bytes=67108864"));
+        // A watermark the volume could never clear is refused before anything is rendered.
+        let unclearable =
+            example.replace("minFreeDiskBytes: 67108864", "minFreeDiskBytes: 536870912");
+        assert!(matches!(
+            render(&unclearable, "prod", "i", &OperatorPods::default()),
+            Err(RenderError::Invalid(_))
+        ));
     }
 
     #[test]

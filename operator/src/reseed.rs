@@ -180,6 +180,7 @@ mod tests {
                     members: voters.to_vec(),
                     learners: Vec::new(),
                     cluster_id: "prod.zk".into(),
+                    settings: None,
                 },
             );
         }

@@ -14,10 +14,10 @@ use crate::apply::WriteError;
 use k8s_openapi::api::batch::v1::CronJob;
 
 use crate::crd::{
-    BackupResult, CoordinationEnsemble, CoordinationEnsembleStatus, LastBackup,
-    MembershipOperation, RestoreStatus, StepStatus,
+    AlarmStatus, BackupResult, CoordinationEnsemble, CoordinationEnsembleStatus, LastBackup,
+    MembershipOperation, RestoreStatus, SettingsStatus, StepStatus,
 };
-use crate::ensemble::EnsembleView;
+use crate::ensemble::{EnsembleSettings, EnsembleView};
 use crate::names::{EnsembleNames, FIELD_MANAGER};
 use crate::plan::{Phase, Plan};
 use crate::validate::Restore;
@@ -49,7 +49,13 @@ pub struct StatusInputs<'a> {
     /// Pods (`NAMESPACE/POD`) naming this ensemble that run without the sidecar
     /// (`sidecar_audit`): the condition `SidecarsMissing` while there are any.
     pub sidecars_missing: &'a [String],
+    /// The ensemble's replicated settings as its leader reports them after this reconcile's
+    /// change, if any (`None`: no leader answered; the previous status's are kept).
+    pub settings: Option<&'a EnsembleSettings>,
 }
+
+/// The condition reporting members' NOSPACE alarms.
+pub const DISK_ALARM: &str = "DiskAlarm";
 
 /// The status for a reconciled ensemble.
 pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
@@ -133,12 +139,20 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
             ),
         )
     });
+    let settings = input
+        .settings
+        .map(settings_status)
+        .or_else(|| input.previous.and_then(|p| p.settings.clone()));
+    let disk_alarm = settings
+        .as_ref()
+        .map(|s| (DISK_ALARM, disk_alarm_condition(s)));
     let conditions = [
         ("Available", available),
         ("Progressing", progressing),
         ("Degraded", degraded),
     ]
     .into_iter()
+    .chain(disk_alarm)
     .chain(missing)
     .map(|(type_, (status, reason, message))| {
         condition(
@@ -168,7 +182,67 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         membership_operation: input.operation.cloned(),
         last_backup: input.last_backup.clone(),
         restore: restore_status(input),
+        settings,
     }
+}
+
+/// `status.settings` from what the ensemble reports.
+pub fn settings_status(s: &EnsembleSettings) -> SettingsStatus {
+    // int64 in the schema; the ensemble's values fit (the CRD bounds them far below).
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let v = &s.values;
+    SettingsStatus {
+        check_identities: v.check_identities,
+        namespace_znodes: int(v.namespace_znodes),
+        namespace_bytes: int(v.namespace_bytes),
+        shared_znodes: int(v.shared_znodes),
+        shared_bytes: int(v.shared_bytes),
+        ephemerals_per_session: int(v.ephemerals_per_session),
+        alarms: s
+            .alarms
+            .iter()
+            .map(|a| AlarmStatus {
+                member: int(a.member),
+                kind: a.kind.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// `DiskAlarm`: True while any member's NOSPACE alarm is up.
+fn disk_alarm_condition(s: &SettingsStatus) -> (bool, &'static str, String) {
+    let members: Vec<i64> = s
+        .alarms
+        .iter()
+        .filter(|a| a.kind == "nospace")
+        .map(|a| a.member)
+        .collect();
+    if members.is_empty() {
+        return (
+            false,
+            "NoAlarm",
+            "every member has room on its volume".into(),
+        );
+    }
+    (
+        true,
+        "NoSpace",
+        format!(
+            "members {members:?} are below spec.limits.minFreeDiskBytes of free space: every \
+             member refuses creates and writes that add data (QuotaExceeded) until they have \
+             twice that free; reads, deletes and sessions go on. Delete data, or give the \
+             members larger volumes"
+        ),
+    )
+}
+
+/// Whether `status` reports a member's NOSPACE alarm.
+pub fn disk_alarm_up(status: Option<&CoordinationEnsembleStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == DISK_ALARM && c.status == "True")
+    })
 }
 
 /// `status.restore`: the source, and when the restored ensemble first had a quorum (from
@@ -377,6 +451,7 @@ mod tests {
             last_backup: None,
             restore: None,
             sidecars_missing: &[],
+            settings: None,
         }
     }
 

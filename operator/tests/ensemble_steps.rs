@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use baton_operator::build::StoredMembership;
 use baton_operator::ensemble::{
-    AdminError, EnsembleAdmin, EnsembleView, HttpAdmin, MembershipStep, Roster, run_action,
-    wait_until,
+    AdminError, EnsembleAdmin, EnsembleView, HttpAdmin, MembershipStep, Roster, SettingsValues,
+    run_action, settings, wait_until,
 };
 use baton_operator::pki::AdminCredentials;
 use baton_operator::plan::{Action, Observed, ObservedPod, ObservedStatefulSet, Phase, plan};
@@ -460,6 +460,77 @@ async fn admin_answers_become_typed_errors() {
     run_cluster_case(3, admin_answers).await;
 }
 
+/// `spec.limits` onto the real ensemble through the operator's own `settings::keep`: only the
+/// differing settings are sent, a `NotLeader` is followed to the leader it names, the answer
+/// is what the leader applied, every member comes to hold it, and a second pass sends nothing.
+async fn settings_kept(cluster: &mut Cluster) -> Result<()> {
+    let admin = cluster_admin(cluster)?;
+    let members = Members::new(cluster).await?;
+    let roster = members.roster_of(3);
+    let view = wait_until(&admin, &roster, "a quorum with settings", SETTLE, |v| {
+        v.has_quorum()
+            && v.leader()
+                .and_then(|l| v.statuses.get(&l))
+                .is_some_and(|s| s.settings.as_ref().is_some_and(|s| s.set))
+    })
+    .await?;
+    let leader = view.leader().context("a leader")?;
+    let current = view.statuses[&leader]
+        .settings
+        .clone()
+        .context("the leader's settings")?;
+    // The harness starts members without --check-identities; the operator turns it on.
+    assert!(!current.values.check_identities, "{current:?}");
+    let desired = SettingsValues {
+        check_identities: true,
+        namespace_bytes: 32 << 20,
+        ephemerals_per_session: 500,
+        ..current.values
+    };
+    // A view one step behind: a follower still looks like the leader, as after an election
+    // the operator has not seen. The follower answers 421 naming the leader.
+    let follower = (1..=3).find(|id| *id != leader).context("a follower")?;
+    let mut stale = view.clone();
+    for s in stale.statuses.values_mut() {
+        s.leader_id = follower;
+        s.role = if s.id == follower {
+            "leader"
+        } else {
+            "follower"
+        }
+        .into();
+        s.settings = Some(current.clone());
+    }
+    assert_eq!(stale.leader(), Some(follower));
+    let outcome = settings::keep(&admin, &roster, &stale, &desired).await?;
+    assert_eq!(
+        outcome.changed,
+        Some(serde_json::json!({
+            "checkIdentities": true, "namespaceBytes": 33554432, "ephemeralsPerSession": 500
+        }))
+    );
+    let applied = outcome.applied.context("the applied settings")?;
+    assert_eq!(applied.values, desired);
+    assert!(applied.set);
+    // Replicated: every member applies it.
+    let view = wait_until(&admin, &roster, "every member to apply it", SETTLE, |v| {
+        v.statuses.len() == 3
+            && v.statuses
+                .values()
+                .all(|s| s.settings.as_ref().is_some_and(|s| s.values == desired))
+    })
+    .await?;
+    let again = settings::keep(&admin, &roster, &view, &desired).await?;
+    assert_eq!(again.changed, None, "nothing differs any more");
+    assert_eq!(again.applied.map(|s| s.values), Some(desired));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_limits_become_the_ensembles_settings() {
+    run_cluster_case(3, settings_kept).await;
+}
+
 /// The operator's PKI for `prod/zk` (members 1 and 2), as the reconciler issues it.
 fn operator_pki() -> Result<baton_operator::pki::Pki> {
     use baton_operator::pki::{StoredPki, issue, plan};
@@ -497,8 +568,12 @@ fn start_pod_once(
     use baton_operator::names::MEMBER_TLS_DIR;
     use baton_operator::validate::validate;
 
+    // Limits other than the defaults: a new ensemble must start with them (the ConfigMap's
+    // BATON_QUOTA_* and the container's --min-free-disk-bytes are what the binary reads).
     let yaml = "apiVersion: baton.dev/v1alpha1\nkind: CoordinationEnsemble\n\
-                metadata: {name: zk, namespace: prod, uid: u1}\nspec: {replicas: 3}\n";
+                metadata: {name: zk, namespace: prod, uid: u1}\nspec: {replicas: 3, \
+                limits: {namespaceBytes: 2097152, sharedZnodes: 5000, ephemeralsPerSession: 500, \
+                minFreeDiskBytes: 0}}\n";
     let ce: CoordinationEnsemble = serde_saphyr::from_str(yaml)?;
     let spec = validate(&ce, "baton:test")?;
     let built = build(
@@ -621,6 +696,26 @@ async fn the_pod_contract_starts_a_bootstrap_member_and_a_joiner() -> Result<()>
     .await?;
     assert_eq!(view.statuses[&1].cluster_id, "prod.zk");
     assert_eq!(view.voters(), vec![1]);
+    // Its first leader proposed the limits it was started with, identities checked.
+    let view = wait_until(&admin, &roster, "zk-0's first settings", SETTLE, |v| {
+        v.statuses
+            .get(&1)
+            .and_then(|s| s.settings.as_ref())
+            .is_some_and(|s| s.set)
+    })
+    .await?;
+    let first = view.statuses[&1].settings.clone().context("settings")?;
+    assert_eq!(
+        first.values,
+        SettingsValues {
+            check_identities: true,
+            namespace_znodes: 100_000,
+            namespace_bytes: 2 << 20,
+            shared_znodes: 5_000,
+            shared_bytes: 256 << 20,
+            ephemerals_per_session: 500,
+        }
+    );
     // Pod zk-1 of a scaled-up StatefulSet is beyond the bootstrap set: it joins and waits.
     let (_second, second_admin) = start_pod("zk-1", 2, 1, &pki).await?;
     let mut roster = Roster::default();

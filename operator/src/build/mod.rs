@@ -122,7 +122,7 @@ pub fn build(
                 ..ConfigMap::default()
             })
             .collect(),
-        config_map: config::config_map(&names, meta(names.config_map()), membership),
+        config_map: config::config_map(&names, meta(names.config_map()), membership, spec),
         peer_service: services::peer_service(
             &names,
             meta(names.peer_service()),

@@ -239,6 +239,8 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
             format!("--admin-addr=0.0.0.0:{ADMIN_PORT}"),
             format!("--min-session-timeout={}", spec.min_session_timeout),
             format!("--max-session-timeout={}", spec.max_session_timeout),
+            // Each member's own watermark (not replicated): a change rolls the members.
+            format!("--min-free-disk-bytes={}", spec.limits.min_free_disk_bytes),
         ]),
         env: Some(vec![
             EnvVar {
@@ -257,6 +259,9 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
             // `k8s` auth packets are checked with TokenReview, and only sessions of namespace
             // NS may use /baton/NS/... (DESIGN.md §4, Tenancy).
             plain_env("BATON_K8S_AUTH", "true"),
+            // The first value of the replicated setting; the operator keeps it on with
+            // `PUT /v1/settings` (an ensemble made before the settings, or restored from a
+            // backup without the policy, is turned on that way).
             plain_env("BATON_CHECK_IDENTITIES", "true"),
             // From the Secret, never a literal: the StatefulSet is readable more widely.
             EnvVar {

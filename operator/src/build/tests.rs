@@ -177,6 +177,47 @@ fn statefulset_runs_members_by_ordinal_with_join_beyond_bootstrap() {
 }
 
 #[test]
+fn limits_are_the_members_first_settings_and_watermark() {
+    let b = built(
+        "{limits: {namespaceZnodes: 500, namespaceBytes: 2097152, sharedZnodes: 5000, \
+          sharedBytes: 33554432, ephemeralsPerSession: 50, minFreeDiskBytes: 0}}",
+        3,
+        3,
+    );
+    let data = &json(&b.config_map)["data"];
+    assert_eq!(data["BATON_QUOTA_NAMESPACE_ZNODES"], "500");
+    assert_eq!(data["BATON_QUOTA_NAMESPACE_BYTES"], "2097152");
+    assert_eq!(data["BATON_QUOTA_SHARED_ZNODES"], "5000");
+    assert_eq!(data["BATON_QUOTA_SHARED_BYTES"], "33554432");
+    assert_eq!(data["BATON_MAX_EPHEMERALS_PER_SESSION"], "50");
+    let sts = json(&b.statefulset);
+    let c = &sts["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    // Per member, so on the command line; the quotas are not (a change would roll members).
+    assert!(args.contains(&"--min-free-disk-bytes=0"), "{args:?}");
+    assert!(!args.iter().any(|a| a.starts_with("--quota")), "{args:?}");
+    let env = c["env"].as_array().expect("env");
+    assert!(env.contains(&serde_json::json!({"name": "BATON_CHECK_IDENTITIES", "value": "true"})));
+    // The defaults when the spec says nothing.
+    let b = built("{}", 3, 3);
+    assert_eq!(
+        json(&b.config_map)["data"]["BATON_QUOTA_NAMESPACE_BYTES"],
+        "67108864"
+    );
+    let sts = json(&b.statefulset);
+    assert!(
+        sts["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .is_some_and(|a| a.contains(&serde_json::json!("--min-free-disk-bytes=67108864")))
+    );
+}
+
+#[test]
 fn config_map_records_cluster_members_and_bootstrap_count() {
     let cm = json(&built("{}", 3, 3).config_map);
     let data = &cm["data"];

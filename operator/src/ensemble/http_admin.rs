@@ -8,7 +8,7 @@ use baton_tls::{HttpClient, HttpError, client_config_from_pem};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{AdminConnector, AdminError, EnsembleAdmin, MemberStatus};
+use super::{AdminConnector, AdminError, EnsembleAdmin, EnsembleSettings, MemberStatus};
 use crate::pki::AdminCredentials;
 
 /// The production `AdminConnector`: an `HttpAdmin` per ensemble, from its admin certificate.
@@ -86,9 +86,22 @@ impl HttpAdmin {
         path: &str,
         body: Option<Value>,
     ) -> Result<(), AdminError> {
+        self.command_answer(addr, method, path, body)
+            .await
+            .map(|_| ())
+    }
+
+    /// `command`, keeping the success's body.
+    async fn command_answer(
+        &self,
+        addr: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, AdminError> {
         let (status, answer) = self.call(addr, method, path, body).await?;
         match status {
-            StatusCode::ACCEPTED | StatusCode::OK => Ok(()),
+            StatusCode::ACCEPTED | StatusCode::OK => Ok(answer),
             StatusCode::MISDIRECTED_REQUEST => Err(AdminError::NotLeader {
                 addr: addr.to_string(),
                 leader_id: answer["error"]["leaderId"].as_u64().unwrap_or(0),
@@ -144,5 +157,20 @@ impl EnsembleAdmin for HttpAdmin {
         };
         self.command(addr, Method::POST, "/v1/leader/transfer", Some(body))
             .await
+    }
+
+    async fn put_settings(
+        &self,
+        addr: &str,
+        changes: &Value,
+    ) -> Result<EnsembleSettings, AdminError> {
+        let answer = self
+            .command_answer(addr, Method::PUT, "/v1/settings", Some(changes.clone()))
+            .await?;
+        serde_json::from_value(answer.clone()).map_err(|e| AdminError::Unexpected {
+            addr: addr.to_string(),
+            status: StatusCode::OK.as_u16(),
+            body: format!("{answer} ({e})"),
+        })
     }
 }

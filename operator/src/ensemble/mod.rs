@@ -3,12 +3,13 @@
 //! membership steps built on it.
 
 mod http_admin;
+pub mod settings;
 mod steps;
 mod view;
 
 use std::future::Future;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::pki::AdminCredentials;
 
@@ -35,6 +36,64 @@ pub struct MemberStatus {
     pub learners: Vec<u64>,
     #[serde(default)]
     pub cluster_id: String,
+    /// The replicated settings (`GET /v1/settings`; absent from members that predate them).
+    #[serde(default)]
+    pub settings: Option<EnsembleSettings>,
+}
+
+/// What `GET /v1/settings` (and `settings` of `GET /v1/status`) reports: the replicated
+/// tenancy policy, quotas and alarms.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EnsembleSettings {
+    /// False until a leader proposed its flags or an admin set them (built-in defaults meanwhile).
+    #[serde(default)]
+    pub set: bool,
+    #[serde(default)]
+    pub applied_index: u64,
+    #[serde(flatten)]
+    pub values: SettingsValues,
+    #[serde(default)]
+    pub alarms: Vec<Alarm>,
+}
+
+/// The settings `PUT /v1/settings` changes: what the operator keeps equal to `spec.limits`
+/// (and `checkIdentities` on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsValues {
+    pub check_identities: bool,
+    pub namespace_znodes: u64,
+    pub namespace_bytes: u64,
+    pub shared_znodes: u64,
+    pub shared_bytes: u64,
+    pub ephemerals_per_session: u64,
+}
+
+impl SettingsValues {
+    /// The body of `PUT /v1/settings` that turns `current` into `self`: only the fields that
+    /// differ (the others keep their value on the ensemble); `None` when nothing differs.
+    pub fn changes_from(&self, current: &SettingsValues) -> Option<serde_json::Value> {
+        let (want, have) = (
+            serde_json::to_value(self).ok()?,
+            serde_json::to_value(current).ok()?,
+        );
+        let (want, have) = (want.as_object()?, have.as_object()?);
+        let changes: serde_json::Map<String, serde_json::Value> = want
+            .iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        (!changes.is_empty()).then_some(serde_json::Value::Object(changes))
+    }
+}
+
+/// A member's alarm in the replicated state.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+pub struct Alarm {
+    pub member: u64,
+    /// `nospace`.
+    pub kind: String,
 }
 
 impl MemberStatus {
@@ -107,4 +166,12 @@ pub trait EnsembleAdmin: Send + Sync + 'static {
         addr: &str,
         to: Option<u64>,
     ) -> impl Future<Output = Result<(), AdminError>> + Send;
+    /// `PUT /v1/settings` with `changes` (a JSON object of the settings to change): answered
+    /// with the settings once the change has applied on the leader; elsewhere `NotLeader`,
+    /// `Conflict` if leadership changed before it applied.
+    fn put_settings(
+        &self,
+        addr: &str,
+        changes: &serde_json::Value,
+    ) -> impl Future<Output = Result<EnsembleSettings, AdminError>> + Send;
 }

@@ -135,6 +135,7 @@ mod tests {
             members: members.to_vec(),
             learners: Vec::new(),
             cluster_id: "c".into(),
+            settings: None,
         }
     }
 

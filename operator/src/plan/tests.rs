@@ -19,6 +19,7 @@ fn view(voters: &[u64], leader: u64, down: &[u64]) -> EnsembleView {
                 members: voters.to_vec(),
                 learners: Vec::new(),
                 cluster_id: "prod.zk".into(),
+                settings: None,
             },
         );
     }

@@ -3,6 +3,10 @@
 
 use crate::crd::{CoordinationEnsemble, CoordinationEnsembleStatus, PvcLocation, RestoreSource};
 
+mod limits;
+
+pub use limits::{Limits, quantity_bytes};
+
 /// Member counts a Raft ensemble may have here: odd, so that a majority survives a minority.
 pub const ALLOWED_REPLICAS: [i32; 4] = [1, 3, 5, 7];
 
@@ -47,6 +51,22 @@ pub enum InvalidSpec {
         value: String,
         reason: &'static str,
     },
+    #[error("{field} is {value}; it must be between {min} and {max}")]
+    Limit {
+        field: &'static str,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    #[error(
+        "spec.limits.minFreeDiskBytes ({min_free_disk_bytes}) is half of spec.storage.size \
+         ({size}) or more: the disk alarm clears only once twice it is free, which that volume \
+         never has. Lower it (0 turns the alarm off)"
+    )]
+    Watermark {
+        min_free_disk_bytes: u64,
+        size: String,
+    },
     #[error("spec.backup.keep is {0}; keep at least 1 backup (at most 1000)")]
     Keep(i32),
     #[error(
@@ -78,6 +98,8 @@ pub struct ValidSpec {
     pub backup: Option<Backup>,
     /// The restore the ensemble was (or is being) created from (`spec.restoreFrom`).
     pub restore: Option<Restore>,
+    /// Quotas and the disk watermark (`spec.limits`).
+    pub limits: Limits,
 }
 
 /// Where backups go, or the backup a restore reads: checked, prefixes normalized.
@@ -236,7 +258,9 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         None => None,
         Some(source) => Some(restore(source, ce.status.as_ref())?),
     };
+    let limits = limits::limits(&spec.limits, &spec.storage.size)?;
     Ok(ValidSpec {
+        limits,
         backup,
         restore,
         allowed_namespaces,

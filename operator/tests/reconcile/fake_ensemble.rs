@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use baton_operator::ensemble::{AdminConnector, AdminError, EnsembleAdmin, MemberStatus};
+use baton_operator::ensemble::{
+    AdminConnector, AdminError, Alarm, EnsembleAdmin, EnsembleSettings, MemberStatus,
+    SettingsValues,
+};
 use baton_operator::pki::AdminCredentials;
 use baton_tls::{Identity, client_config_from_pem};
 use rustls::pki_types::CertificateDer;
@@ -45,6 +48,13 @@ pub struct Model {
     /// Writes (status, StatefulSet, pod deletions, membership calls) the operator makes before
     /// it is stopped; `None`: it is not.
     pub writes_before_stop: Option<usize>,
+    /// The replicated settings; `None`: members that predate them (nothing reported).
+    pub settings: Option<SettingsValues>,
+    /// Members' alarms in the replicated state.
+    pub alarms: Vec<Alarm>,
+    /// Leadership moves to this member just before the next settings change arrives (an
+    /// election the operator has not seen yet).
+    pub leader_before_settings: Option<u64>,
 }
 
 /// Cheap to clone; clones share the model.
@@ -147,6 +157,16 @@ impl FakeEnsemble {
         }
     }
 
+    /// What `settings` of `/v1/status` says.
+    fn settings(m: &Model) -> Option<EnsembleSettings> {
+        Some(EnsembleSettings {
+            set: true,
+            applied_index: 10,
+            values: m.settings?,
+            alarms: m.alarms.clone(),
+        })
+    }
+
     /// Voters and learners.
     fn configuration(m: &Model) -> Vec<u64> {
         m.voters.union(&m.learners).copied().collect()
@@ -215,6 +235,45 @@ impl EnsembleAdmin for FakeEnsemble {
             members: Self::configuration(&m),
             learners: m.learners.iter().copied().collect(),
             cluster_id: "prod.zk".into(),
+            settings: Self::settings(&m),
+        })
+    }
+
+    async fn put_settings(
+        &self,
+        addr: &str,
+        changes: &serde_json::Value,
+    ) -> Result<EnsembleSettings, AdminError> {
+        {
+            let mut m = self.model();
+            if let Some(next) = m.leader_before_settings.take() {
+                m.leader = next;
+            }
+        }
+        let mut m = self.leader_call(addr, format!("settings {changes}"))?;
+        let Some(current) = m.settings else {
+            return Err(AdminError::Unexpected {
+                addr: addr.into(),
+                status: 404,
+                body: "no such route".into(),
+            });
+        };
+        // As the member does: the fields sent change, the others keep their value.
+        let mut merged = serde_json::to_value(current).expect("settings serialize");
+        for (k, v) in changes.as_object().into_iter().flatten() {
+            merged[k] = v.clone();
+        }
+        m.settings = Some(
+            serde_json::from_value(merged).map_err(|e| AdminError::Unexpected {
+                addr: addr.into(),
+                status: 400,
+                body: e.to_string(),
+            })?,
+        );
+        Self::settings(&m).ok_or_else(|| AdminError::Unexpected {
+            addr: addr.into(),
+            status: 500,
+            body: "settings lost".into(),
         })
     }
 

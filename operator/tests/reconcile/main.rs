@@ -6,6 +6,7 @@ mod backup;
 mod fake_ensemble;
 mod reseed;
 mod resume;
+mod settings;
 mod sidecars_missing;
 
 use api_server::{
