@@ -136,3 +136,66 @@ impl Core {
             .set(i64::from(self.sm.settings().feature_level.get()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use baton_raftlog::{LogOptions, RaftLog};
+    use tokio::sync::watch;
+
+    use super::super::*;
+
+    /// A one-member ensemble on `dir`, capped at `max`; stepped until it leads.
+    fn member(dir: &tempfile::TempDir, max: u32) -> Result<Core, CoreError> {
+        let options = LogOptions {
+            sync: false,
+            ..LogOptions::default()
+        };
+        let log = RaftLog::open(dir.path(), 1, Some("test"), options).expect("log");
+        let cfg = CoreConfig {
+            id: 1,
+            min_session_timeout_ms: 400,
+            max_session_timeout_ms: 60_000,
+            snapshot_entries: 100_000,
+            tick: Duration::from_millis(100),
+            reap_interval: Duration::from_secs(1),
+            join: false,
+            fixed_election_ticks: Some(10),
+            handshake_timeout: super::super::connect::HANDSHAKE_TIMEOUT,
+            bugs: DeliberateBugs::NONE,
+        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let (status, _) = watch::channel(crate::status::Status::default());
+        let members = [(1, "127.0.0.1:1".to_string())];
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let mut core = Core::new(cfg, log, &members, metrics, status, None, clock)?;
+        core.set_max_feature_level(max)?;
+        for _ in 0..3 {
+            core.step(vec![])?;
+        }
+        Ok(core)
+    }
+
+    #[test]
+    fn a_member_alone_raises_the_level_to_its_own_and_a_capped_one_refuses_a_raised_dir() {
+        let capped = tempfile::tempdir().expect("dir");
+        let core = member(&capped, 1).expect("starts");
+        assert!(core.raft_view().is_leader);
+        assert_eq!(core.state().settings().feature_level.get(), 1);
+        drop(core);
+        // Uncapped on the same dir: it leads, and raises the level at once.
+        let core = member(&capped, 2).expect("starts on a level-1 dir");
+        assert_eq!(core.state().settings().feature_level.get(), 2);
+        drop(core);
+        // Capped again: the entry that raised the level is replayed, and refused.
+        match member(&capped, 1) {
+            Err(CoreError::FeatureLevel {
+                level: 2, max: 1, ..
+            }) => {}
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a member capped at 1 ran on a level-2 data dir"),
+        }
+    }
+}

@@ -84,6 +84,9 @@ impl Core {
             self.tracker.reset_all(now);
             // Before any client write of this term reaches the log (new ensembles).
             self.propose_initial_settings();
+            // Likewise the feature level, once every member's hello is in (at once for a
+            // member alone), so a new ensemble's first writes already see its behaviour.
+            self.maybe_raise_feature_level();
         }
         self.publish_status();
     }
