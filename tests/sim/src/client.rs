@@ -526,9 +526,13 @@ impl Client {
                 LockState::Idle if now >= self.next_op_at && now < self.stop_at => {
                     self.lock = LockState::Busy;
                     let data = self.unique_data();
+                    // Null data now and then: stored as empty below feature level 2 and as
+                    // null from it, so a member applying the wrong rule shows in the replicas
+                    // check. Nobody reads a lock node's data.
+                    let data = (!rng.random_bool(0.3)).then_some(data);
                     let req = CreateRequest {
                         path: format!("{dir}/{}", kind.prefix()),
-                        data: Some(data),
+                        data,
                         acl: open_acl_unsafe(),
                         flags: CreateMode::EphemeralSequential.flags(),
                         ttl: None,

@@ -49,6 +49,9 @@ pub enum Fault {
     /// The target's data volume is below its free-space watermark for this long: it raises
     /// the NOSPACE alarm, and every member refuses writes that add data until it clears.
     DiskFull(Target, Micros),
+    /// A member that plays the previous release (capped at feature level 1) is upgraded: it
+    /// stops cleanly and comes back 0.5 s later supporting this build's newest level.
+    Upgrade(u64),
 }
 
 impl fmt::Display for Fault {
@@ -70,6 +73,7 @@ impl fmt::Display for Fault {
             Fault::Heal => write!(f, "heal"),
             Fault::Settings(v) => write!(f, "change the settings ({v})"),
             Fault::DiskFull(t, us) => write!(f, "disk of {t} full for {} ms", us / MS),
+            Fault::Upgrade(id) => write!(f, "upgrade member {id} (uncapped feature level)"),
         }
     }
 }
@@ -148,4 +152,39 @@ pub fn schedule(rng: &mut StdRng, n: u64, until: Micros) -> Vec<(Micros, Fault)>
     out.push((until, Fault::RestartAll));
     out.sort_by_key(|(at, _)| *at);
     out
+}
+
+/// The members that start as the previous release (capped at feature level 1), and when each
+/// is upgraded: between 1 and n − 1 of them, so every run holds two versions for a while, all
+/// upgraded one at a time between a fifth and four fifths of the faults. Drawn after the
+/// schedule, from the same stream, so the other faults of a seed stay where they were.
+pub fn upgrades(rng: &mut StdRng, n: u64, until: Micros) -> (Vec<u64>, Vec<(Micros, Fault)>) {
+    let mut ids: Vec<u64> = (1..=n).collect();
+    ids.shuffle(rng);
+    let k = rng.random_range(1..n) as usize;
+    let mut capped = ids[..k].to_vec();
+    capped.sort_unstable();
+    let mut times: Vec<Micros> = (0..k)
+        .map(|_| rng.random_range(until / 5..until * 4 / 5))
+        .collect();
+    times.sort_unstable();
+    let mut order = capped.clone();
+    order.shuffle(rng);
+    let upgrades = times
+        .into_iter()
+        .zip(order)
+        .map(|(at, id)| (at, Fault::Upgrade(id)))
+        .collect();
+    (capped, upgrades)
+}
+
+/// The whole schedule of a run: the faults, then the upgrades merged in by time; and the
+/// members that start capped at level 1.
+pub fn full_schedule(rng: &mut StdRng, n: u64, until: Micros) -> (Vec<u64>, Vec<(Micros, Fault)>) {
+    let mut out = schedule(rng, n, until);
+    let (capped, upgrades) = upgrades(rng, n, until);
+    out.extend(upgrades);
+    // Stable: at equal times the heal and restart at `until` keep their order.
+    out.sort_by_key(|(at, _)| *at);
+    (capped, out)
 }

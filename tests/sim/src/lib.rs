@@ -21,6 +21,7 @@ mod net;
 mod record;
 mod settingsview;
 mod time;
+mod treeview;
 mod world;
 
 use std::collections::BTreeMap;
@@ -77,14 +78,18 @@ pub enum Bug {
     ShortBarrier,
     /// Members with an even id ignore alarm entries: the alarm decided per member.
     LocalAlarm,
+    /// Members with an even id keep null znode data below feature level 2: level-2 behaviour
+    /// switched on by the build before the level entry.
+    EarlyFeature,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 5] = [
         Bug::StaleSync,
         Bug::NoFsync,
         Bug::ShortBarrier,
         Bug::LocalAlarm,
+        Bug::EarlyFeature,
     ];
 
     /// The name `--bug` takes.
@@ -94,6 +99,7 @@ impl Bug {
             Bug::NoFsync => "no-fsync",
             Bug::ShortBarrier => "short-barrier",
             Bug::LocalAlarm => "local-alarm",
+            Bug::EarlyFeature => "early-feature",
         }
     }
 }
@@ -134,6 +140,10 @@ pub struct Report {
     pub planted: usize,
     /// Times the NOSPACE alarm went up (a member's disk "filled").
     pub alarms: usize,
+    /// Members that started capped at feature level 1 and were upgraded during the faults.
+    pub upgraded: usize,
+    /// When the ensemble's feature level rose (a member applied the level entry).
+    pub level_raised_at: Option<Micros>,
     pub faults: Vec<String>,
     pub events: u64,
     /// A hash of every event's time and target: equal for equal seeds.
@@ -198,11 +208,7 @@ pub fn run(cfg: &SimConfig) -> Result<Report, Failure> {
             fault_seconds: cfg.faults_for / SECOND,
             bug: cfg.bug,
             what: format!("panicked: {what}"),
-            faults: describe(&faults::schedule(
-                &mut fault_rng,
-                cfg.members,
-                cfg.faults_for,
-            )),
+            faults: describe(&faults::full_schedule(&mut fault_rng, cfg.members, cfg.faults_for).1),
         })
     })
 }
@@ -221,8 +227,12 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
     baton_raftlog::crash_model::enable();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut fault_rng = StdRng::seed_from_u64(cfg.seed ^ FAULT_STREAM);
-    let schedule = faults::schedule(&mut fault_rng, cfg.members, cfg.faults_for);
-    let faults = describe(&schedule);
+    let (capped, schedule) = faults::full_schedule(&mut fault_rng, cfg.members, cfg.faults_for);
+    let mut faults = describe(&schedule);
+    faults.insert(
+        0,
+        format!("     0 ms  members {capped:?} start capped at feature level 1"),
+    );
     let fail = |what: String| Failure {
         seed: cfg.seed,
         members: cfg.members,
@@ -242,12 +252,18 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         bugs: DeliberateBugs {
             sync_without_read_index: cfg.bug == Some(Bug::StaleSync),
             alarms_on_odd_members_only: cfg.bug == Some(Bug::LocalAlarm),
+            null_data_before_level: cfg.bug == Some(Bug::EarlyFeature),
         },
         fsync: cfg.bug != Some(Bug::NoFsync),
     };
     let members: BTreeMap<u64, Member> = ids
         .iter()
-        .map(|id| (*id, Member::new(*id, dir.path().join(format!("m{id}")))))
+        .map(|id| {
+            let mut m = Member::new(*id, dir.path().join(format!("m{id}")));
+            // The previous release, until its upgrade.
+            m.max_level = capped.contains(id).then_some(baton_machine::feature::BASE);
+            (*id, m)
+        })
         .collect();
     let end = cfg.faults_for + cfg.settle_for;
     let mut clients = Vec::new();
@@ -355,6 +371,8 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             .count(),
         barrier_passes: world.rec.barrier_passes,
         alarms: world.settings_view.alarms_seen(),
+        upgraded: capped.len(),
+        level_raised_at: world.level_raised_at.map(|at| at - start),
         barrier_releases: world.barrier_view.releases,
         holder_changes: world.lock_view.changes,
         planted: world.clients.iter().map(|c| c.planted.len()).sum(),
@@ -452,6 +470,14 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, Stri
         ));
     }
     check_grants(&world.rec.grants)?;
+    // Every member was upgraded during the faults: once they all said so, the level rose.
+    let level = sm.settings().feature_level.get();
+    let newest = *baton_machine::feature::SUPPORTED.end();
+    if level != newest {
+        return Err(format!(
+            "the feature level is {level} 10 s after the last member was upgraded (expected {newest})"
+        ));
+    }
     // Disks were freed at the heal: every alarm cleared by itself through the log.
     if let Some(alarm) = sm.settings().alarms.iter().next() {
         return Err(format!(

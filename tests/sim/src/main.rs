@@ -26,8 +26,9 @@ struct Args {
     fault_seconds: u64,
     /// Switch on a deliberate bug, to watch the checkers catch it: `stale-sync` (sync skips
     /// the leader's ReadIndex), `no-fsync` (the log acknowledges before it is durable),
-    /// `short-barrier` (barrier clients pass with one party fewer than asked for) or
-    /// `local-alarm` (members with an even id ignore alarm entries).
+    /// `short-barrier` (barrier clients pass with one party fewer than asked for),
+    /// `local-alarm` (members with an even id ignore alarm entries) or `early-feature` (members
+    /// with an even id keep null data before the level entry allows it).
     #[arg(long)]
     bug: Option<String>,
     /// Log the run (faults, elections, member decisions) to stderr.
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
                     println!("seed {seed}: linearizability of {key} undecided (step budget)");
                 }
                 println!(
-                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} disk alarms, {} faults, {} events, trace {:016x})",
+                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} disk alarms, {} members upgraded, level raised at {} ms, {} faults, {} events, trace {:016x})",
                     r.members,
                     r.operations,
                     r.grants,
@@ -82,6 +83,9 @@ fn main() -> ExitCode {
                     r.holder_changes,
                     r.planted,
                     r.alarms,
+                    r.upgraded,
+                    r.level_raised_at
+                        .map_or(-1, |at| (at / baton_sim::MS) as i64),
                     r.faults.len(),
                     r.events,
                     r.trace

@@ -74,6 +74,9 @@ pub struct Member {
     outbox: Arc<Mutex<Vec<Outgoing>>>,
     /// A slow disk: the member handles nothing before this time.
     pub stalled_until: Micros,
+    /// `--max-feature-level`: `Some(1)` plays the previous release until the member is
+    /// "upgraded" (restarted with `None`, this build's newest level).
+    pub max_level: Option<u32>,
 }
 
 impl Member {
@@ -85,6 +88,7 @@ impl Member {
             incarnation: 0,
             outbox: Arc::default(),
             stalled_until: 0,
+            max_level: None,
         }
     }
 
@@ -133,6 +137,9 @@ impl Member {
             clock,
         )?;
         let mut core = core;
+        if let Some(max) = self.max_level {
+            core.set_max_feature_level(max)?;
+        }
         core.set_disk_watermark(baton_ensemble::core::settings::DiskWatermark {
             min_free_bytes: crate::world::SIM_MIN_FREE_DISK,
             hysteresis_bytes: crate::world::SIM_MIN_FREE_DISK,
@@ -144,11 +151,22 @@ impl Member {
     /// Kills the member between two steps: its core, connections and queued output are gone,
     /// and its directory keeps only what was fsynced (the power went out).
     pub fn crash(&mut self) -> std::io::Result<()> {
+        self.stop();
+        baton_raftlog::crash_model::crash(&self.dir)
+    }
+
+    /// Stops the member cleanly (a rolling upgrade's pod going down): everything it wrote
+    /// stays on disk, but its connections and queued output are gone.
+    pub fn stop(&mut self) {
         self.core = None;
         self.incarnation += 1;
         self.stalled_until = 0;
         self.take_outgoing();
-        baton_raftlog::crash_model::crash(&self.dir)
+    }
+
+    /// The highest feature level the member supports, as its hellos say (`None` while down).
+    pub fn supported_level(&self) -> Option<u32> {
+        self.core.as_ref().map(|c| c.max_feature_level())
     }
 
     pub fn is_up(&self) -> bool {

@@ -22,6 +22,7 @@ use crate::net::Network;
 use crate::record::Recorder;
 use crate::settingsview::SettingsView;
 use crate::time::{MS, Micros, Queue, SECOND, duration};
+use crate::treeview::TreeView;
 
 /// The free bytes a member's volume reports when it is not "full"; the watermark is below.
 const SIM_FREE_DISK: u64 = 1 << 30;
@@ -95,6 +96,9 @@ pub struct World {
     /// Each client's one pending wake-up: a later request for an earlier time replaces it.
     wake_at: BTreeMap<usize, Micros>,
     pub settings_view: SettingsView,
+    pub tree_view: TreeView,
+    /// When a member first applied a feature level above the base one.
+    pub level_raised_at: Option<Micros>,
     /// Until when each member's data volume is "full" (below its watermark).
     disk_full_until: BTreeMap<u64, Micros>,
 }
@@ -129,6 +133,8 @@ impl World {
             breach: None,
             wake_at: BTreeMap::new(),
             settings_view: SettingsView::default(),
+            tree_view: TreeView::default(),
+            level_raised_at: None,
             disk_full_until: BTreeMap::new(),
         }
     }
@@ -142,7 +148,50 @@ impl World {
                 .map_err(|e| format!("member {id} could not start: {e}"))?;
         }
         self.lock_view.forget_member(id);
+        self.tree_view.forget_member(id);
+        self.exchange_hellos(id);
         Ok(())
+    }
+
+    /// What the peer hellos of a member that just started tell it and every member up: the
+    /// highest feature level each supports (`PeerEvent::FeatureLevel`). The simulated links
+    /// have no handshake, so the reports are made here, a millisecond later, partitions or not
+    /// (a real member keeps reconnecting until a hello gets through).
+    fn exchange_hellos(&mut self, id: u64) {
+        let Some(new) = self.members.get(&id) else {
+            return;
+        };
+        let (new_incarnation, Some(new_max)) = (new.incarnation, new.supported_level()) else {
+            return;
+        };
+        let at = self.now + MS;
+        let others: Vec<(u64, u64, u32)> = self
+            .members
+            .values()
+            .filter(|o| o.id != id)
+            .filter_map(|o| Some((o.id, o.incarnation, o.supported_level()?)))
+            .collect();
+        for (other, incarnation, max) in others {
+            self.queue.push(
+                at,
+                Event::LinkReport {
+                    to: other,
+                    incarnation,
+                    event: PeerEvent::FeatureLevel {
+                        peer: id,
+                        max: new_max,
+                    },
+                },
+            );
+            self.queue.push(
+                at,
+                Event::LinkReport {
+                    to: id,
+                    incarnation: new_incarnation,
+                    event: PeerEvent::FeatureLevel { peer: other, max },
+                },
+            );
+        }
     }
 
     /// Runs events until `until` or until a safety check fails.
@@ -365,9 +414,29 @@ impl World {
         };
         let applied = core.raft_view().applied;
         let sm = core.state();
+        if self.level_raised_at.is_none()
+            && sm.settings().feature_level.get() > baton_machine::feature::BASE
+        {
+            self.level_raised_at = Some(self.now);
+            // The leader raises the level only once every member supports it: a member still
+            // playing the previous release means it rose too early (that member would stop at
+            // the entry, unable to apply it).
+            if let Some(capped) = self.members.values().find(|m| m.max_level.is_some()) {
+                self.breach = Some(format!(
+                    "at {} ms: member {id} applied feature level {} while member {} is still \
+                     capped at {:?}",
+                    self.now / MS,
+                    sm.settings().feature_level.get(),
+                    capped.id,
+                    capped.max_level
+                ));
+                return;
+            }
+        }
         let result = self
             .settings_view
             .observe(id, applied, sm)
+            .and_then(|()| self.tree_view.observe(id, applied, sm))
             .and_then(|()| self.lock_view.observe(id, applied, sm, &self.lock_dirs))
             .and_then(|()| lockview::check_ephemerals(id, sm))
             .and_then(|()| {
@@ -523,21 +592,43 @@ impl World {
                 let until = self.disk_full_until.entry(id).or_default();
                 *until = (*until).max(self.now + us);
             }
+            Fault::Upgrade(id) => {
+                let Some(m) = self.members.get_mut(&id) else {
+                    return Ok(());
+                };
+                m.max_level = None;
+                // A member that is down comes back upgraded at the next restart.
+                if m.is_up() {
+                    self.stop(id, false)?;
+                    self.queue
+                        .push(self.now + 500 * MS, Event::Fault(Fault::RestartAll));
+                }
+            }
         }
         Ok(())
     }
 
     /// Kills a member: its clients see their connections drop.
     fn crash(&mut self, id: u64) -> Result<(), String> {
+        self.stop(id, true)
+    }
+
+    /// Stops a member, by a crash (`power_loss`: its directory keeps only what was fsynced)
+    /// or cleanly: its peers and clients see their connections drop.
+    fn stop(&mut self, id: u64, power_loss: bool) -> Result<(), String> {
         let Some(m) = self.members.get_mut(&id) else {
             return Ok(());
         };
         if !m.is_up() {
             return Ok(());
         }
-        m.crash().map_err(|e| {
-            format!("member {id}: the simulated power loss could not rewind its directory: {e}")
-        })?;
+        if power_loss {
+            m.crash().map_err(|e| {
+                format!("member {id}: the simulated power loss could not rewind its directory: {e}")
+            })?;
+        } else {
+            m.stop();
+        }
         // Its sockets close with it: every member with a link to it notices at once.
         for other in self.members.values().filter(|o| o.id != id && o.is_up()) {
             let event = PeerEvent::Unreachable { peer: id };

@@ -94,7 +94,8 @@ fn a_seed_replays_exactly() {
 
 /// Runs seeds with `bug` until one fails; returns the failure.
 fn catch(bug: Bug) -> baton_sim::Failure {
-    for seed in 0..8 {
+    // Sixteen: a bug that needs a lagging member (stale-sync) is first caught at seed 8.
+    for seed in 0..16 {
         let mut cfg = SimConfig::for_seed(seed);
         cfg.bug = Some(bug);
         if let Err(failure) = run(&cfg) {
@@ -139,4 +140,13 @@ fn an_alarm_decided_per_member_is_caught() {
         failure.what.contains("disagree on the settings"),
         "{failure}"
     );
+}
+
+/// A member that switches level-2 behaviour on by its build before the level entry (even ids
+/// keep null data while the ensemble is at level 1, with a capped member still in it): the
+/// replicas check ("every member holds the same tree at the same index") must say so.
+#[test]
+fn a_feature_applied_before_its_level_is_caught() {
+    let failure = catch(Bug::EarlyFeature);
+    assert!(failure.what.contains("the replicas differ"), "{failure}");
 }

@@ -144,6 +144,10 @@ pub struct DeliberateBugs {
     /// Members with an even id apply alarm entries as no-ops, as if each member decided the
     /// alarm from its own view: the members' settings then differ at the same index.
     pub alarms_on_odd_members_only: bool,
+    /// Members with an even id store null znode data as null below feature level 2, as if
+    /// they switched the level-2 behaviour on by their build rather than by the level entry:
+    /// their trees then differ from the others' at the same index.
+    pub null_data_before_level: bool,
 }
 
 impl DeliberateBugs {
@@ -151,6 +155,7 @@ impl DeliberateBugs {
     pub const NONE: DeliberateBugs = DeliberateBugs {
         sync_without_read_index: false,
         alarms_on_odd_members_only: false,
+        null_data_before_level: false,
     };
 }
 

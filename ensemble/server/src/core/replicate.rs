@@ -298,7 +298,12 @@ impl Core {
                         self.sm.apply(index as i64, &NOOP);
                     }
                     Ok(cmd) => {
-                        let applied = self.sm.apply(index as i64, &cmd);
+                        let early =
+                            self.cfg.bugs.null_data_before_level && self.cfg.id.is_multiple_of(2);
+                        let sm = &mut self.sm;
+                        let applied = baton_machine::feature::with_null_data_early(early, || {
+                            sm.apply(index as i64, &cmd)
+                        });
                         let settings_changed = applied.settings_changed;
                         self.route(&cmd, applied);
                         if settings_changed {
