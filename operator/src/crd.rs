@@ -490,6 +490,16 @@ pub struct CoordinationEnsembleStatus {
     /// /v1/settings`), after any change the operator made to match `spec.limits`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsStatus>,
+    /// The ensemble's feature level: which behaviour changes every member applies (the
+    /// highest `featureLevel` a member reports in `GET /v1/status`). During a rolling upgrade
+    /// it stays where it was; the ensemble raises it by itself once every member runs a build
+    /// that supports the next level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_level: Option<i64>,
+    /// The lowest `maxFeatureLevel` among the members that answered: the level the ensemble
+    /// can rise to now (the previous release's while some member still runs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_feature_level: Option<i64>,
 }
 
 /// The replicated settings the ensemble applies (`status.settings`).

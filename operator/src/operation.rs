@@ -330,6 +330,7 @@ mod tests {
                 learners: learners.to_vec(),
                 cluster_id: "prod.zk".into(),
                 settings: None,
+                levels: Default::default(),
             };
             view.statuses.insert(id, status);
         }

@@ -181,6 +181,7 @@ mod tests {
                     learners: Vec::new(),
                     cluster_id: "prod.zk".into(),
                     settings: None,
+                    levels: Default::default(),
                 },
             );
         }

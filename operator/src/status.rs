@@ -183,6 +183,15 @@ pub fn compute(input: &StatusInputs<'_>) -> CoordinationEnsembleStatus {
         last_backup: input.last_backup.clone(),
         restore: restore_status(input),
         settings,
+        // Kept from the previous status while no member answers (the level never goes down).
+        feature_level: view
+            .feature_level()
+            .map(i64::from)
+            .or_else(|| input.previous.and_then(|p| p.feature_level)),
+        max_feature_level: view
+            .max_feature_level()
+            .map(i64::from)
+            .or_else(|| input.previous.and_then(|p| p.max_feature_level)),
     }
 }
 

@@ -39,6 +39,22 @@ pub struct MemberStatus {
     /// The replicated settings (`GET /v1/settings`; absent from members that predate them).
     #[serde(default)]
     pub settings: Option<EnsembleSettings>,
+    /// The feature levels (absent from members that predate them: level 1).
+    #[serde(flatten)]
+    pub levels: MemberLevels,
+}
+
+/// What a member's `GET /v1/status` says of the ensemble's feature level (issue 26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberLevels {
+    /// The replicated level as this member has applied it (`featureLevel`).
+    #[serde(default)]
+    pub feature_level: Option<u32>,
+    /// The highest level this member's build supports, or its `--max-feature-level`
+    /// (`maxFeatureLevel`).
+    #[serde(default)]
+    pub max_feature_level: Option<u32>,
 }
 
 /// What `GET /v1/settings` (and `settings` of `GET /v1/status`) reports: the replicated

@@ -102,6 +102,25 @@ impl EnsembleView {
             .collect()
     }
 
+    /// The ensemble's feature level: the highest any member that answered has applied (the
+    /// level only rises, so a member behind has not applied the raise yet). `None` when no
+    /// member reports one (none answered, or all predate the feature level).
+    pub fn feature_level(&self) -> Option<u32> {
+        self.statuses
+            .values()
+            .filter_map(|s| s.levels.feature_level)
+            .max()
+    }
+
+    /// The lowest level the members that answered support: what the level can rise to once
+    /// they are all in the configuration (a member that predates the feature level supports 1).
+    pub fn max_feature_level(&self) -> Option<u32> {
+        self.statuses
+            .values()
+            .map(|s| s.levels.max_feature_level.unwrap_or(1))
+            .min()
+    }
+
     /// A leader and a majority of its voters ready: the ensemble serves writes.
     pub fn has_quorum(&self) -> bool {
         let voters = self.voters().len();
@@ -123,6 +142,7 @@ impl EnsembleView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ensemble::MemberLevels;
 
     fn member(id: u64, leader: u64, term: u64, members: &[u64]) -> MemberStatus {
         MemberStatus {
@@ -136,6 +156,7 @@ mod tests {
             learners: Vec::new(),
             cluster_id: "c".into(),
             settings: None,
+            levels: Default::default(),
         }
     }
 
@@ -166,5 +187,30 @@ mod tests {
         lagging.applied_index = 9;
         view.statuses.insert(1, lagging);
         assert!(!view.has_quorum());
+    }
+
+    /// The level is the highest any member has applied (a member behind has not applied the
+    /// raise yet); what it can rise to is the lowest any member supports, 1 for a member that
+    /// predates the feature level.
+    #[test]
+    fn the_level_is_the_highest_applied_and_the_ceiling_the_lowest_supported() {
+        let mut view = EnsembleView::default();
+        assert_eq!(
+            (view.feature_level(), view.max_feature_level()),
+            (None, None)
+        );
+        for (id, level, max) in [(1, 2, 3), (2, 1, 2), (3, 2, 3)] {
+            let mut m = member(id, 1, 2, &[1, 2, 3]);
+            m.levels = MemberLevels {
+                feature_level: Some(level),
+                max_feature_level: Some(max),
+            };
+            view.statuses.insert(id, m);
+        }
+        assert_eq!(view.feature_level(), Some(2));
+        assert_eq!(view.max_feature_level(), Some(2));
+        view.statuses.insert(2, member(2, 1, 2, &[1, 2, 3]));
+        assert_eq!(view.feature_level(), Some(2));
+        assert_eq!(view.max_feature_level(), Some(1));
     }
 }

@@ -20,6 +20,7 @@ fn view(voters: &[u64], leader: u64, down: &[u64]) -> EnsembleView {
                 learners: Vec::new(),
                 cluster_id: "prod.zk".into(),
                 settings: None,
+                levels: Default::default(),
             },
         );
     }

@@ -3,13 +3,13 @@
 //! is logged. It also keeps what the resume scenarios check: the journal of recorded and taken
 //! steps, what could have cost the quorum, and when to stop the operator.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
 use baton_operator::ensemble::{
-    AdminConnector, AdminError, Alarm, EnsembleAdmin, EnsembleSettings, MemberStatus,
+    AdminConnector, AdminError, Alarm, EnsembleAdmin, EnsembleSettings, MemberLevels, MemberStatus,
     SettingsValues,
 };
 use baton_operator::pki::AdminCredentials;
@@ -55,6 +55,10 @@ pub struct Model {
     /// Leadership moves to this member just before the next settings change arrives (an
     /// election the operator has not seen yet).
     pub leader_before_settings: Option<u64>,
+    /// The replicated feature level; 0: members that predate it (nothing reported).
+    pub feature_level: u32,
+    /// The level each member supports (its build, or `--max-feature-level`); 2 if not here.
+    pub max_levels: BTreeMap<u64, u32>,
 }
 
 /// Cheap to clone; clones share the model.
@@ -225,6 +229,21 @@ impl EnsembleAdmin for FakeEnsemble {
         if !m.voters.contains(&id) {
             return Err(unreachable);
         }
+        let levels = if m.feature_level == 0 {
+            MemberLevels::default()
+        } else {
+            // The leader raises the level once every voter supports it (as members do).
+            let supported = |levels: &BTreeMap<u64, u32>, id: &u64| -> u32 {
+                levels.get(id).copied().unwrap_or(2)
+            };
+            let lowest = m.voters.iter().map(|v| supported(&m.max_levels, v)).min();
+            let own = supported(&m.max_levels, &id);
+            m.feature_level = m.feature_level.max(lowest.unwrap_or(1));
+            MemberLevels {
+                feature_level: Some(m.feature_level),
+                max_feature_level: Some(own),
+            }
+        };
         Ok(MemberStatus {
             id,
             role: if id == m.leader { "leader" } else { "follower" }.into(),
@@ -236,6 +255,7 @@ impl EnsembleAdmin for FakeEnsemble {
             learners: m.learners.iter().copied().collect(),
             cluster_id: "prod.zk".into(),
             settings: Self::settings(&m),
+            levels,
         })
     }
 

@@ -413,6 +413,66 @@ async fn an_image_change_restarts_followers_first_and_the_leader_last() {
     assert!(world.pods.iter().all(|(_, rev)| rev == "r2"));
 }
 
+/// A rolling upgrade from the previous release (members supporting feature level 1) to this
+/// one: while any member still runs the old build the status shows the level held at 1 (and the
+/// lowest supported level, 1); once the last one restarted at the new revision the level rises
+/// to 2 and the status says so.
+#[tokio::test]
+async fn a_roll_holds_the_feature_level_until_every_member_runs_the_new_release() {
+    let mut world = running("{replicas: 3}", 3, 2).await;
+    {
+        let mut m = world.ensemble.model();
+        m.feature_level = 1;
+        m.max_levels = (1..=3).map(|id| (id, 1)).collect();
+    }
+    world.set_spec("image", json!("baton:2"));
+    world.update_revision = "r2".into();
+    let mut seen_levels = Vec::new();
+    for _ in 0..5 {
+        let upgraded = world.pods.iter().filter(|(_, rev)| rev == "r2").count();
+        let seen = world.reconcile().await;
+        let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+        seen_levels.push((
+            upgraded,
+            status["featureLevel"].clone(),
+            status["maxFeatureLevel"].clone(),
+        ));
+        // The StatefulSet controller re-creates deleted pods at the new revision, which
+        // supports level 2.
+        for id in 1..=3u64 {
+            if !world.pods.iter().any(|(p, _)| *p == id) {
+                world.pods.push((id, "r2".into()));
+                world.ensemble.model().max_levels.insert(id, 2);
+            }
+        }
+    }
+    assert!(world.pods.iter().all(|(_, rev)| rev == "r2"));
+    let seen = world.reconcile().await;
+    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+    seen_levels.push((
+        3,
+        status["featureLevel"].clone(),
+        status["maxFeatureLevel"].clone(),
+    ));
+    let during: Vec<_> = seen_levels.iter().filter(|(up, _, _)| *up < 3).collect();
+    assert!(
+        during.len() >= 3,
+        "the roll took one reconcile per member: {seen_levels:?}"
+    );
+    for (upgraded, level, max) in &during {
+        assert_eq!(
+            (level, max),
+            (&json!(1), &json!(1)),
+            "with {upgraded} of 3 members upgraded: {seen_levels:?}"
+        );
+    }
+    assert_eq!(
+        seen_levels.last().map(|(_, l, m)| (l, m)),
+        Some((&json!(2), &json!(2))),
+        "after the roll: {seen_levels:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_deleted_statefulset_is_recreated_at_the_recorded_size() {
     let mut world = running("{replicas: 5}", 5, 1).await;
