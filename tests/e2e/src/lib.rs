@@ -24,6 +24,7 @@ pub mod moto;
 pub mod pki;
 pub mod raw;
 mod server;
+pub mod tmpfs;
 pub mod wire;
 
 use std::time::Duration;

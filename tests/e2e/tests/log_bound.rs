@@ -11,14 +11,14 @@
 //! cargo test -p baton-tests --test log_bound -- --ignored --nocapture
 //! ```
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use baton_tests::PERSISTENT;
 use baton_tests::cluster::{CLUSTER_CASE_DEADLINE, CLUSTER_ID, Cluster, Member, Method};
 use baton_tests::pki::Pki;
+use baton_tests::tmpfs::TmpfsMounts;
 
 /// Each member's volume. Without the bound, 300 rewrites put 300 MiB of log on it.
 const VOLUME_MIB: u64 = 160;
@@ -36,34 +36,6 @@ fn disk_bound(tree: u64, entry: u64) -> u64 {
     let b = (32 * MIB).max(tree / 2);
     let g = 16 * MIB;
     2 * (b + entry) + 2 * (g + entry) + 3 * tree + (tree + tree / 4 + MIB) + MIB
-}
-
-/// Tmpfs mounts made for the members' data dirs, unmounted when dropped (after the cluster,
-/// which kills its members first).
-#[derive(Default)]
-struct Mounts(Vec<PathBuf>);
-
-impl Drop for Mounts {
-    fn drop(&mut self) {
-        for dir in &self.0 {
-            let _ = Command::new("umount").arg(dir).status();
-        }
-    }
-}
-
-fn mount_tmpfs(dir: &Path, mib: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-        .arg(dir)
-        .status()
-        .context("run mount")?;
-    ensure!(
-        status.success(),
-        "mount a tmpfs on {} (root only): {status}",
-        dir.display()
-    );
-    Ok(())
 }
 
 /// Bytes of the files in the data dir, but for files being written or retired (`*.tmp`):
@@ -96,18 +68,12 @@ fn rss_mib(pid: u32) -> f64 {
 #[tokio::test]
 #[ignore = "mounts a tmpfs per member (root only); tests/scripts/test.sh runs it"]
 async fn rewriting_one_large_znode_keeps_every_member_alive_and_within_its_bound() -> Result<()> {
-    let mounts = Arc::new(Mutex::new(Mounts::default()));
+    let mounts = Arc::new(TmpfsMounts::default());
     let pki = Pki::new(CLUSTER_ID, &[1, 2, 3])?;
     let prepare_mounts = mounts.clone();
     let mut cluster = Cluster::start_prepared(3, pki, &[], async move |m: &Member| {
         let dir = m.data_dir();
-        mount_tmpfs(&dir, VOLUME_MIB)?;
-        prepare_mounts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .push(dir);
-        Ok(())
+        prepare_mounts.mount(&dir, VOLUME_MIB)
     })
     .await?;
     let outcome = tokio::time::timeout(CLUSTER_CASE_DEADLINE, rewrite_and_check(&mut cluster))
@@ -259,19 +225,13 @@ async fn create_delete_measure(cluster: &mut Cluster) -> Result<()> {
 #[ignore = "mounts a tmpfs per member (root only); tests/scripts/test.sh runs it"]
 async fn a_member_whose_volume_fills_stays_up_while_the_others_go_on() -> Result<()> {
     const SMALL_MIB: u64 = 24;
-    let mounts = Arc::new(Mutex::new(Mounts::default()));
+    let mounts = Arc::new(TmpfsMounts::default());
     let pki = Pki::new(CLUSTER_ID, &[1, 2, 3])?;
     let prepare_mounts = mounts.clone();
     let flags = ["--min-free-disk-bytes", "0"];
     let mut cluster = Cluster::start_prepared(3, pki, &flags, async move |m: &Member| {
         let dir = m.data_dir();
-        mount_tmpfs(&dir, if m.id() == 3 { SMALL_MIB } else { VOLUME_MIB })?;
-        prepare_mounts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .push(dir);
-        Ok(())
+        prepare_mounts.mount(&dir, if m.id() == 3 { SMALL_MIB } else { VOLUME_MIB })
     })
     .await?;
     let outcome = tokio::time::timeout(CLUSTER_CASE_DEADLINE, fill_one_member(&mut cluster))

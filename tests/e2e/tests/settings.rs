@@ -377,34 +377,6 @@ const VOLUME_MIB: u64 = 64;
 const MIB: u64 = 1 << 20;
 const REAL_WATERMARK: u64 = 8 * MIB;
 
-/// Tmpfs mounts made for the members' data dirs, unmounted when dropped (after the cluster,
-/// which kills its members first).
-#[derive(Default)]
-struct Mounts(Vec<std::path::PathBuf>);
-
-impl Drop for Mounts {
-    fn drop(&mut self) {
-        for dir in &self.0 {
-            let _ = std::process::Command::new("umount").arg(dir).status();
-        }
-    }
-}
-
-fn mount_tmpfs(dir: &std::path::Path, mib: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let status = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-        .arg(dir)
-        .status()
-        .context("run mount")?;
-    ensure!(
-        status.success(),
-        "mount a tmpfs on {} (root only): {status}",
-        dir.display()
-    );
-    Ok(())
-}
-
 /// Bytes an unprivileged writer may still use on the filesystem of `dir` (`stat -f`).
 fn free_bytes(dir: &std::path::Path) -> Result<u64> {
     let out = std::process::Command::new("stat")
@@ -444,20 +416,14 @@ fn fill_until(dir: &std::path::Path, leave: u64) -> Result<std::path::PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "mounts a tmpfs per member (root only); tests/scripts/test.sh runs it"]
 async fn a_real_volume_below_its_watermark_raises_the_alarm_until_space_is_freed() -> Result<()> {
-    let mounts = std::sync::Arc::new(std::sync::Mutex::new(Mounts::default()));
+    let mounts = std::sync::Arc::new(baton_tests::tmpfs::TmpfsMounts::default());
     let pki = baton_tests::pki::Pki::new(baton_tests::cluster::CLUSTER_ID, &[1, 2, 3])?;
     let prepare_mounts = mounts.clone();
     let watermark = REAL_WATERMARK.to_string();
     let flags = ["--min-free-disk-bytes", watermark.as_str()];
     let mut cluster = Cluster::start_prepared(3, pki, &flags, async move |m: &Member| {
         let dir = m.data_dir();
-        mount_tmpfs(&dir, VOLUME_MIB)?;
-        prepare_mounts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .push(dir);
-        Ok(())
+        prepare_mounts.mount(&dir, VOLUME_MIB)
     })
     .await?;
     let outcome = async {
