@@ -146,3 +146,23 @@ where
         .await
         .map_err(|_| anyhow!("no watch event for {what} within {:?}", wire::IO_DEADLINE))
 }
+
+/// Polls `check`, with pauses growing to 250 ms, until it holds or `within` passes: for states
+/// only a poll can see (an admin API's status), never in place of an event a client can await.
+pub async fn eventually<F>(what: &str, within: Duration, mut check: F) -> Result<()>
+where
+    F: AsyncFnMut() -> Result<bool>,
+{
+    let deadline = std::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        if check().await? {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("{what}: not within {within:?}");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}

@@ -12,7 +12,7 @@
 //!   `cargo test -p baton-tests --test settings -- --ignored`, as root, which test.sh runs).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_tests::PERSISTENT;
@@ -23,25 +23,6 @@ use zookeeper_client as zk;
 const DEADLINE: Duration = Duration::from_secs(30);
 /// `addauth digest super:secret` matches this.
 const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
-
-/// Polls `check` (with growing pauses) until it holds or `DEADLINE` passes.
-async fn eventually<F>(what: &str, mut check: F) -> Result<()>
-where
-    F: AsyncFnMut() -> Result<bool>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    let mut pause = Duration::from_millis(20);
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!("{what}: not within {DEADLINE:?}");
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
-    }
-}
 
 async fn settings_of(cluster: &Cluster, id: u64) -> Result<Value> {
     let reply = cluster.admin(id, Method::Get, "/v1/settings", None).await?;
@@ -56,7 +37,7 @@ async fn on_every_member(
     check: impl Fn(&Value) -> bool,
 ) -> Result<()> {
     for id in cluster.ids() {
-        eventually(&format!("{what} on member {id}"), async || {
+        baton_tests::eventually(&format!("{what} on member {id}"), DEADLINE, async || {
             Ok(check(&settings_of(cluster, id).await?))
         })
         .await?;

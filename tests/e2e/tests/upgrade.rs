@@ -12,7 +12,7 @@
 //! the member refuses the level-2 data dir with one error naming the level it needs and exit
 //! status 78.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_tests::cluster::{Cluster, Method};
@@ -27,25 +27,6 @@ const OP_SET_DATA: i32 = 5;
 const OP_SYNC: i32 = 9;
 const OP_CLOSE: i32 = -11;
 const NODE_DATA_CHANGED: i32 = 3;
-
-/// Polls `check` (with growing pauses) until it holds or `DEADLINE` passes.
-async fn eventually<F>(what: &str, mut check: F) -> Result<()>
-where
-    F: AsyncFnMut() -> Result<bool>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    let mut pause = Duration::from_millis(20);
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!("{what}: not within {DEADLINE:?}");
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
-    }
-}
 
 async fn status(cluster: &Cluster, id: u64) -> Result<Value> {
     let reply = cluster.admin(id, Method::Get, "/v1/status", None).await?;
@@ -147,23 +128,27 @@ impl Session {
 async fn snapshots_at_one_index(cluster: &Cluster) -> Result<Vec<Vec<u8>>> {
     let admin = cluster.pki().admin_client(DEADLINE)?;
     let mut found = Vec::new();
-    eventually("every member's snapshot at one index", async || {
-        let mut snaps = Vec::new();
-        for id in cluster.ids() {
-            let addr = cluster.member(id)?.admin_addr().to_string();
-            let answer = admin
-                .request(&addr, http::Method::GET, "/v1/snapshot", None)
-                .await?;
-            ensure!(answer.status == 200, "snapshot of {id}: {}", answer.status);
-            snaps.push(answer.body.to_vec());
-        }
-        let index = |s: &Vec<u8>| s.get(24..32).map(<[u8]>::to_vec);
-        if snaps.iter().all(|s| index(s) == index(&snaps[0])) {
-            found = snaps;
-            return Ok(true);
-        }
-        Ok(false)
-    })
+    baton_tests::eventually(
+        "every member's snapshot at one index",
+        DEADLINE,
+        async || {
+            let mut snaps = Vec::new();
+            for id in cluster.ids() {
+                let addr = cluster.member(id)?.admin_addr().to_string();
+                let answer = admin
+                    .request(&addr, http::Method::GET, "/v1/snapshot", None)
+                    .await?;
+                ensure!(answer.status == 200, "snapshot of {id}: {}", answer.status);
+                snaps.push(answer.body.to_vec());
+            }
+            let index = |s: &Vec<u8>| s.get(24..32).map(<[u8]>::to_vec);
+            if snaps.iter().all(|s| index(s) == index(&snaps[0])) {
+                found = snaps;
+                return Ok(true);
+            }
+            Ok(false)
+        },
+    )
     .await?;
     Ok(found)
 }
@@ -205,13 +190,17 @@ async fn all_at_level(cluster: &Cluster, level: u64) -> Result<bool> {
 async fn rolling_upgrade(cluster: &mut Cluster) -> Result<()> {
     cluster.wait_for_leader().await?;
     // Give the leader every hello it needs: the capped member holds the level at 1.
-    eventually("every member reports its supported level", async || {
-        let mut seen = Vec::new();
-        for id in cluster.ids() {
-            seen.push(levels(cluster, id).await?);
-        }
-        Ok(seen == [(1, 2), (1, 2), (1, 1)])
-    })
+    baton_tests::eventually(
+        "every member reports its supported level",
+        DEADLINE,
+        async || {
+            let mut seen = Vec::new();
+            for id in cluster.ids() {
+                seen.push(levels(cluster, id).await?);
+            }
+            Ok(seen == [(1, 2), (1, 2), (1, 1)])
+        },
+    )
     .await?;
 
     // Writes through the capped member and the others: creates and setData with null data,
@@ -269,9 +258,11 @@ async fn rolling_upgrade(cluster: &mut Cluster) -> Result<()> {
     // The last member is upgraded: the leader raises the level.
     cluster.change_flags(3, &[CAP], &[])?;
     cluster.restart(3).await?;
-    eventually("the level rises to 2 on every member", async || {
-        all_at_level(cluster, 2).await
-    })
+    baton_tests::eventually(
+        "the level rises to 2 on every member",
+        DEADLINE,
+        async || all_at_level(cluster, 2).await,
+    )
     .await?;
     ensure!(
         level_metric(cluster, 3).await? == Some("baton_feature_level 2".into()),
