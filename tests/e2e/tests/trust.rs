@@ -196,8 +196,14 @@ async fn admin_without_the_admin_certificate_changes_nothing(cluster: &mut Clust
             "/v1/leader/transfer",
             Some(json!({"to": follower})),
         ),
+        (
+            http::Method::PUT,
+            "/v1/settings",
+            Some(json!({"namespaceZnodes": 1, "checkIdentities": false})),
+        ),
         (http::Method::GET, "/v1/status", None),
         (http::Method::GET, "/v1/members", None),
+        (http::Method::GET, "/v1/settings", None),
     ];
     for client in [&anonymous, &as_member] {
         for (method, path, body) in &mutations {
@@ -238,6 +244,13 @@ async fn admin_without_the_admin_certificate_changes_nothing(cluster: &mut Clust
         .admin(leader, Method::Get, "/v1/status", None)
         .await?;
     ensure!(reply.status == 200, "the admin certificate works: {reply}");
+    let settings = cluster
+        .admin(leader, Method::Get, "/v1/settings", None)
+        .await?;
+    ensure!(
+        settings.status == 200 && settings.body["namespaceZnodes"] != json!(1),
+        "a stranger's PUT /v1/settings changed the settings: {settings}"
+    );
     // The test-only raw proposal endpoint does not exist unless its hidden flag is given,
     // not even for the administrator.
     let reply = cluster
