@@ -12,6 +12,15 @@ cp_log=$(mktemp)
 cp_dir=
 nice -n 19 tests/scripts/control-plane.sh build >"$cp_log" 2>&1 &
 cp_build_pid=$!
+# cargo-nextest runs each test in a process of its own (the kube tests' fixture relies on it for
+# a namespace per test and a clean exit). A fresh machine lacks it: build it from the crate
+# registry in the background too (about 5 min of CPU), and fall back to `cargo test` if that fails.
+nextest_log=$(mktemp)
+nextest_pid=
+if ! cargo nextest --version >/dev/null 2>&1; then
+  nice -n 19 cargo install cargo-nextest --locked >"$nextest_log" 2>&1 &
+  nextest_pid=$!
+fi
 small=
 cleanup() {
   if [ -n "$cp_dir" ]; then
@@ -83,8 +92,15 @@ BATON_KUBECONFIG=$(tests/scripts/control-plane.sh up "$cp_dir" | tail -n1)
 export BATON_KUBECONFIG
 echo "control plane: ${cp_built} (in the background; test.sh waited ${cp_waited}s for it), started in $((SECONDS - t))s" >&2
 
+if [ -n "$nextest_pid" ] && ! wait "$nextest_pid"; then
+  tail -n 20 "$nextest_log" >&2
+  echo "NOTE: installing cargo-nextest failed; running the tests with cargo test" >&2
+fi
+rm -f "$nextest_log"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
+  # nextest does not run doctests (the examples in the crates' docs).
+  cargo test --workspace --doc
 else
   cargo test --workspace --no-fail-fast "$@"
 fi
