@@ -1,0 +1,3 @@
+module baton.dev/sdk/go
+
+go 1.26

@@ -1,0 +1,333 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Grant is the sidecar's answer to an acquire: what is held, its fencing token, and until
+// when the holder may act without fresher word (validUntil, DESIGN §2).
+type Grant struct {
+	Lock       string `json:"lock"`      // the lock's name (empty for a semaphore)
+	Semaphore  string `json:"semaphore"` // the semaphore's name (empty for a lock)
+	Permits    int    `json:"permits"`   // a semaphore's N
+	Mode       string `json:"mode"`      // exclusive, read, write, permit
+	Token      int64  `json:"token"`     // the fencing token: pass it to what the lock protects
+	Hold       string `json:"hold"`      // stream or lease
+	ExpiresAt  Time   `json:"expiresAt"` // a lease's end (zero on a stream hold)
+	ValidUntil Time   `json:"validUntil"`
+}
+
+// LockOptions say how to acquire. The zero value: an exclusive lock held by a stream (it dies
+// with this process), waiting as long as the caller's context allows.
+type LockOptions struct {
+	// Mode: "" (exclusive), "read" or "write".
+	Mode string
+	// Wait bounds the queueing; zero: as long as ctx allows. TryOnly: not at all.
+	Wait    time.Duration
+	TryOnly bool
+	// TTL > 0 takes a lease instead of a stream hold; this client renews it (every third of
+	// the TTL, sooner when validUntil is nearer) and stops at the first renewal that fails.
+	TTL time.Duration
+}
+
+// Lock is a held lock or semaphore permit. Its Context is cancelled the moment the grant is
+// known lost, or validUntil passes without fresher word; context.Cause says which (ErrLost,
+// ErrValidUntilPassed, ErrReleased, or the failed renewal's error).
+type Lock struct {
+	c      *Client
+	path   string // /lock/NAME or /semaphore/NAME
+	grant  Grant
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stream *eventReader // nil for a lease
+
+	mu         sync.Mutex
+	validUntil time.Time
+	suspended  bool
+	stop       chan struct{}
+	stopOnce   sync.Once
+	wg         sync.WaitGroup
+}
+
+// maxWait is the longest wait the sidecar takes in one call.
+const maxWait = 600 * time.Second
+
+// Lock acquires lock name.
+func (c *Client) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
+	q := url.Values{}
+	if opts.Mode != "" {
+		q.Set("mode", opts.Mode)
+	}
+	return c.acquire(ctx, "/lock/"+url.PathEscape(name), q, opts)
+}
+
+// Semaphore acquires one of permits permits of semaphore name; it is held, renewed and released
+// as a lock is.
+func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
+	q := url.Values{}
+	q.Set("permits", strconv.Itoa(permits))
+	return c.acquire(ctx, "/semaphore/"+url.PathEscape(name), q, opts)
+}
+
+func (c *Client) acquire(ctx context.Context, path string, q url.Values, opts LockOptions) (*Lock, error) {
+	for {
+		wait := opts.Wait
+		if opts.TryOnly {
+			wait = 0
+		} else if wait == 0 {
+			wait = maxWait
+			if deadline, ok := ctx.Deadline(); ok {
+				wait = min(maxWait, time.Until(deadline).Truncate(time.Millisecond))
+			}
+		}
+		if wait < 0 {
+			wait = 0
+		}
+		q.Set("wait", seconds(wait))
+		lock, err := c.acquireOnce(ctx, path, q, opts, wait)
+		// Only an unbounded wait goes on: the sidecar gives one call 600 s at most.
+		if errors.Is(err, ErrNotGranted) && opts.Wait == 0 && !opts.TryOnly && ctx.Err() == nil && wait == maxWait {
+			continue
+		}
+		return lock, err
+	}
+}
+
+func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (*Lock, error) {
+	l := &Lock{c: c, path: path, stop: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	if opts.TTL > 0 {
+		q.Set("ttl", seconds(opts.TTL))
+		q.Del("hold")
+		if err := c.call(ctx, http.MethodPost, path, q, wait, &l.grant); err != nil {
+			return nil, err
+		}
+	} else {
+		q.Set("hold", "stream")
+		q.Del("ttl")
+		// The stream outlives ctx (it is the hold); ctx only bounds the wait for the grant.
+		streamCtx, closeStream := context.WithCancel(context.Background())
+		unhook := context.AfterFunc(ctx, closeStream)
+		stream, err := c.stream(streamCtx, http.MethodPost, path, q)
+		if err != nil {
+			closeStream()
+			return nil, err
+		}
+		first, err := stream.next()
+		if !unhook() || err != nil || first.Name != "granted" {
+			stream.close()
+			closeStream()
+			if err == nil {
+				err = fmt.Errorf("baton: %s: %w: first event %q", path, ErrLost, first.Name)
+			}
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, err
+		}
+		if err := first.decode(&l.grant); err != nil {
+			stream.close()
+			closeStream()
+			return nil, err
+		}
+		l.stream = stream
+		context.AfterFunc(l.ctx, closeStream)
+	}
+	l.validUntil = l.grant.ValidUntil.Time
+	l.wg.Add(1)
+	go l.guard(opts.TTL)
+	if l.stream != nil {
+		l.wg.Add(1)
+		go l.follow()
+	}
+	return l, nil
+}
+
+// Token is the grant's fencing token.
+func (l *Lock) Token() int64 { return l.grant.Token }
+
+// Grant is the sidecar's grant as received.
+func (l *Lock) Grant() Grant { return l.grant }
+
+// Context is cancelled when the lock is lost, released, or validUntil passes.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Done is Context().Done().
+func (l *Lock) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err is nil while held, else why it ended.
+func (l *Lock) Err() error { return context.Cause(l.ctx) }
+
+// ValidUntil is the latest promise: until then the holder may act without fresher word.
+func (l *Lock) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Suspended reports whether the sidecar's session is cut off right now: the lock stands until
+// ValidUntil, and is then given up unless the session comes back.
+func (l *Lock) Suspended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.suspended
+}
+
+// Unlock releases the lock (DELETE with its token, then the stream closes) and stops renewing.
+// Releasing a grant that already ended is not an error.
+func (l *Lock) Unlock() error {
+	var err error
+	if l.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), callSlack)
+		defer cancel()
+		q := url.Values{"token": {strconv.FormatInt(l.grant.Token, 10)}}
+		err = l.c.call(ctx, http.MethodDelete, l.path, q, 0, nil)
+		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotHeld) {
+			err = nil
+		}
+		// A stream hold is released by closing the stream too, whatever the DELETE met.
+		if l.stream != nil {
+			err = nil
+		}
+	}
+	l.end(ErrReleased)
+	l.wg.Wait()
+	return err
+}
+
+// Close is Unlock, for io.Closer.
+func (l *Lock) Close() error { return l.Unlock() }
+
+func (l *Lock) end(cause error) {
+	l.cancel(cause)
+	l.stopOnce.Do(func() { close(l.stop) })
+}
+
+// follow reads a stream hold's events until the stream ends.
+func (l *Lock) follow() {
+	defer l.wg.Done()
+	defer l.stream.close()
+	for {
+		ev, err := l.stream.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errStreamEnded
+			}
+			l.end(fmt.Errorf("%w: %s: the hold's stream ended: %w", ErrLost, l.path, err))
+			return
+		}
+		var data struct {
+			Reason     string `json:"reason"`
+			ValidUntil Time   `json:"validUntil"`
+		}
+		_ = ev.decode(&data)
+		switch ev.Name {
+		case "lost":
+			l.end(fmt.Errorf("%w: %s: %s", ErrLost, l.path, data.Reason))
+			return
+		case "released":
+			l.end(fmt.Errorf("%w: %s: %s", ErrReleased, l.path, data.Reason))
+			return
+		case "suspended":
+			l.mu.Lock()
+			l.suspended = true
+			// Never later than what the grant promised; the sidecar's word may be earlier.
+			if !data.ValidUntil.IsZero() && data.ValidUntil.Before(l.validUntil) {
+				l.validUntil = data.ValidUntil.Time
+			}
+			l.mu.Unlock()
+		case "resumed":
+			l.mu.Lock()
+			l.suspended = false
+			l.mu.Unlock()
+		}
+	}
+}
+
+// guard cancels the lock at validUntil, and keeps validUntil fresh: a lease by renewing it
+// (stopping at the first failure), a stream hold by asking the sidecar whether it still holds.
+func (l *Lock) guard(ttl time.Duration) {
+	defer l.wg.Done()
+	for {
+		validUntil := l.ValidUntil()
+		left := time.Until(validUntil)
+		if validUntil.IsZero() || left <= 0 {
+			l.end(fmt.Errorf("%w: %s", ErrValidUntilPassed, l.path))
+			return
+		}
+		next := left / 3
+		if ttl > 0 {
+			next = min(next, ttl/3)
+		}
+		next = max(next, 50*time.Millisecond)
+		deadline := time.NewTimer(left)
+		refresh := time.NewTimer(next)
+		select {
+		case <-l.stop:
+			deadline.Stop()
+			refresh.Stop()
+			return
+		case <-deadline.C:
+			refresh.Stop()
+			l.end(fmt.Errorf("%w: %s", ErrValidUntilPassed, l.path))
+			return
+		case <-refresh.C:
+			deadline.Stop()
+		}
+		fresh, err := l.refresh(ttl > 0, left)
+		if err != nil {
+			if ttl > 0 {
+				// A renewal that failed is never retried: the lease may be gone, and a
+				// renew loop outliving its lock is the bug this client exists to prevent.
+				l.end(fmt.Errorf("%w: %s: renewal failed: %w", ErrLost, l.path, err))
+				return
+			}
+			var apiErr *Error
+			if errors.As(err, &apiErr) && apiErr.Status != 0 && apiErr.Status/100 == 4 {
+				l.end(fmt.Errorf("%w: %s: %w", ErrLost, l.path, err))
+				return
+			}
+			// A stream hold: its stream says when it ends; validUntil still bounds it.
+			continue
+		}
+		l.mu.Lock()
+		if fresh.After(l.validUntil) && (!l.suspended || ttl > 0) {
+			l.validUntil = fresh
+		}
+		l.mu.Unlock()
+	}
+}
+
+// refresh renews a lease, or reads a stream hold's state, and returns the new validUntil.
+func (l *Lock) refresh(renew bool, left time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, left)
+	defer cancel()
+	token := strconv.FormatInt(l.grant.Token, 10)
+	if renew {
+		var g Grant
+		err := l.c.call(ctx, http.MethodPost, l.path+"/renew", url.Values{"token": {token}}, 0, &g)
+		return g.ValidUntil.Time, err
+	}
+	var state struct {
+		Self struct {
+			Holds      bool  `json:"holds"`
+			Token      int64 `json:"token"`
+			ValidUntil Time  `json:"validUntil"`
+		} `json:"self"`
+	}
+	if err := l.c.call(ctx, http.MethodGet, l.path, nil, 0, &state); err != nil {
+		return time.Time{}, err
+	}
+	if !state.Self.Holds || state.Self.Token != l.grant.Token {
+		return time.Time{}, &Error{Status: http.StatusConflict, Code: ErrNotHeld.Code, Message: "the sidecar no longer holds this grant"}
+	}
+	return state.Self.ValidUntil.Time, nil
+}
