@@ -121,3 +121,7 @@ else
   small=
   echo "NOTE: could not mount a small tmpfs (not root?): the disk-full tests did not run" >&2
 fi
+
+# The client libraries under sdk/ (each language's build, linter and tests against real
+# baton-sidecar processes on a Baton ensemble and on ZooKeeper; sdk/test.sh installs its tools).
+sdk/test.sh
