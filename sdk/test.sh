@@ -10,7 +10,7 @@ sdk=$(pwd)
 source ./testenv.sh
 trap testenv_stop EXIT
 langs=("$@")
-((${#langs[@]})) || langs=(go)
+((${#langs[@]})) || langs=(go python)
 testenv_start
 
 t0=$SECONDS
@@ -26,6 +26,20 @@ for lang in "${langs[@]}"; do
       fi
       go vet ./...
       go test -count=1 ./...
+      ;;
+    python)
+      # ruff from PyPI into the tools' virtualenv (Debian's python refuses `pip install` into
+      # the system; tests/scripts/test.sh makes the venv, python3-venv if it must).
+      tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
+      if [ ! -x "$tools/venv/bin/ruff" ]; then
+        [ -x "$tools/venv/bin/pip" ] || { mkdir -p "$tools"; python3 -m venv "$tools/venv"; }
+        echo "installing ruff into $tools/venv" >&2
+        "$tools/venv/bin/pip" install --quiet --disable-pip-version-check 'ruff==0.17.5'
+      fi
+      cd "$sdk/python"
+      "$tools/venv/bin/ruff" check --no-cache .
+      # The system python3, standard library only: the client needs nothing installed.
+      PYTHONPATH=.:tests python3 -m unittest discover -s tests
       ;;
     *)
       echo "unknown client: $lang" >&2

@@ -76,7 +76,7 @@ func TestLeaderElectionRunsTheLeaderAndCancelsItWhenDeposed(t *testing.T) {
 	_, _ = run(t, baton.New(a.addr), baton.LeaderElectionConfig{Election: election, Callbacks: callbacks})
 	leading := seen.nextStart(t)
 	b := startSidecar(t, "", unique("b"), []string{election})
-	info, err := baton.New(b.addr).Leader(ctx, election)
+	info, err := baton.New(b.addr).WaitLeaderChange(ctx, election, 0, bound)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,126 @@
+"""HTTP to the sidecar with the standard library: plain calls, and text/event-stream answers
+read with a timeout (the sidecar sends `: keep-alive` every 10 s, so a longer silence means a hung
+sidecar or a cut connection)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import BatonError, from_answer
+
+# How far beyond the wait a call may go: the sidecar answers within wait, so a longer silence is
+# a hung sidecar, never a slow grant.
+CALL_SLACK = 10.0
+
+
+def seconds(d: float) -> str:
+    ms = round(d * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def parse_time(value: str | None) -> float | None:
+    """An RFC 3339 instant as a POSIX timestamp; None for null."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _error(status: int, body: bytes) -> BatonError:
+    try:
+        err = json.loads(body)["error"]
+        return from_answer(status, err["code"], err.get("message", ""))
+    except (ValueError, KeyError, TypeError):
+        return BatonError(status, str(status), body.decode("utf-8", "replace").strip())
+
+
+class Transport:
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+
+    def url(self, path: str, query: dict | None = None) -> str:
+        return path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    def call(self, method: str, path: str, query: dict | None = None, wait: float = 0.0) -> Any:
+        """One request; the 2xx JSON answer, or the error's class raised."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=wait + CALL_SLACK)
+        try:
+            conn.request(method, self.url(path, query))
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        if resp.status // 100 != 2:
+            raise _error(resp.status, body)
+        return json.loads(body) if body else None
+
+    def stream(self, method: str, path: str, query: dict | None, wait: float, idle: float) -> EventStream:
+        """Opens an event stream; a refusal before it starts raises the error's class."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=wait + CALL_SLACK)
+        try:
+            conn.request(method, self.url(path, query), headers={"Accept": "text/event-stream"})
+            resp = conn.getresponse()
+            if resp.status // 100 != 2:
+                raise _error(resp.status, resp.read())
+            if not resp.getheader("Content-Type", "").startswith("text/event-stream"):
+                raise BatonError(resp.status, "NotAStream", f"{path} answered {resp.getheader('Content-Type')}")
+            conn.sock.settimeout(idle)
+        except BaseException:
+            conn.close()
+            raise
+        return EventStream(conn, resp)
+
+
+@dataclass
+class Event:
+    name: str
+    data: Any
+
+
+class EventStream:
+    """A text/event-stream being read. close() from any thread ends a blocked next()."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse):
+        self._conn, self._resp = conn, resp
+        self._closed = threading.Event()
+
+    def next(self) -> Event | None:
+        """The next event; None when the sidecar ended the stream. Raises OSError (socket.timeout
+        when it fell silent) or http.client errors when it broke."""
+        name, data = "", []
+        while True:
+            line = self._resp.readline()
+            if not line:
+                if self._closed.is_set():
+                    raise ConnectionAbortedError("the stream was closed")
+                return None
+            line = line.decode("utf-8").rstrip("\r\n")
+            if line == "":
+                if name or data:
+                    text = "\n".join(data)
+                    return Event(name or "message", json.loads(text) if text else None)
+            elif line.startswith(":"):
+                continue  # `: keep-alive`, `: lagged N`
+            else:
+                field, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if field == "event":
+                    name = value
+                elif field == "data":
+                    data.append(value)
+
+    def close(self) -> None:
+        self._closed.set()
+        sock = self._conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._conn.close()

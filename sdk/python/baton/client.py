@@ -1,0 +1,149 @@
+"""The client of one sidecar."""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from typing import Callable
+
+from . import errors, leader, lock
+from ._http import Event, seconds
+
+DEFAULT_ADDRESS = "127.0.0.1:4040"
+
+# The name of the event this client adds to ``events()`` when the stream breaks.
+DISCONNECTED = "disconnected"
+
+
+class Client:
+    """A client of the sidecar at ``address`` ("HOST:PORT" or "http://HOST:PORT"); None means
+    $BATON_SIDECAR, else 127.0.0.1:4040. Safe to share between threads.
+
+    ``stream_idle``: how long a stream may stay silent before it is taken as dead (the sidecar
+    sends a keep-alive every 10 s)."""
+
+    def __init__(self, address: str | None = None, *, stream_idle: float = 25.0):
+        address = address or os.environ.get("BATON_SIDECAR") or DEFAULT_ADDRESS
+        parsed = urllib.parse.urlsplit(address if "://" in address else "http://" + address)
+        self._t = lock.Transport(parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self.stream_idle = stream_idle
+
+    # --- leadership ---
+
+    def leader(self, election: str = "") -> dict:
+        """GET /leader[/NAME]: {election, leader: {identity, token, ...} | None, self: {isLeader, validUntil, ...}}."""
+        return self._t.call("GET", leader.election_path(election))
+
+    def wait_leader_change(self, election: str, token: int, wait: float) -> dict:
+        """Long-polls until the leader's token differs from token, or wait passes."""
+        return self._t.call("GET", leader.election_path(election),
+                            {"wait": seconds(wait), "token": token}, wait=wait)
+
+    def resign(self, election: str = "") -> None:
+        self._t.call("POST", leader.election_path(election) + "/resign")
+
+    def release(self, election: str = "") -> bool:
+        """Answers stepping-down (run_leader_election does it for the app); whether it led."""
+        return bool(self._t.call("POST", leader.election_path(election) + "/release").get("wasLeader"))
+
+    def run_leader_election(self, on_started_leading: leader.Callback, *, election: str = "",
+                            campaign: bool = False, stop: threading.Event | None = None,
+                            on_stopped_leading: Callable[[errors.Ended], None] | None = None,
+                            on_new_leader: Callable[[dict | None], None] | None = None) -> None:
+        """Follows (or, with ``campaign`` under the sidecar's --candidacy app, stands in) an
+        election until ``stop`` is set, calling ``on_started_leading(term)`` in a thread for each
+        term this pod leads. ``term.ended`` is set the moment leadership is lost, the session is
+        suspended, validUntil passes or the sidecar steps down; the function must return soon
+        after. On the sidecar's SIGTERM (stepping-down) it ends the term, waits for the function,
+        releases the election so the next pod leads at once, and returns."""
+        leader.run_leader_election(self._t, on_started_leading, election=election, campaign=campaign,
+                                   stop=stop, on_stopped_leading=on_stopped_leading,
+                                   on_new_leader=on_new_leader, idle=self.stream_idle)
+
+    # --- locks and semaphores ---
+
+    def lock(self, name: str, *, mode: str | None = None, wait: float | None = None,
+             ttl: float | None = None, on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+        """Acquires lock ``name``: held by a stream (it dies with this process) unless ``ttl``
+        asks for a lease, which this client renews until the first renewal fails. ``wait``:
+        None waits as long as it takes, 0 tries once (NotGranted when held). ``mode``: read or
+        write. Use it in a ``with`` block, or call ``release()``."""
+        query = {"mode": mode} if mode else {}
+        return lock.acquire(self._t, lock.lock_path("lock", name), query, wait=wait, ttl=ttl,
+                            idle=self.stream_idle, on_lost=on_lost)
+
+    def semaphore(self, name: str, permits: int, *, wait: float | None = None, ttl: float | None = None,
+                  on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+        """One of ``permits`` permits of semaphore ``name``, held and released as a lock is."""
+        return lock.acquire(self._t, lock.lock_path("semaphore", name), {"permits": permits}, wait=wait,
+                            ttl=ttl, idle=self.stream_idle, on_lost=on_lost)
+
+    # --- groups, barriers, events ---
+
+    def members(self, election: str, *, version: str | None = None, wait: float = 0.0) -> dict:
+        """The live members of ``election`` in queue order; with ``version``, waits up to ``wait``
+        for them to differ from that version."""
+        query = {"version": version, "wait": seconds(wait)} if version else None
+        return self._t.call("GET", "/members/" + urllib.parse.quote(election, safe=""), query, wait=wait)
+
+    def barrier(self, name: str, parties: int, wait: float) -> None:
+        """Enters barrier ``name``; returns once ``parties`` pods are in, raises NotPassed after ``wait``."""
+        self._t.call("POST", "/barrier/" + urllib.parse.quote(name, safe=""),
+                     {"parties": parties, "wait": seconds(wait)}, wait=wait)
+
+    def events(self, stop: threading.Event | None = None) -> Iterator[Event]:
+        """The pod's events (GET /events) until ``stop`` is set, reopening the stream when it breaks
+        after an Event named DISCONNECTED (stop acting: nothing known is current until the next
+        ``state``, which the reopened stream starts with). A ``state`` event's data ``state``
+        SUSPENDED means stop acting too."""
+        stop = stop or threading.Event()
+        backoff = 0.1
+        while not stop.is_set():
+            why: BaseException | None = None
+            try:
+                stream = self._t.stream("GET", "/events", None, 0, self.stream_idle)
+            except (errors.BatonError, OSError) as e:
+                why, stream = e, None
+            if stream is not None:
+                backoff = 0.1
+                done = threading.Event()
+                closer = threading.Thread(target=_close_on_stop, args=(stream, stop, done), daemon=True)
+                closer.start()
+                try:
+                    while True:
+                        ev = stream.next()
+                        if ev is None:
+                            break
+                        yield ev
+                except Exception as e:  # noqa: BLE001 - any break reopens the stream
+                    why = e
+                finally:
+                    done.set()
+                    stream.close()
+                    closer.join()
+            if stop.is_set():
+                return
+            yield Event(DISCONNECTED, {"error": repr(why)})
+            if stop.wait(backoff):
+                return
+            backoff = min(backoff * 2, 2.0)
+
+    def healthy(self) -> bool:
+        """Whether the sidecar has a session with the ensemble (GET /readyz)."""
+        try:
+            self._t.call("GET", "/readyz")
+            return True
+        except (errors.BatonError, OSError):
+            return False
+
+
+
+
+def _close_on_stop(stream, stop: threading.Event, done: threading.Event) -> None:
+    """Closes stream when stop is set (ending a read blocked in it), until done is set."""
+    while not done.is_set():
+        if stop.wait(0.2):
+            stream.close()
+            return

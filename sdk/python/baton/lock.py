@@ -1,0 +1,194 @@
+"""Locks and semaphore permits: held by a stream (the default: the lock dies with the process)
+or by a lease this client renews, stopping at the first renewal that fails."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.parse
+from typing import Callable
+
+from typing_extensions import Self
+
+from . import errors
+from ._http import Event, EventStream, Transport, parse_time, seconds
+
+# The longest wait the sidecar takes in one call.
+MAX_WAIT = 600.0
+
+
+class Lock:
+    """A held lock or permit; a context manager that releases it on exit.
+
+    ``lost`` is a threading.Event set the moment the grant is known to have ended: lost,
+    released, a renewal failed, or ``valid_until`` passed without fresher word (a hung
+    sidecar); ``cause`` says why (an ``errors.Ended`` subclass). Pass ``token`` (the fencing
+    token) to what the lock protects."""
+
+    def __init__(self, transport: Transport, path: str, grant: dict, stream: EventStream | None,
+                 ttl: float | None, on_lost: Callable[[Lock], None] | None):
+        self._t, self._path, self.grant = transport, path, grant
+        self.token: int = grant["token"]
+        self._stream, self._ttl, self._on_lost = stream, ttl, on_lost
+        self.lost = threading.Event()
+        self.cause: errors.Ended | None = None
+        self.suspended = False
+        self._valid_until = parse_time(grant.get("validUntil")) or 0.0
+        self._mu = threading.Lock()
+        self._threads = [threading.Thread(target=self._guard, daemon=True)]
+        if stream is not None:
+            self._threads.append(threading.Thread(target=self._follow, daemon=True))
+        for t in self._threads:
+            t.start()
+
+    @property
+    def valid_until(self) -> float:
+        """The latest promise, as a POSIX timestamp: until then the holder may act."""
+        with self._mu:
+            return self._valid_until
+
+    def held(self) -> bool:
+        return not self.lost.is_set()
+
+    def check(self) -> None:
+        """Raises ``cause`` once the grant ended: call it before each protected step."""
+        if self.lost.is_set():
+            raise self.cause or errors.Lost(self._path)
+
+    def release(self) -> None:
+        """Releases (DELETE with the token; a stream hold's stream closes too) and stops renewing.
+        Releasing a grant that already ended is not an error."""
+        if not self.lost.is_set():
+            try:
+                self._t.call("DELETE", self._path, {"token": self.token})
+            except (errors.StaleToken, errors.NotHeld):
+                pass
+            except (errors.BatonError, OSError):
+                if self._stream is None:
+                    raise
+        self._end(errors.Released(self._path))
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
+
+    unlock = release
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _end(self, cause: errors.Ended) -> None:
+        with self._mu:
+            if self.lost.is_set():
+                return
+            self.cause = cause
+            self.lost.set()
+        if self._stream is not None:
+            self._stream.close()
+        if self._on_lost is not None and not isinstance(cause, errors.Released):
+            self._on_lost(self)
+
+    def _follow(self) -> None:
+        assert self._stream is not None
+        while True:
+            try:
+                ev = self._stream.next()
+            except Exception as e:  # noqa: BLE001 - any break of the stream ends the hold
+                self._end(errors.Lost(f"{self._path}: the hold's stream broke: {e!r}"))
+                return
+            if ev is None:
+                self._end(errors.Lost(f"{self._path}: the sidecar ended the hold's stream"))
+                return
+            data = ev.data if isinstance(ev.data, dict) else {}
+            if ev.name == "lost":
+                self._end(errors.Lost(f"{self._path}: {data.get('reason')}"))
+                return
+            if ev.name == "released":
+                self._end(errors.Released(f"{self._path}: {data.get('reason')}"))
+                return
+            if ev.name == "suspended":
+                with self._mu:
+                    self.suspended = True
+                    until = parse_time(data.get("validUntil"))
+                    if until is not None and until < self._valid_until:
+                        self._valid_until = until
+            elif ev.name == "resumed":
+                with self._mu:
+                    self.suspended = False
+
+    def _guard(self) -> None:
+        """Ends the grant at valid_until; keeps valid_until fresh: a lease by renewing it, a
+        stream hold by asking the sidecar whether it still holds it."""
+        while True:
+            left = self.valid_until - time.time()
+            if left <= 0:
+                self._end(errors.ValidUntilPassed(self._path))
+                return
+            step = left / 3
+            if self._ttl:
+                step = min(step, self._ttl / 3)
+            if self.lost.wait(max(step, 0.05)):
+                return
+            if time.time() >= self.valid_until:
+                self._end(errors.ValidUntilPassed(self._path))
+                return
+            try:
+                fresh = self._refresh()
+            except (errors.BatonError, OSError) as e:
+                if self._ttl:
+                    # Never retried: the lease may be gone, and a renew loop outliving its lock
+                    # is the bug this client exists to prevent.
+                    cause = errors.Lost(f"{self._path}: renewal failed: {e!r}")
+                    cause.__cause__ = e
+                    self._end(cause)
+                    return
+                if isinstance(e, errors.BatonError) and e.status // 100 == 4:
+                    cause = errors.Lost(f"{self._path}: {e!r}")
+                    cause.__cause__ = e
+                    self._end(cause)
+                    return
+                continue  # a stream hold: its stream says when it ends; validUntil bounds it
+            with self._mu:
+                if fresh and fresh > self._valid_until and (self._ttl or not self.suspended):
+                    self._valid_until = fresh
+
+    def _refresh(self) -> float | None:
+        if self._ttl:
+            grant = self._t.call("POST", self._path + "/renew", {"token": self.token})
+            return parse_time(grant.get("validUntil"))
+        state = self._t.call("GET", self._path)
+        me = state.get("self") or {}
+        if not me.get("holds") or me.get("token") != self.token:
+            raise errors.NotHeld(409, "NotHeld", "the sidecar no longer holds this grant")
+        return parse_time(me.get("validUntil"))
+
+
+def acquire(transport: Transport, path: str, query: dict, *, wait: float | None, ttl: float | None,
+            idle: float, on_lost: Callable[[Lock], None] | None) -> Lock:
+    """wait None: as long as it takes (in the sidecar's 600 s steps); 0: try once."""
+    while True:
+        step = MAX_WAIT if wait is None else wait
+        q = dict(query, wait=seconds(step))
+        try:
+            if ttl:
+                grant = transport.call("POST", path, dict(q, ttl=seconds(ttl)), wait=step)
+                return Lock(transport, path, grant, None, ttl, on_lost)
+            stream = transport.stream("POST", path, dict(q, hold="stream"), step, idle)
+            try:
+                first: Event | None = stream.next()
+            except BaseException:
+                stream.close()
+                raise
+            if first is None or first.name != "granted":
+                stream.close()
+                raise errors.Lost(f"{path}: first event {first.name if first else None!r}")
+            return Lock(transport, path, first.data, stream, None, on_lost)
+        except errors.NotGranted:
+            if wait is not None:
+                raise
+
+
+def lock_path(kind: str, name: str) -> str:
+    return f"/{kind}/{urllib.parse.quote(name, safe='')}"

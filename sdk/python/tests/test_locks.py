@@ -1,0 +1,108 @@
+import signal
+import threading
+import time
+import unittest
+
+from harness import BOUND, Sidecar, unique
+
+import baton
+
+
+def wait_lost(test: unittest.TestCase, held) -> baton.Ended:
+    test.assertTrue(held.lost.wait(BOUND), "still held: the client never learnt it lost it")
+    return held.cause
+
+
+class Locks(unittest.TestCase):
+    def test_stream_hold_is_exclusive_and_released_on_exit(self):
+        name = unique("lock")
+        a = baton.Client(Sidecar(self, None, unique("a")).addr)
+        b = baton.Client(Sidecar(self, None, unique("b")).addr)
+        with a.lock(name) as first:
+            g = first.grant
+            self.assertEqual((g["hold"], g["lock"], g["expiresAt"]), ("stream", name, None))
+            self.assertGreater(first.token, 0)
+            with self.assertRaises(baton.NotGranted) as refused:
+                b.lock(name, wait=0)
+            self.assertEqual(refused.exception.status, 409)
+            with self.assertRaises(baton.AlreadyHeld):
+                a.lock(name, wait=0)
+            granted = []
+            waiter = threading.Thread(target=lambda: granted.append(b.lock(name, wait=BOUND)))
+            waiter.start()
+            while not a._t.call("GET", f"/lock/{name}")["waiters"]:
+                time.sleep(0.02)  # polled: no event says a pod queued
+        self.assertIsInstance(first.cause, baton.Released)
+        waiter.join(BOUND)
+        with granted[0] as second:
+            self.assertGreater(second.token, first.token, "the fencing token grows")
+
+    def test_killed_sidecar_ends_the_stream_hold_within_valid_until(self):
+        s = Sidecar(self, None, unique("a"))
+        held = baton.Client(s.addr).lock(unique("lock"))
+        valid_until = held.valid_until
+        s.signal(signal.SIGKILL)
+        self.assertIsInstance(wait_lost(self, held), baton.Lost)
+        self.assertLessEqual(time.time(), valid_until, "learnt of the loss after validUntil")
+
+    def test_hung_sidecar_ends_the_hold_at_valid_until(self):
+        s = Sidecar(self, None, unique("a"))
+        held = baton.Client(s.addr).lock(unique("lock"))
+        s.signal(signal.SIGSTOP)
+        self.addCleanup(s.signal, signal.SIGCONT)
+        self.assertIsInstance(wait_lost(self, held), baton.ValidUntilPassed)
+        self.assertGreaterEqual(time.time(), held.valid_until)
+        with self.assertRaises(baton.ValidUntilPassed):
+            held.check()
+
+    def test_lease_ends_at_the_first_failed_renewal(self):
+        s = Sidecar(self, None, unique("a"))
+        client = baton.Client(s.addr)
+        renewals = []
+        call = client._t.call
+
+        def counting(method, path, *args, **kwargs):
+            if path.endswith("/renew"):
+                renewals.append(path)
+            return call(method, path, *args, **kwargs)
+
+        client._t.call = counting
+        name = unique("lease")
+        held = client.lock(name, ttl=3)
+        self.assertEqual(held.grant["hold"], "lease")
+        self.assertFalse(held.lost.wait(4), "a renewed lease ended")  # renewals keep it past its TTL
+        baton.Client(s.addr)._t.call("DELETE", f"/lock/{name}", {"token": held.token})
+        cause = wait_lost(self, held)
+        self.assertIsInstance(cause, baton.Lost)
+        self.assertIsInstance(cause.__cause__, baton.NotHeld)
+        before = len(renewals)
+        time.sleep(2.5)  # two more renewals (every second) had the loop gone on
+        self.assertEqual(len(renewals), before, "renewals went on after the failure")
+
+    def test_killed_sidecar_ends_the_lease(self):
+        s = Sidecar(self, None, unique("a"))
+        lost = threading.Event()
+        held = baton.Client(s.addr).lock(unique("lease"), ttl=30, on_lost=lambda _: lost.set())
+        valid_until = held.valid_until
+        s.signal(signal.SIGKILL)
+        self.assertIsInstance(wait_lost(self, held), baton.Lost)
+        self.assertLessEqual(time.time(), valid_until)
+        self.assertTrue(lost.is_set(), "on_lost was called")
+
+    def test_semaphore_permits(self):
+        name = unique("sem")
+        held = [baton.Client(Sidecar(self, None, unique("p")).addr).semaphore(name, 2) for _ in range(2)]
+        self.assertEqual((held[0].grant["semaphore"], held[0].grant["permits"]), (name, 2))
+        third = baton.Client(Sidecar(self, None, unique("p")).addr)
+        with self.assertRaises(baton.NotGranted):
+            third.semaphore(name, 2, wait=0)
+        with self.assertRaises(baton.InvalidPermits):
+            third.semaphore(name, 0)
+        held[0].release()
+        with third.semaphore(name, 2, wait=BOUND):
+            pass
+        held[1].release()
+
+
+if __name__ == "__main__":
+    unittest.main()
