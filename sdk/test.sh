@@ -10,7 +10,7 @@ sdk=$(pwd)
 source ./testenv.sh
 trap testenv_stop EXIT
 langs=("$@")
-((${#langs[@]})) || langs=(go python)
+((${#langs[@]})) || langs=(go python typescript)
 testenv_start
 
 t0=$SECONDS
@@ -40,6 +40,14 @@ for lang in "${langs[@]}"; do
       "$tools/venv/bin/ruff" check --no-cache .
       # The system python3, standard library only: the client needs nothing installed.
       PYTHONPATH=.:tests python3 -m unittest discover -s tests
+      ;;
+    typescript)
+      cd "$sdk/typescript"
+      # tsc and Node's types from npm, as package-lock.json pins them.
+      npm ci --no-audit --no-fund --loglevel=error
+      rm -rf dist
+      npx tsc -p . --strict
+      node --test --test-concurrency=1 dist/test/*.test.js
       ;;
     *)
       echo "unknown client: $lang" >&2

@@ -1,0 +1,134 @@
+// The client of one sidecar.
+
+import { Transport, duration, type SseEvent } from "./http.js";
+import { electionPath, runLeaderElection, type LeaderElectionOptions, type LeaderInfo } from "./leader.js";
+import { acquire, type Lock, type LockOptions } from "./lock.js";
+
+export const DEFAULT_ADDRESS = "127.0.0.1:4040";
+
+/** The name of the event `events()` adds when the stream to the sidecar breaks. */
+export const DISCONNECTED = "disconnected";
+
+/** The answer of GET /members/NAME: the live members in queue order (the first leads). */
+export interface Members {
+  election: string;
+  version: string;
+  members: { identity: string; address: string | null; pod: string | null; since: string; token: number; leader: boolean; node: string }[];
+}
+
+export interface ClientOptions {
+  /** How long a stream may stay silent before it is taken as dead (the sidecar sends a
+   * keep-alive every 10 s). Default 25 s. */
+  streamIdleMs?: number;
+}
+
+/** A client of the sidecar at `address` ("HOST:PORT" or "http://HOST:PORT"); undefined means
+ * $BATON_SIDECAR, else 127.0.0.1:4040. */
+export class Client {
+  private readonly t: Transport;
+  private readonly idleMs: number;
+
+  constructor(address?: string, options: ClientOptions = {}) {
+    const raw = address || process.env.BATON_SIDECAR || DEFAULT_ADDRESS;
+    const url = new URL(raw.includes("://") ? raw : `http://${raw}`);
+    this.t = new Transport(url.hostname, Number(url.port || 80));
+    this.idleMs = options.streamIdleMs ?? 25_000;
+  }
+
+  /** GET /leader[/NAME]. */
+  leader(election?: string): Promise<LeaderInfo> {
+    return this.t.call<LeaderInfo>("GET", electionPath(election));
+  }
+
+  /** Long-polls until the leader's token differs from `token`, or `waitMs` passes. */
+  waitLeaderChange(election: string, token: number, waitMs: number): Promise<LeaderInfo> {
+    return this.t.call<LeaderInfo>("GET", electionPath(election), { wait: duration(waitMs), token }, waitMs);
+  }
+
+  async resign(election?: string): Promise<void> {
+    await this.t.call("POST", `${electionPath(election)}/resign`);
+  }
+
+  /** Answers stepping-down (runLeaderElection does it for the app); whether this pod led. */
+  async release(election?: string): Promise<boolean> {
+    const answer = await this.t.call<{ wasLeader: boolean }>("POST", `${electionPath(election)}/release`);
+    return answer.wasLeader;
+  }
+
+  /** Follows (or, with `campaign` under the sidecar's --candidacy app, stands in) an election
+   * until `signal` aborts, running `onStartedLeading(term)` for each term this pod leads;
+   * `term.signal` aborts the moment leadership is lost, the session is suspended, validUntil
+   * passes or the sidecar steps down. On the sidecar's SIGTERM (stepping-down) it ends the
+   * term, waits for onStartedLeading to settle, releases the election so the next pod leads at
+   * once, and resolves. */
+  runLeaderElection(options: LeaderElectionOptions): Promise<void> {
+    return runLeaderElection(this.t, options, this.idleMs);
+  }
+
+  /** Acquires lock `name`: held by a stream (it dies with this process) unless `ttlMs` asks for
+   * a lease, which this client renews until the first renewal fails. */
+  lock(name: string, options: LockOptions = {}): Promise<Lock> {
+    const query = options.mode ? { mode: options.mode } : {};
+    return acquire(this.t, `/lock/${encodeURIComponent(name)}`, query, options, this.idleMs);
+  }
+
+  /** GET /lock/NAME: holder, waiters, and whether (`self`) this pod holds it. */
+  lockState(name: string): Promise<Record<string, unknown>> {
+    return this.t.call("GET", `/lock/${encodeURIComponent(name)}`);
+  }
+
+  /** Releases the grant `token` of lock `name` held through this sidecar (Lock.release does it
+   * for a Lock of this process). */
+  async releaseLock(name: string, token: number): Promise<void> {
+    await this.t.call("DELETE", `/lock/${encodeURIComponent(name)}`, { token });
+  }
+
+  /** One of `permits` permits of semaphore `name`, held and released as a lock is. */
+  semaphore(name: string, permits: number, options: Omit<LockOptions, "mode"> = {}): Promise<Lock> {
+    return acquire(this.t, `/semaphore/${encodeURIComponent(name)}`, { permits }, options, this.idleMs);
+  }
+
+  /** The live members of `election`; with `version`, waits up to `waitMs` for them to differ. */
+  members(election: string, version?: string, waitMs = 0): Promise<Members> {
+    const query = version ? { version, wait: duration(waitMs) } : undefined;
+    return this.t.call<Members>("GET", `/members/${encodeURIComponent(election)}`, query, waitMs);
+  }
+
+  /** Enters barrier `name`; resolves once `parties` pods are in, rejects with NotPassed after `waitMs`. */
+  async barrier(name: string, parties: number, waitMs: number): Promise<void> {
+    await this.t.call("POST", `/barrier/${encodeURIComponent(name)}`, { parties, wait: duration(waitMs) }, waitMs);
+  }
+
+  /** The pod's events (GET /events) until `signal` aborts, reopening the stream when it breaks
+   * after an event named DISCONNECTED (stop acting: nothing known is current until the next
+   * `state`, which the reopened stream starts with). A `state` event whose data.state is
+   * SUSPENDED means stop acting too. */
+  async *events(signal?: AbortSignal): AsyncGenerator<SseEvent> {
+    let backoff = 100;
+    while (!signal?.aborted) {
+      let why: unknown;
+      try {
+        const stream = await this.t.stream("GET", "/events", undefined, this.idleMs);
+        const close = () => stream.close();
+        signal?.addEventListener("abort", close, { once: true });
+        backoff = 100;
+        try {
+          for (;;) {
+            const event = await stream.next();
+            if (!event) break;
+            yield event;
+          }
+        } finally {
+          signal?.removeEventListener("abort", close);
+          stream.close();
+        }
+      } catch (e) {
+        why = e;
+      }
+      if (signal?.aborted) return;
+      yield { name: DISCONNECTED, data: { error: String(why ?? "the sidecar ended the stream") } };
+      await new Promise((resolve) => setTimeout(resolve, backoff));
+      backoff = Math.min(backoff * 2, 2000);
+    }
+  }
+}
