@@ -338,6 +338,9 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
 EOF
+  # --enable-aggregator-routing: webhook (and aggregated API) Services are called at an
+  # endpoint's pod IP instead of their ClusterIP, which nothing routes without kube-proxy; the
+  # node agent's pods (tests/node-agent) have IPs the host reaches.
   # --advertise-address is loopback, which Endpoints refuse: the `kubernetes` Service keeps no
   # endpoints (--endpoint-reconciler-type=none) instead of the reconciler failing every 10s.
   start "$dir" kube-apiserver \
@@ -361,7 +364,8 @@ EOF
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
     --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" \
-    --allow-privileged=true --profiling=false
+    --allow-privileged=true --profiling=false \
+    --enable-aggregator-routing=true
   wait_for "$dir" kube-apiserver "/readyz ok" apiserver_ready
 
   kubeconfig "$dir" admin admin "$api_port"

@@ -40,7 +40,8 @@ cleanup() {
 trap cleanup EXIT
 
 missing=()
-for package in zookeeper python3-kazoo python3-pytest; do
+# iptables: the node agent's pods (tests/node-agent) reach Services through NAT rules.
+for package in zookeeper python3-kazoo python3-pytest iptables; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if ((${#missing[@]})); then

@@ -10,6 +10,8 @@
 //! Each test gets [`Kube`]: an admin `kube::Client` and a namespace of its own (deleted when
 //! it is dropped), so tests run in parallel (nextest runs each in a process of its own).
 
+pub mod agent;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -1,0 +1,345 @@
+//! The node agent (`tests/node-agent`, a stand-in kubelet) for one test: started on the test's
+//! namespace, stopped (every pod's processes killed, its Node removed) when dropped.
+//!
+//! The binary is `$BATON_NODE_AGENT`, else `baton-node-agent` in the build directory (next to
+//! `baton-ensemble`, `baton-sidecar` and `baton-operator`, which the agent runs for Baton
+//! images). `cargo build --workspace --bins` (tests/scripts/test.sh) builds them all.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{Kube, repo_root, unique};
+
+/// How long the agent may take to register its Node.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The build directory holding the Baton binaries and the agent.
+pub fn bin_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    target.join("debug")
+}
+
+/// A running agent.
+pub struct NodeAgent {
+    child: Child,
+    /// Its Node's name.
+    pub node: String,
+    /// Its work directory: `agent.log`, `logs/POD_CONTAINER.log`, `pids/POD_CONTAINER`, `pvc/`.
+    pub dir: tempfile::TempDir,
+    /// How long it took to print `ready`.
+    pub started_in: Duration,
+}
+
+impl NodeAgent {
+    /// Starts an agent for `kube`'s namespace; returns once its Node is registered.
+    pub fn start(kube: &Kube) -> Result<NodeAgent> {
+        Self::start_for(kube, &[])
+    }
+
+    /// Starts an agent for `kube`'s namespace and the `others` (pods of all of them share the
+    /// agent's network).
+    pub fn start_for(kube: &Kube, others: &[&str]) -> Result<NodeAgent> {
+        let mut namespaces = vec![kube.namespace.as_str()];
+        namespaces.extend_from_slice(others);
+        let bin = match std::env::var_os("BATON_NODE_AGENT") {
+            Some(path) => PathBuf::from(path),
+            None => bin_dir().join("baton-node-agent"),
+        };
+        for program in [bin.clone(), bin_dir().join("baton-ensemble")] {
+            if !program.is_file() {
+                bail!(
+                    "{} is missing: build it with `cargo build --workspace --bins` \
+                     (or -p baton-node-agent -p baton-ensemble -p baton-sidecar -p baton-operator)",
+                    program.display()
+                );
+            }
+        }
+        if Command::new("iptables").arg("-V").output().is_err() {
+            bail!("iptables is missing: the node agent needs it (apt-get install iptables)");
+        }
+        let dir = tempfile::Builder::new().prefix("node-agent-").tempdir()?;
+        let node = unique("agent");
+        let log = std::fs::File::create(dir.path().join("agent.log"))?;
+        let t0 = Instant::now();
+        let mut child = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(&kube.plane.kubeconfig)
+            .args(["--namespace", &namespaces.join(","), "--node", &node])
+            .arg("--bin-dir")
+            .arg(bin_dir())
+            .arg("--work-dir")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", bin.display()))?;
+        let stdout = child.stdout.take().context("agent stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut agent = NodeAgent {
+            child,
+            node,
+            dir,
+            started_in: Duration::ZERO,
+        };
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) if line.trim() == "ready" => {}
+            _ => bail!(
+                "the node agent did not get ready within {START_TIMEOUT:?}:\n{}",
+                agent.logs()
+            ),
+        }
+        agent.started_in = t0.elapsed();
+        Ok(agent)
+    }
+
+    /// The pid of `pod`'s `container` process as the agent runs it now.
+    pub fn pid(&self, pod: &str, container: &str) -> Result<i32> {
+        let path = self
+            .dir
+            .path()
+            .join("pids")
+            .join(format!("{pod}_{container}"));
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{} (is {pod}/{container} running?)", path.display()))?;
+        text.trim().parse().context("pid file")
+    }
+
+    /// The output of `pod`'s `container` (every run of it).
+    pub fn container_log(&self, pod: &str, container: &str) -> String {
+        let path = self
+            .dir
+            .path()
+            .join("logs")
+            .join(format!("{pod}_{container}.log"));
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    /// The agent's log and the last lines of every container's output, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = format!(
+            "--- node agent {} ---\n{}",
+            self.node,
+            tail(&self.dir.path().join("agent.log"), 60)
+        );
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths {
+                let name = path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                out += &format!("--- container {name} ---\n{}", tail(&path, 25));
+            }
+        }
+        out
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = all[all.len().saturating_sub(lines)..].join("\n");
+    out.push('\n');
+    out
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        // SIGTERM: the agent stops every pod and removes its Node, bridge and namespaces.
+        // SAFETY: a signal to the child this struct started.
+        unsafe { libc_kill(self.child.id() as i32, 15) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
+}
+
+/// Polls `check` every half second until it answers `Ok`, at most `timeout`; the failure
+/// names `what`, the last reason `check` gave, and the agent's and containers' logs.
+pub async fn wait_for<T, F, Fut>(
+    agent: &NodeAgent,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(value) => return Ok(value),
+            Err(e) => format!("{e:#}"),
+        };
+        if Instant::now() >= deadline {
+            bail!(
+                "{what}: not within {timeout:?}; last: {last}\n{}",
+                agent.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Held while a test has an operator installed: the operator watches every namespace, so two
+/// at once would both reconcile each other's ensembles (and two injection webhooks would
+/// answer for every enabled namespace). A file lock, since nextest runs each test in a
+/// process of its own.
+pub struct OperatorLock {
+    _file: std::fs::File,
+}
+
+impl OperatorLock {
+    pub async fn acquire() -> Result<OperatorLock> {
+        let target = bin_dir().join("..");
+        let path = target.join("kube-operator.lock");
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        // Blocking flock off the runtime: it may wait for another test's whole run.
+        tokio::task::spawn_blocking(move || {
+            // SAFETY: flock on a descriptor `file` keeps open.
+            if unsafe { flock(fd, 2) } != 0 {
+                bail!("flock: {}", std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+        .await??;
+        Ok(OperatorLock { _file: file })
+    }
+}
+
+unsafe extern "C" {
+    fn flock(fd: i32, operation: i32) -> i32;
+}
+
+/// Helm: `$BATON_HELM`, else the tools directory's (validate-chart.sh installs it), else PATH's.
+pub fn helm() -> PathBuf {
+    if let Some(path) = std::env::var_os("BATON_HELM") {
+        return path.into();
+    }
+    let tools = std::env::var_os("BATON_TOOLS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/baton-tools")));
+    match tools.map(|t| t.join("bin/helm")) {
+        Some(path) if path.is_file() => path,
+        _ => "helm".into(),
+    }
+}
+
+/// `charts/baton` installed into the test's namespace; uninstalled when dropped (its
+/// cluster-scoped objects, the injection webhook among them, would outlive the namespace).
+pub struct Release {
+    pub name: String,
+    /// The chart's full name: the Deployment, ServiceAccount, webhook Service's prefix.
+    pub fullname: String,
+    namespace: String,
+    kubeconfig: PathBuf,
+}
+
+impl Release {
+    /// `helm install` of the chart with `set` (`key=value` each) as release `name`.
+    pub fn install(kube: &Kube, name: &str, set: &[&str]) -> Result<Release> {
+        let chart = repo_root().join("charts/baton");
+        let mut cmd = Command::new(helm());
+        cmd.arg("install")
+            .arg(name)
+            .arg(&chart)
+            .args(["--namespace", &kube.namespace, "--kubeconfig"])
+            .arg(&kube.plane.kubeconfig);
+        for s in set {
+            cmd.args(["--set", s]);
+        }
+        let out = cmd.output().with_context(|| {
+            format!(
+                "run {} (tests/scripts/validate-chart.sh installs it; or set BATON_HELM)",
+                helm().display()
+            )
+        })?;
+        if !out.status.success() {
+            bail!(
+                "helm install {name}: {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let fullname = if name.contains("baton") {
+            name.to_string()
+        } else {
+            format!("{name}-baton")
+        };
+        Ok(Release {
+            name: name.to_string(),
+            fullname,
+            namespace: kube.namespace.clone(),
+            kubeconfig: kube.plane.kubeconfig.clone(),
+        })
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = Command::new(helm())
+            .args([
+                "uninstall",
+                &self.name,
+                "--namespace",
+                &self.namespace,
+                "--kubeconfig",
+            ])
+            .arg(&self.kubeconfig)
+            .output();
+    }
+}
+
+/// `helm install` of the chart (one operator replica) and its Deployment available: the
+/// operator running as the pod the agent runs for it.
+pub async fn install_operator(kube: &Kube, agent: &NodeAgent) -> Result<Release> {
+    let release = Release::install(kube, &kube.namespace, &["operator.replicas=1"])?;
+    let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        kube.client.clone(),
+        &kube.namespace,
+    );
+    let name = release.fullname.clone();
+    wait_for(
+        agent,
+        "the operator's Deployment available",
+        Duration::from_secs(120),
+        || async {
+            let d = deployments.get(&name).await?;
+            let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+            if ready != 1 {
+                bail!("{ready} ready replicas");
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    Ok(release)
+}

@@ -1,0 +1,436 @@
+//! Pods that run (issue 25, item 3): with the node agent (`tests/node-agent`, a stand-in
+//! kubelet) running the namespace's pods, `helm install` of `charts/baton` starts the operator
+//! as the pod the Deployment made, with the chart's ServiceAccount token, and the operator's
+//! paths run end to end on real Kubernetes objects: a CoordinationEnsemble of 3 comes up and
+//! elects a leader; a killed member is restarted and the ensemble keeps its data; 3→5→3; a
+//! spec change rolls the members one at a time.
+//!
+//! One test at a time holds an operator ([`OperatorLock`]): the operator watches every
+//! namespace.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use baton_kube_tests::Kube;
+use baton_kube_tests::agent::{NodeAgent, OperatorLock, Release, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use serde_json::{Value, json};
+use zookeeper_client as zk;
+
+/// A test's cluster: the chart installed, the operator running on the agent.
+/// Fields drop in order: the release (uninstalled) first, the agent, the namespace, the lock.
+struct Setup {
+    release: Release,
+    agent: NodeAgent,
+    kube: Kube,
+    _lock: OperatorLock,
+}
+
+impl Setup {
+    async fn new(test: &str) -> Result<Setup> {
+        let lock = OperatorLock::acquire().await?;
+        let kube = Kube::new(test).await?;
+        let agent = NodeAgent::start(&kube)?;
+        eprintln!("node agent {} ready in {:?}", agent.node, agent.started_in);
+        let release = Release::install(&kube, &kube.namespace, &["operator.replicas=1"])?;
+        let setup = Setup {
+            release,
+            agent,
+            kube,
+            _lock: lock,
+        };
+        let deployments =
+            Api::<Deployment>::namespaced(setup.kube.client.clone(), &setup.kube.namespace);
+        let name = setup.release.fullname.clone();
+        wait_for(
+            &setup.agent,
+            "the operator's Deployment available",
+            Duration::from_secs(120),
+            || async {
+                let d = deployments.get(&name).await?;
+                let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+                ensure!(ready == 1, "{ready} ready replicas");
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(setup)
+    }
+
+    fn ensembles(&self) -> Result<Api<DynamicObject>> {
+        let gvk = kube::api::GroupVersionKind::gvk("baton.dev", "v1alpha1", "CoordinationEnsemble");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "coordinationensembles");
+        Ok(Api::namespaced_with(
+            self.kube.client.clone(),
+            &self.kube.namespace,
+            &resource,
+        ))
+    }
+
+    async fn apply_ensemble(&self, name: &str, spec: Value) -> Result<()> {
+        self.kube
+            .apply(
+                json!({"apiVersion": "baton.dev/v1alpha1", "kind": "CoordinationEnsemble",
+                       "metadata": {"name": name}, "spec": spec}),
+                false,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the ensemble reports `replicas` ready voters, a leader, Available, for its
+    /// current generation; returns its status.
+    async fn available(&self, name: &str, replicas: usize, timeout: Duration) -> Result<Value> {
+        let api = self.ensembles()?;
+        wait_for(
+            &self.agent,
+            &format!("ensemble {name} Available with {replicas} members"),
+            timeout,
+            || async {
+                let ce = api.get(name).await?;
+                let status = ce.data.get("status").cloned().unwrap_or(Value::Null);
+                let generation = ce.metadata.generation.unwrap_or(0);
+                ensure!(
+                    status["observedGeneration"].as_i64() == Some(generation),
+                    "observedGeneration {} of {generation}",
+                    status["observedGeneration"]
+                );
+                let available = status["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c["type"] == "Available")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                ensure!(available["status"] == "True", "Available: {available}");
+                ensure!(
+                    status["readyReplicas"].as_u64() == Some(replicas as u64),
+                    "readyReplicas {}",
+                    status["readyReplicas"]
+                );
+                let members = status["members"].as_array().map(Vec::len).unwrap_or(0);
+                ensure!(members == replicas, "members {}", status["members"]);
+                ensure!(status["leader"].as_i64().is_some(), "no leader in {status}");
+                // No step of a roll or membership change left.
+                ensure!(status["step"].is_null(), "step {}", status["step"]);
+                // And the agent (the kubelet) finds every member pod ready by its probe.
+                let pods = self.members(name).await?;
+                ensure!(
+                    pods.len() == replicas && pods.values().all(|(_, _, ready, _)| *ready),
+                    "member pods (uid, IP, ready, restarts): {pods:?}"
+                );
+                Ok(status)
+            },
+        )
+        .await
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.kube.client.clone(), &self.kube.namespace)
+    }
+
+    /// The ensemble's member pods: name → (uid, IP, ready, restarts).
+    async fn members(&self, name: &str) -> Result<BTreeMap<String, (String, String, bool, i32)>> {
+        let params = ListParams::default().labels(&format!(
+            "app.kubernetes.io/name=baton-ensemble,app.kubernetes.io/instance={name}"
+        ));
+        let mut out = BTreeMap::new();
+        for pod in self.pods().list(&params).await?.items {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let status = pod.status.clone().unwrap_or_default();
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let restarts = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            out.insert(
+                pod.metadata.name.clone().unwrap_or_default(),
+                (
+                    pod.metadata.uid.clone().unwrap_or_default(),
+                    status.pod_ip.clone().unwrap_or_default(),
+                    ready,
+                    restarts,
+                ),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Deletes the ensemble and waits until its finalizer has run (the operator removes it).
+    async fn delete_ensemble(&self, name: &str) -> Result<()> {
+        let api = self.ensembles()?;
+        api.delete(name, &DeleteParams::default()).await?;
+        wait_for(
+            &self.agent,
+            &format!("ensemble {name} deleted"),
+            Duration::from_secs(60),
+            || async {
+                match api.get_opt(name).await? {
+                    None => Ok(()),
+                    Some(ce) => bail!("still there, finalizers {:?}", ce.metadata.finalizers),
+                }
+            },
+        )
+        .await
+    }
+
+    /// A ZooKeeper session on `ip`:2181 as the operator-made super identity.
+    async fn session(&self, ensemble: &str, ip: &str) -> Result<zk::Client> {
+        let secret = Api::<Secret>::namespaced(self.kube.client.clone(), &self.kube.namespace)
+            .get(&format!("{ensemble}-super"))
+            .await?;
+        let data = secret.data.unwrap_or_default();
+        let field = |k: &str| {
+            data.get(k)
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                .ok_or_else(|| anyhow!("{ensemble}-super has no {k}"))
+        };
+        let credentials = format!("{}:{}", field("username")?, field("password")?);
+        let connector = zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_auth("digest", credentials.as_bytes());
+        let addr = format!("{ip}:2181");
+        tokio::time::timeout(Duration::from_secs(20), connector.connect(&addr))
+            .await
+            .map_err(|_| anyhow!("no session from {addr}"))?
+            .with_context(|| format!("session on {addr}"))
+    }
+}
+
+fn small_ensemble(replicas: i32) -> Value {
+    json!({
+        "replicas": replicas,
+        "storage": {"size": "1Gi"},
+        "plainClientPort": true,
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+    })
+}
+
+/// (1) The chart's operator runs as its own pod with the chart's ServiceAccount token, and a
+/// CoordinationEnsemble of 3 becomes Available with a leader.
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
+    let t0 = Instant::now();
+    let s = Setup::new("pods-create").await?;
+    let operator_ready = t0.elapsed();
+
+    // The operator's pod is the Deployment's, on the agent's node, with the chart's account.
+    let params =
+        ListParams::default().labels(&format!("app.kubernetes.io/instance={}", s.release.name));
+    let pods = s.pods().list(&params).await?.items;
+    ensure!(pods.len() == 1, "{} operator pods", pods.len());
+    let spec = pods[0].spec.clone().unwrap_or_default();
+    ensure!(
+        spec.node_name.as_deref() == Some(s.agent.node.as_str()),
+        "operator pod on {:?}",
+        spec.node_name
+    );
+    ensure!(
+        spec.service_account_name.as_deref() == Some(s.release.fullname.as_str()),
+        "operator's ServiceAccount {:?}",
+        spec.service_account_name
+    );
+
+    s.apply_ensemble("demo", small_ensemble(3)).await?;
+    let status = s.available("demo", 3, Duration::from_secs(240)).await?;
+    let mut members: Vec<i64> = status["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    members.sort();
+    ensure!(members == [1, 2, 3], "members {members:?}");
+    let pods = s.members("demo").await?;
+    ensure!(
+        pods.len() == 3 && pods.values().all(|(_, _, ready, _)| *ready),
+        "member pods {pods:?}"
+    );
+
+    // Everything the operator did, it did as its ServiceAccount (a real token the agent
+    // requested for its pod), and nothing it asked for was refused.
+    let user = format!(
+        "system:serviceaccount:{}:{}",
+        s.kube.namespace, s.release.fullname
+    );
+    let requests = s.kube.requests_of(&user)?;
+    ensure!(
+        requests.iter().any(|(r, _)| r.contains("statefulsets")),
+        "no StatefulSet request by {user} in the audit log"
+    );
+    let refused = s.kube.forbidden_for(&user)?;
+    ensure!(refused.is_empty(), "refused to {user}: {refused:?}");
+
+    s.delete_ensemble("demo").await?;
+    eprintln!(
+        "timings: operator ready {operator_ready:?}, ensemble available and deleted {:?}",
+        t0.elapsed() - operator_ready
+    );
+    Ok(())
+}
+
+/// (2) A member's process is killed: the agent restarts it (restartCount), the ensemble is
+/// Available again, and what was written before is still there, on the killed member too.
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
+    let t0 = Instant::now();
+    let s = Setup::new("pods-kill").await?;
+    s.apply_ensemble("demo", small_ensemble(3)).await?;
+    let status = s.available("demo", 3, Duration::from_secs(240)).await?;
+    let leader = status["leader"].as_i64().context("leader")?;
+    let victim = format!("demo-{}", leader - 1);
+    let pods = s.members("demo").await?;
+    let (uid, ip, _, restarts) = pods.get(&victim).cloned().context("leader's pod")?;
+
+    let before = s.session("demo", &ip).await?;
+    before
+        .create(
+            "/agent-kill",
+            b"written before the kill",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await?;
+    drop(before);
+
+    let pid = s.agent.pid(&victim, "ensemble")?;
+    // SIGKILL: no clean shutdown.
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()?;
+    ensure!(killed.success(), "kill -KILL {pid}");
+    wait_for(
+        &s.agent,
+        &format!("{victim} restarted by the agent"),
+        Duration::from_secs(60),
+        || async {
+            let pods = s.members("demo").await?;
+            let (now_uid, _, ready, now_restarts) =
+                pods.get(&victim).cloned().context("pod gone")?;
+            ensure!(
+                now_uid == uid,
+                "the pod was replaced, not its container restarted"
+            );
+            ensure!(now_restarts > restarts, "restartCount {now_restarts}");
+            ensure!(ready, "not ready");
+            Ok(())
+        },
+    )
+    .await?;
+    s.available("demo", 3, Duration::from_secs(120)).await?;
+
+    let after = s.session("demo", &ip).await?;
+    // The restarted member serves the write of before (a sync first: it may still catch up).
+    after.sync("/").await?;
+    let (data, _) = after.get_data("/agent-kill").await?;
+    ensure!(
+        data == b"written before the kill",
+        "{victim} has {:?}",
+        String::from_utf8_lossy(&data)
+    );
+    s.delete_ensemble("demo").await?;
+    eprintln!("timing: member kill test {:?}", t0.elapsed());
+    Ok(())
+}
+
+/// (4) 3 → 5 → 3: the operator adds two members (joining, then voters) and removes them again.
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_three_five_three() -> Result<()> {
+    let t0 = Instant::now();
+    let s = Setup::new("pods-scale").await?;
+    s.apply_ensemble("demo", small_ensemble(3)).await?;
+    s.available("demo", 3, Duration::from_secs(240)).await?;
+    s.apply_ensemble("demo", small_ensemble(5)).await?;
+    let status = s.available("demo", 5, Duration::from_secs(300)).await?;
+    let mut members: Vec<i64> = status["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    members.sort();
+    ensure!(members == [1, 2, 3, 4, 5], "members at 5: {members:?}");
+    s.apply_ensemble("demo", small_ensemble(3)).await?;
+    let status = s.available("demo", 3, Duration::from_secs(300)).await?;
+    let mut members: Vec<i64> = status["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    members.sort();
+    ensure!(members == [1, 2, 3], "members back at 3: {members:?}");
+    wait_for(
+        &s.agent,
+        "demo-3 and demo-4 gone",
+        Duration::from_secs(60),
+        || async {
+            let pods = s.members("demo").await?;
+            ensure!(
+                pods.len() == 3,
+                "pods {:?}",
+                pods.keys().collect::<Vec<_>>()
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    s.delete_ensemble("demo").await?;
+    eprintln!("timing: scale test {:?}", t0.elapsed());
+    Ok(())
+}
+
+/// (5) A spec change that changes the members' pod template rolls them one at a time: every
+/// member pod is replaced, and at no point are two members unready at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
+    let t0 = Instant::now();
+    let s = Setup::new("pods-roll").await?;
+    s.apply_ensemble("demo", small_ensemble(3)).await?;
+    s.available("demo", 3, Duration::from_secs(240)).await?;
+    let before = s.members("demo").await?;
+
+    let mut spec = small_ensemble(3);
+    spec["sessionTimeout"] = json!({"min": "4s", "max": "30s"});
+    s.apply_ensemble("demo", spec).await?;
+    let worst = std::cell::Cell::new(3usize);
+    wait_for(
+        &s.agent,
+        "every member replaced",
+        Duration::from_secs(300),
+        || async {
+            let now = s.members("demo").await?;
+            let ready = now.values().filter(|(_, _, r, _)| *r).count();
+            worst.set(worst.get().min(ready));
+            let replaced = before
+                .iter()
+                .filter(|(name, (uid, ..))| now.get(*name).is_some_and(|(u, ..)| u != uid))
+                .count();
+            ensure!(
+                replaced == 3 && ready == 3,
+                "{replaced} replaced, {ready} ready"
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    let worst = worst.get();
+    ensure!(
+        worst >= 2,
+        "only {worst} members were ready at one point of the roll"
+    );
+    s.available("demo", 3, Duration::from_secs(120)).await?;
+    s.delete_ensemble("demo").await?;
+    eprintln!("timing: rolling upgrade test {:?}", t0.elapsed());
+    Ok(())
+}
