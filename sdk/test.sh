@@ -10,7 +10,7 @@ sdk=$(pwd)
 source ./testenv.sh
 trap testenv_stop EXIT
 langs=("$@")
-((${#langs[@]})) || langs=(go python typescript)
+((${#langs[@]})) || langs=(go python typescript java)
 testenv_start
 
 t0=$SECONDS
@@ -48,6 +48,11 @@ for lang in "${langs[@]}"; do
       rm -rf dist
       npx tsc -p . --strict
       node --test --test-concurrency=1 dist/test/*.test.js
+      ;;
+    java)
+      cd "$sdk/java"
+      # javac -Xlint:all -Werror, JUnit 5 (Maven Central, into ~/.m2 on first use).
+      mvn -q -B verify
       ;;
     *)
       echo "unknown client: $lang" >&2

@@ -47,9 +47,11 @@ class Transport:
     def url(self, path: str, query: dict | None = None) -> str:
         return path + ("?" + urllib.parse.urlencode(query) if query else "")
 
-    def call(self, method: str, path: str, query: dict | None = None, wait: float = 0.0) -> Any:
-        """One request; the 2xx JSON answer, or the error's class raised."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=wait + CALL_SLACK)
+    def call(self, method: str, path: str, query: dict | None = None, wait: float = 0.0,
+             timeout: float | None = None) -> Any:
+        """One request; the 2xx JSON answer, or the error's class raised. ``timeout`` (default
+        wait plus CALL_SLACK) bounds each socket operation."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or wait + CALL_SLACK)
         try:
             conn.request(method, self.url(path, query))
             resp = conn.getresponse()

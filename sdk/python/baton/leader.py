@@ -77,7 +77,9 @@ class _Run:
     def refresh(self) -> None:
         assert self.term is not None
         try:
-            info = self.t.call("GET", election_path(self.election))
+            # Bounded by the time left, so the term still ends at valid_until.
+            left = max(self.term.valid_until - time.time(), 0.01)
+            info = self.t.call("GET", election_path(self.election), timeout=left)
         except (errors.BatonError, OSError):
             return  # valid_until still bounds the term
         leader = info.get("leader") or {}

@@ -155,10 +155,13 @@ class Lock:
                     self._valid_until = fresh
 
     def _refresh(self) -> float | None:
+        # Bounded by the time left: an answer after validUntil is worth nothing, and the guard
+        # must be free to give the grant up then.
+        left = max(self.valid_until - time.time(), 0.01)
         if self._ttl:
-            grant = self._t.call("POST", self._path + "/renew", {"token": self.token})
+            grant = self._t.call("POST", self._path + "/renew", {"token": self.token}, timeout=left)
             return parse_time(grant.get("validUntil"))
-        state = self._t.call("GET", self._path)
+        state = self._t.call("GET", self._path, timeout=left)
         me = state.get("self") or {}
         if not me.get("holds") or me.get("token") != self.token:
             raise errors.NotHeld(409, "NotHeld", "the sidecar no longer holds this grant")

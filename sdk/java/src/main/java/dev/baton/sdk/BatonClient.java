@@ -1,0 +1,270 @@
+package dev.baton.sdk;
+
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+/**
+ * A client of one Baton sidecar's localhost HTTP API (DESIGN §2), on java.net.http only:
+ * leadership like Curator's {@link LeaderLatch} and {@link LeaderSelector}, locks and semaphore
+ * permits held by a stream or a renewed lease with their fencing tokens, barriers, groups and the
+ * pod's event stream. Safe for concurrent use.
+ */
+public final class BatonClient {
+  /** Where the injected sidecar listens. */
+  public static final String DEFAULT_ADDRESS = "127.0.0.1:4040";
+
+  /** The longest wait the sidecar takes in one call. */
+  private static final Duration MAX_WAIT = Duration.ofSeconds(600);
+
+  private final Transport t;
+  private final Duration idle;
+
+  /** The sidecar at $BATON_SIDECAR, else 127.0.0.1:4040. */
+  public static BatonClient create() {
+    return new BatonClient(null);
+  }
+
+  /** The sidecar at address ("HOST:PORT" or "http://HOST:PORT"); null: as {@link #create()}. */
+  public BatonClient(String address) {
+    this(address, Duration.ofSeconds(25));
+  }
+
+  /**
+   * With streamIdle: how long a stream may stay silent before it is taken as dead (the sidecar
+   * sends a keep-alive every 10 s).
+   */
+  public BatonClient(String address, Duration streamIdle) {
+    String a = address;
+    if (a == null || a.isEmpty()) a = System.getenv("BATON_SIDECAR");
+    if (a == null || a.isEmpty()) a = DEFAULT_ADDRESS;
+    if (!a.contains("://")) a = "http://" + a;
+    this.t = new Transport(a.replaceAll("/+$", ""));
+    this.idle = streamIdle;
+  }
+
+  // --- leadership ---
+
+  /** Who leads election ("" or null: the sidecar's only one). */
+  public LeaderInfo leader(String election) throws BatonException, IOException, InterruptedException {
+    return leaderInfo(t.call("GET", LeaderElection.path(election), null, Duration.ZERO));
+  }
+
+  /** Long-polls until the leader's token differs from token, or wait passes. */
+  public LeaderInfo waitLeaderChange(String election, long token, Duration wait)
+      throws BatonException, IOException, InterruptedException {
+    return leaderInfo(
+        t.call(
+            "GET",
+            LeaderElection.path(election),
+            Transport.query("wait", Transport.duration(wait), "token", Long.toString(token)),
+            wait));
+  }
+
+  private static LeaderInfo leaderInfo(Map<String, Object> m) {
+    Map<String, Object> l = Json.object(m, "leader");
+    Map<String, Object> self = Json.object(m, "self");
+    LeaderInfo.Leader leader =
+        l.isEmpty()
+            ? null
+            : new LeaderInfo.Leader(
+                Json.string(l, "identity"),
+                Json.string(l, "address"),
+                Json.string(l, "pod"),
+                Transport.time(l.get("since")),
+                Json.number(l, "token"));
+    return new LeaderInfo(
+        Json.string(m, "election"),
+        leader,
+        Json.bool(self, "isLeader"),
+        Json.string(self, "state"),
+        Transport.time(self.get("validUntil")));
+  }
+
+  /** Steps down and queues again at the back. */
+  public void resign(String election) throws BatonException, IOException, InterruptedException {
+    t.call("POST", LeaderElection.path(election) + "/resign", null, Duration.ZERO);
+  }
+
+  /** Answers stepping-down (selectors and latches do it for the app); whether this pod led. */
+  public boolean release(String election) throws BatonException, IOException, InterruptedException {
+    return Json.bool(t.call("POST", LeaderElection.path(election) + "/release", null, Duration.ZERO), "wasLeader");
+  }
+
+  /** A LeaderSelector following election (not started). */
+  public LeaderSelector leaderSelector(String election, LeaderSelectorListener work) {
+    return new LeaderSelector(t, election, false, idle, work);
+  }
+
+  /**
+   * A LeaderSelector whose pod stands in election only while it runs (the sidecar's --candidacy
+   * app): it holds the campaign stream open (not started).
+   */
+  public LeaderSelector campaign(String election, LeaderSelectorListener work) {
+    return new LeaderSelector(t, election, true, idle, work);
+  }
+
+  /** A LeaderLatch following election (not started). */
+  public LeaderLatch leaderLatch(String election) {
+    return new LeaderLatch(t, election, false, idle);
+  }
+
+  // --- locks and semaphores ---
+
+  /** Lock name, held by a stream (it dies with this process), waiting as long as it takes. */
+  public Lock lock(String name) throws BatonException, IOException, InterruptedException {
+    return lock(name, LockOptions.defaults());
+  }
+
+  /** Lock name as options say (mode, wait, lease). */
+  public Lock lock(String name, LockOptions options) throws BatonException, IOException, InterruptedException {
+    Map<String, String> q = Transport.query("mode", options.mode);
+    return acquire("/lock/" + Transport.segment(name), q, options);
+  }
+
+  /** One of permits permits of semaphore name, held and released as a lock is. */
+  public Lock semaphore(String name, int permits, LockOptions options)
+      throws BatonException, IOException, InterruptedException {
+    Map<String, String> q = Transport.query("permits", Integer.toString(permits));
+    return acquire("/semaphore/" + Transport.segment(name), q, options);
+  }
+
+  /** GET /lock/NAME: holder, holders, waiters, and whether ({@code self}) this pod holds it. */
+  public Map<String, Object> lockState(String name) throws BatonException, IOException, InterruptedException {
+    return t.call("GET", "/lock/" + Transport.segment(name), null, Duration.ZERO);
+  }
+
+  /** Releases grant token of lock name held through this sidecar (Lock.close does it for its own). */
+  public void releaseLock(String name, long token) throws BatonException, IOException, InterruptedException {
+    t.call("DELETE", "/lock/" + Transport.segment(name), Transport.query("token", Long.toString(token)), Duration.ZERO);
+  }
+
+  private Lock acquire(String path, Map<String, String> query, LockOptions options)
+      throws BatonException, IOException, InterruptedException {
+    while (true) {
+      Duration wait = options.wait == null ? MAX_WAIT : options.wait;
+      query.put("wait", Transport.duration(wait));
+      try {
+        if (options.ttl != null) {
+          query.put("ttl", Transport.duration(options.ttl));
+          return new Lock(t, path, t.call("POST", path, query, wait), null, options.ttl);
+        }
+        query.put("hold", "stream");
+        Transport.EventStream stream = t.stream("POST", path, query, wait, idle);
+        Transport.Event first;
+        try {
+          first = stream.next();
+        } catch (IOException | RuntimeException e) {
+          stream.close();
+          throw e;
+        }
+        if (first == null || !first.name.equals("granted")) {
+          stream.close();
+          throw new IOException(path + ": the hold's stream began without a grant");
+        }
+        return new Lock(t, path, first.data, stream, null);
+      } catch (BatonException.NotGranted e) {
+        // Only an unbounded wait goes on: the sidecar gives one call 600 s at most.
+        if (options.wait != null) throw e;
+      }
+    }
+  }
+
+  // --- groups, barriers, events ---
+
+  /** The live members of election now. */
+  public Members members(String election) throws BatonException, IOException, InterruptedException {
+    return members(t.call("GET", "/members/" + Transport.segment(election), null, Duration.ZERO));
+  }
+
+  /** Waits up to wait for the members to differ from version. */
+  public Members waitMembers(String election, String version, Duration wait)
+      throws BatonException, IOException, InterruptedException {
+    Map<String, String> q = Transport.query("version", version, "wait", Transport.duration(wait));
+    return members(t.call("GET", "/members/" + Transport.segment(election), q, wait));
+  }
+
+  private static Members members(Map<String, Object> m) {
+    List<Members.Member> list = new ArrayList<>();
+    Object raw = m.get("members");
+    if (raw instanceof List) {
+      for (Object o : (List<?>) raw) {
+        Map<String, Object> x = Json.object(o);
+        list.add(
+            new Members.Member(
+                Json.string(x, "identity"),
+                Json.string(x, "address"),
+                Json.string(x, "pod"),
+                Transport.time(x.get("since")),
+                Json.number(x, "token"),
+                Json.bool(x, "leader"),
+                Json.string(x, "node")));
+      }
+    }
+    return new Members(Json.string(m, "election"), Json.string(m, "version"), list);
+  }
+
+  /** Enters barrier name; returns once parties pods are in, throws NotPassed after wait. */
+  public void barrier(String name, int parties, Duration wait)
+      throws BatonException, IOException, InterruptedException {
+    Map<String, String> q = Transport.query("parties", Integer.toString(parties), "wait", Transport.duration(wait));
+    t.call("POST", "/barrier/" + Transport.segment(name), q, wait);
+  }
+
+  /** One event of {@link #events}: its name and JSON data. */
+  public record Event(String name, Map<String, Object> data) {}
+
+  /** The name of the event {@link #events} adds when the stream to the sidecar breaks. */
+  public static final String DISCONNECTED = "disconnected";
+
+  /**
+   * Follows the pod's events (GET /events) on a daemon thread until the returned handle is closed,
+   * reopening the stream when it breaks after an event named {@link #DISCONNECTED} (stop acting:
+   * nothing known is current until the next {@code state}, which the reopened stream starts
+   * with). A {@code state} event whose data's state is SUSPENDED means stop acting too.
+   */
+  public AutoCloseable events(Consumer<Event> sink) {
+    var closed = new java.util.concurrent.atomic.AtomicBoolean();
+    var current = new java.util.concurrent.atomic.AtomicReference<Transport.EventStream>();
+    Thread th =
+        new Thread(
+            () -> {
+              long backoff = 100;
+              while (!closed.get()) {
+                String why = "the sidecar ended the stream";
+                try {
+                  Transport.EventStream s = t.stream("GET", "/events", null, Duration.ZERO, idle);
+                  current.set(s);
+                  if (closed.get()) s.close();
+                  backoff = 100;
+                  Transport.Event ev;
+                  while ((ev = s.next()) != null) sink.accept(new Event(ev.name, ev.data));
+                } catch (BatonException | IOException | RuntimeException e) {
+                  why = e.toString();
+                } catch (InterruptedException e) {
+                  return;
+                }
+                if (closed.get()) return;
+                sink.accept(new Event(DISCONNECTED, Map.of("error", why)));
+                try {
+                  Thread.sleep(backoff);
+                } catch (InterruptedException e) {
+                  return;
+                }
+                backoff = Math.min(backoff * 2, 2000);
+              }
+            },
+            "baton-events");
+    th.setDaemon(true);
+    th.start();
+    return () -> {
+      closed.set(true);
+      Transport.EventStream s = current.get();
+      if (s != null) s.close();
+      th.join();
+    };
+  }
+}
