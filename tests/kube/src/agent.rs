@@ -321,6 +321,7 @@ impl Drop for Release {
 /// `helm install` of the chart (one operator replica) and its Deployment available: the
 /// operator running as the pod the agent runs for it.
 pub async fn install_operator(kube: &Kube, agent: &NodeAgent) -> Result<Release> {
+    remove_orphan_webhooks(kube).await?;
     let release = Release::install(kube, &kube.namespace, &["operator.replicas=1"])?;
     let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
         kube.client.clone(),
@@ -342,4 +343,35 @@ pub async fn install_operator(kube: &Kube, agent: &NodeAgent) -> Result<Release>
     )
     .await?;
     Ok(release)
+}
+
+/// Deletes injection webhooks of releases whose namespace is gone or going (a test killed
+/// before its uninstall): with `failurePolicy: Fail` such a webhook would refuse every pod of
+/// every namespace labelled for injection.
+async fn remove_orphan_webhooks(kube: &Kube) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::Namespace;
+    let configs = kube::Api::<MutatingWebhookConfiguration>::all(kube.client.clone());
+    let namespaces = kube::Api::<Namespace>::all(kube.client.clone());
+    for config in configs.list(&Default::default()).await?.items {
+        let name = config.metadata.name.clone().unwrap_or_default();
+        if !name.ends_with("-sidecar-injector") {
+            continue;
+        }
+        for webhook in config.webhooks.iter().flatten() {
+            let Some(service) = &webhook.client_config.service else {
+                continue;
+            };
+            let gone = match namespaces.get_opt(&service.namespace).await? {
+                None => true,
+                Some(ns) => ns.metadata.deletion_timestamp.is_some(),
+            };
+            if gone {
+                eprintln!("deleting MutatingWebhookConfiguration {name} of a gone namespace");
+                let _ = configs.delete(&name, &Default::default()).await;
+                break;
+            }
+        }
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@
 //!   `baton-ensemble`, `baton-sidecar`, `baton-operator` are the built binaries); any other
 //!   image runs `sleep infinity`;
 //! - containers are restarted per restartPolicy (1 s apart), readiness probes (httpGet,
-//!   tcpSocket, exec) run at most every 2 s, status is reported as a kubelet does, and a pod
+//!   tcpSocket, exec) run every periodSeconds, status is reported as a kubelet does, and a pod
 //!   being deleted gets SIGTERM, SIGKILL after its grace period, and is then removed.
 //!
 //! Not done: liveness and startup probes, resource limits, security contexts (everything
@@ -182,6 +182,28 @@ async fn run() -> Result<()> {
         .collect();
     for stop in stops {
         let _ = stop.await;
+    }
+    // Their processes are gone: say so as a kubelet does (the final delete), or pods of a
+    // deleted namespace would wait for a kubelet forever and keep the namespace Terminating.
+    for ns in &agent.namespaces {
+        let api = Api::<Pod>::namespaced(agent.client.clone(), ns);
+        let Ok(pods) = api.list(&ListParams::default()).await else {
+            continue;
+        };
+        for pod in pods.items {
+            let on_me = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&agent.node);
+            if let (true, Some(name)) = (on_me, pod.metadata.name.as_deref()) {
+                let _ = api
+                    .delete(
+                        name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..DeleteParams::default()
+                        },
+                    )
+                    .await;
+            }
+        }
     }
     let _ = Api::<Node>::all(agent.client.clone())
         .delete(&agent.node, &DeleteParams::default())
