@@ -82,6 +82,21 @@ pub fn merge_patch(metadata: &PodMetadata) -> Value {
 /// Says what an API error means for whoever reads the log.
 fn explain(e: &kube::Error) -> String {
     match e {
+        // Admission refuses with 403 too (the chart's pod-label ValidatingAdmissionPolicy says
+        // Forbidden): there RBAC allowed the patch, and granting `patch` again would not help.
+        kube::Error::Api(status)
+            if status.code == 403
+                && (status.message.contains("ValidatingAdmissionPolicy")
+                    || status.message.contains("admission webhook")) =>
+        {
+            format!(
+                "refused by admission: the chart's pod-label policy lets a pod's service account \
+                 change only baton.dev/* labels and annotations, of its own pod, with the token \
+                 the kubelet projects for that pod (check --pod/BATON_POD and that the pod \
+                 mounts its service account token): {}",
+                status.message
+            )
+        }
         kube::Error::Api(status) if status.code == 403 => format!(
             "forbidden: the pod's service account may not patch pods in this namespace; grant it \
              `patch` on `pods` (the chart's sidecar RBAC does): {}",

@@ -27,17 +27,19 @@ use crate::recipe::ElectionRecipe;
 pub const LEASE_PREFIX: &str = "baton-";
 
 /// The Lease mirroring `election`, when `baton-<election>` is a valid object name (a DNS
-/// subdomain: lowercase letters, digits, `-` and `.`, alphanumeric at both ends, at most 253).
+/// subdomain: at most 253 characters, dot-separated parts of lowercase letters, digits and
+/// `-`, each alphanumeric at both ends: the API server refuses `baton-a.-b` and `baton-a..b`).
 pub fn lease_name(election: &str) -> Option<String> {
     let name = format!("{LEASE_PREFIX}{election}");
+    let alphanumeric =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let valid = name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name
-            .chars()
-            .last()
-            .is_some_and(|c| c.is_ascii_alphanumeric());
+        && name.split('.').all(|part| {
+            part.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && alphanumeric(part.chars().next())
+                && alphanumeric(part.chars().last())
+        });
     valid.then_some(name)
 }
 

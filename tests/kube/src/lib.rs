@@ -11,6 +11,7 @@
 //! it is dropped), so tests run in parallel (nextest runs each in a process of its own).
 
 pub mod agent;
+pub mod sidecar;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -79,7 +80,10 @@ fn start_own_control_plane() -> Result<PathBuf> {
     let dir = target.join("kube-control-plane");
     let script = repo_root().join("tests/scripts/control-plane.sh");
     // flock(1): the first test process starts it, the others wait and get the path again.
+    // `-o`: the script does not get the lock's descriptor, so the daemons it starts do not
+    // inherit it and hold the lock for as long as they run (every later test would wait).
     let out = Command::new("flock")
+        .arg("-o")
         .arg(target.join("kube-control-plane.lock"))
         .arg(&script)
         .arg("up")
