@@ -246,3 +246,29 @@ fn remove_session_drops_all_its_watches_and_only_its() {
     assert!(wm.trigger("/b", EventType::NodeChildrenChanged).is_empty());
     assert!(wm.trigger("/b/c", EventType::NodeCreated).is_empty());
 }
+
+/// `fire` tells the core which notifications come from a one-shot watch on the path itself
+/// (checked when it was set, delivered whatever the tenancy policy says by then) and which
+/// from a persistent or recursive one (checked again at each event).
+#[test]
+fn fire_says_which_sessions_one_shot_watch_fired() {
+    let mut wm = WatchManager::new();
+    wm.add(1, "/a/b", WatchKind::Exist);
+    wm.add(2, "/", WatchKind::PersistentRecursive);
+    wm.add(3, "/a/b", WatchKind::Child);
+    wm.add(3, "/a", WatchKind::PersistentRecursive);
+    wm.add(4, "/a/b", WatchKind::Persistent);
+    let fired: Vec<(i64, bool)> = wm
+        .fire("/a/b", EventType::NodeDeleted)
+        .into_iter()
+        .map(|f| (f.session_id, f.one_shot))
+        .collect();
+    assert_eq!(fired, vec![(1, true), (2, false), (3, true), (4, false)]);
+    // The one-shot watches are gone; the next change fires only what persists.
+    let again: Vec<(i64, bool)> = wm
+        .fire("/a/b", EventType::NodeCreated)
+        .into_iter()
+        .map(|f| (f.session_id, f.one_shot))
+        .collect();
+    assert_eq!(again, vec![(2, false), (3, false), (4, false)]);
+}

@@ -12,11 +12,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use baton_checker::{Call, Failure, Outcome, Reply};
 use baton_ensemble::core::{
-    ConnId, ConnectOutcome, CoreMsg, Outbound, OutboundRx, unlimited_outbound_queue,
+    ConnId, ConnectOutcome, CoreMsg, IdentityVerdict, Outbound, OutboundRx,
+    unlimited_outbound_queue,
 };
+use baton_machine::tenancy::K8S_SCHEME;
 use baton_proto::{
-    ConnectRequest, CreateMode, CreateRequest, DeleteRequest, ErrorCode, OpCode, PathWatchRequest,
-    Request, Response, SetDataRequest, codec, open_acl_unsafe, xid,
+    ConnectRequest, CreateMode, CreateRequest, DeleteRequest, ErrorCode, Id, OpCode,
+    PathWatchRequest, Request, Response, SetDataRequest, codec, open_acl_unsafe, xid,
 };
 use baton_sidecar::recipe::queue::{NodeKind, Queue};
 use rand::Rng;
@@ -56,6 +58,15 @@ pub enum Role {
     Barrier { dir: String, parties: u32 },
 }
 
+/// The Kubernetes namespace of the recipe folders (`/baton/default/...`).
+pub const SIM_NAMESPACE: &str = "default";
+
+/// How many connections of a recipe client in ten authenticate as a pod of
+/// [`SIM_NAMESPACE`] (as a sidecar does); the others stay anonymous, as a plain ZooKeeper
+/// client is, so while the tenancy policy is on their recipe requests are refused NoAuth, and
+/// a policy turned on under a waiting anonymous client shows whether its watch still fires.
+const AUTHENTICATED_IN_TEN: u32 = 7;
+
 /// How many nodes a squatter plants per queue over a run.
 pub const PLANTS_PER_QUEUE: usize = 4;
 
@@ -81,6 +92,8 @@ struct Conn {
     session: Option<i64>,
     opened: Micros,
     last_sent: Micros,
+    /// The identity this connection proves once its session is established, if any.
+    identity: Option<Id>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +118,8 @@ enum Purpose {
     SquatList(usize),
     SquatPlant,
     Barrier(BarrierOp),
+    /// The connection's Kubernetes identity (what the connection task's TokenReview grants).
+    Auth,
 }
 
 struct InFlight {
@@ -309,6 +324,13 @@ impl Client {
         let id = conn_id(self.id, self.generation);
         let (out, rx) = unlimited_outbound_queue();
         let (done, done_rx) = oneshot::channel();
+        let recipe = matches!(self.role, Role::Lock { .. } | Role::Barrier { .. });
+        let identity = (recipe && rng.random_ratio(AUTHENTICATED_IN_TEN, 10)).then(|| {
+            Id::new(
+                K8S_SCHEME,
+                format!("{SIM_NAMESPACE}/sim/client-{}", self.id),
+            )
+        });
         self.conn = Some(Conn {
             member,
             incarnation,
@@ -318,6 +340,7 @@ impl Client {
             session: None,
             opened: now,
             last_sent: now,
+            identity,
         });
         self.next_xid = 1;
         let req = ConnectRequest {
@@ -402,6 +425,32 @@ impl Client {
                 conn: conn.id,
                 xid: x,
                 request,
+            },
+        });
+    }
+
+    /// Gives the new session its Kubernetes identity, if this connection has one: the verdict
+    /// a connection task hands the core after a TokenReview accepted the pod's token, answered
+    /// in order like the auth packet it stands for.
+    fn authenticate(&mut self, now: Micros, actions: &mut Vec<Action>) {
+        let Some(conn) = &mut self.conn else { return };
+        let Some(id) = conn.identity.clone() else {
+            return;
+        };
+        conn.last_sent = now;
+        self.inflight.push_back(InFlight {
+            xid: xid::AUTH,
+            opcode: OpCode::Auth,
+            purpose: Purpose::Auth,
+            sent: now,
+        });
+        actions.push(Action::ToMember {
+            member: conn.member,
+            incarnation: conn.incarnation,
+            msg: CoreMsg::Identity {
+                conn: conn.id,
+                xid: xid::AUTH,
+                verdict: IdentityVerdict::Accepted(id),
             },
         });
     }
@@ -586,7 +635,9 @@ impl Client {
             return match codec::decode_connect_response(body) {
                 Ok(resp) if resp.session_id != 0 && resp.timeout_ms > 0 => {
                     conn.session = Some(resp.session_id);
-                    vec![Action::WakeAt(now)]
+                    let mut actions = vec![Action::WakeAt(now)];
+                    self.authenticate(now, &mut actions);
+                    actions
                 }
                 _ => self.lose_connection(now, rng, rec, true),
             };
@@ -617,6 +668,8 @@ impl Client {
         }
         match f.purpose {
             Purpose::Ping => {}
+            Purpose::Auth if hdr.err != 0 => return self.lose_connection(now, rng, rec, true),
+            Purpose::Auth => {}
             Purpose::Setup => {
                 if hdr.err == 0 || err == Some(ErrorCode::NodeExists) {
                     self.created += 1;

@@ -44,7 +44,9 @@ pub enum Fault {
     Weather { loss: f64, delay: (Micros, Micros) },
     /// Every link back, loss and delay back to normal.
     Heal,
-    /// The admin asks the leader to change the replicated settings (quotas drawn from the value).
+    /// The admin asks the leader to change the replicated settings: quotas drawn from the
+    /// value, and the tenancy policy (`checkIdentities`) turned over (on if the leader has it
+    /// off, off if on).
     Settings(u64),
     /// The target's data volume is below its free-space watermark for this long: it raises
     /// the NOSPACE alarm, and every member refuses writes that add data until it clears.
@@ -71,7 +73,9 @@ impl fmt::Display for Fault {
                 delay.1
             ),
             Fault::Heal => write!(f, "heal"),
-            Fault::Settings(v) => write!(f, "change the settings ({v})"),
+            Fault::Settings(v) => {
+                write!(f, "change the settings ({v}) and turn checkIdentities over")
+            }
             Fault::DiskFull(t, us) => write!(f, "disk of {t} full for {} ms", us / MS),
             Fault::Upgrade(id) => write!(f, "upgrade member {id} (uncapped feature level)"),
         }

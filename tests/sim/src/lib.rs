@@ -140,6 +140,8 @@ pub struct Report {
     pub planted: usize,
     /// Times the NOSPACE alarm went up (a member's disk "filled").
     pub alarms: usize,
+    /// Times the applied tenancy policy (`checkIdentities`) was turned on or off.
+    pub policy_changes: usize,
     /// Members that started capped at feature level 1 and were upgraded during the faults.
     pub upgraded: usize,
     /// When the ensemble's feature level rose (a member applied the level entry).
@@ -371,6 +373,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             .count(),
         barrier_passes: world.rec.barrier_passes,
         alarms: world.settings_view.alarms_seen(),
+        policy_changes: world.settings_view.policy_changes(),
         upgraded: capped.len(),
         level_raised_at: world.level_raised_at.map(|at| at - start),
         barrier_releases: world.barrier_view.releases,

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
                     println!("seed {seed}: linearizability of {key} undecided (step budget)");
                 }
                 println!(
-                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} disk alarms, {} members upgraded, level raised at {} ms, {} faults, {} events, trace {:016x})",
+                    "seed {seed}: ok ({} members, {} operations, {} lock grants ({} of permits), {} barrier passes ({} releases checked), {} holder changes, {} planted nodes, {} disk alarms, {} policy changes, {} members upgraded, level raised at {} ms, {} faults, {} events, trace {:016x})",
                     r.members,
                     r.operations,
                     r.grants,
@@ -83,6 +83,7 @@ fn main() -> ExitCode {
                     r.holder_changes,
                     r.planted,
                     r.alarms,
+                    r.policy_changes,
                     r.upgraded,
                     r.level_raised_at
                         .map_or(-1, |at| (at / baton_sim::MS) as i64),

@@ -51,6 +51,16 @@ impl SettingsView {
         }
     }
 
+    /// Times the applied tenancy policy (`checkIdentities`) changed during the run.
+    pub fn policy_changes(&self) -> usize {
+        let policies: Vec<bool> = self
+            .at
+            .values()
+            .map(|(_, d)| d.settings.tenancy.check_identities)
+            .collect();
+        policies.windows(2).filter(|w| w[0] != w[1]).count()
+    }
+
     /// Alarms seen raised during the run (for the run's summary).
     pub fn alarms_seen(&self) -> usize {
         let mut raised = 0;

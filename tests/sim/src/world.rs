@@ -577,10 +577,18 @@ impl World {
             }
             Fault::Settings(v) => {
                 let id = self.resolve(Target::Leader);
+                let policy_on = self
+                    .members
+                    .get(&id)
+                    .and_then(|m| m.core.as_ref())
+                    .is_some_and(|c| c.state().tenancy().check_identities);
                 let changes = vec![
                     Setting::NamespaceZnodes(50_000 + v % 50_000),
                     Setting::SharedBytes((64 << 20) + v),
                     Setting::EphemeralsPerSession(1_000 + v % 1_000),
+                    // Under the faults, so that a member that decided a write by its own
+                    // policy, or a client left waiting when it lost access, shows.
+                    Setting::CheckIdentities(!policy_on),
                 ];
                 // Nobody waits for the answer: a lost change is as good as a refused one.
                 let (reply, _) = tokio::sync::oneshot::channel();

@@ -52,6 +52,11 @@ fn run_clean(first: u64) -> Vec<Report> {
             r.faults.len()
         );
     }
+    // The tenancy policy went on or off under the faults in at least one run of the batch.
+    assert!(
+        reports.iter().any(|r| r.policy_changes > 0),
+        "no run from seed {first} changed the tenancy policy"
+    );
     reports
 }
 

@@ -46,6 +46,18 @@ pub struct WatchManager {
     recursive: usize,
 }
 
+/// One session's notification of a change, from [`WatchManager::fire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    pub session_id: i64,
+    pub event: WatcherEvent,
+    /// A one-shot watch (getData, exists, getChildren) the session set on the event's own path
+    /// fired, and is now gone. Its read was allowed when it was set, as ZooKeeper checks a
+    /// watch only then; persistent and recursive watches go on firing, so they alone are
+    /// checked again at each event.
+    pub one_shot: bool,
+}
+
 /// The notification ZooKeeper sends for `event` on `path` (state SyncConnected).
 pub fn notification(event: EventType, path: &str) -> WatcherEvent {
     WatcherEvent {
@@ -97,6 +109,15 @@ impl WatchManager {
     /// - `NodeChildrenChanged`: child and persistent watches on the path.
     /// - Recursive watches on the path or any ancestor: every event but `NodeChildrenChanged`.
     pub fn trigger(&mut self, path: &str, event: EventType) -> Vec<(i64, WatcherEvent)> {
+        self.fire(path, event)
+            .into_iter()
+            .map(|f| (f.session_id, f.event))
+            .collect()
+    }
+
+    /// [`WatchManager::trigger`], saying for each session whether a one-shot watch of its own
+    /// on `path` fired (see [`Fired::one_shot`]).
+    pub fn fire(&mut self, path: &str, event: EventType) -> Vec<Fired> {
         let (on_path, one_shot, recursive_fires) = match event {
             EventType::NodeCreated | EventType::NodeDataChanged => {
                 (Modes::DATA_TABLE, Modes::DATA, true)
@@ -111,13 +132,14 @@ impl WatchManager {
             | EventType::PersistentWatchRemoved => return Vec::new(),
         };
 
-        let mut fired = BTreeSet::new();
+        // Session → whether a one-shot watch of its own on `path` fired.
+        let mut fired: BTreeMap<i64, bool> = BTreeMap::new();
         if let Some(watchers) = self.by_path.get_mut(path) {
             watchers.retain(|&session_id, modes| {
                 if !modes.intersects(on_path) {
                     return true;
                 }
-                fired.insert(session_id);
+                fired.insert(session_id, modes.intersects(one_shot));
                 *modes = modes.without(one_shot);
                 if modes.is_empty() {
                     forget_path(
@@ -137,19 +159,22 @@ impl WatchManager {
         if recursive_fires && self.recursive > 0 {
             for ancestor in ancestors(path) {
                 if let Some(watchers) = self.by_path.get(ancestor) {
-                    fired.extend(
-                        watchers
-                            .iter()
-                            .filter(|(_, modes)| modes.intersects(Modes::RECURSIVE))
-                            .map(|(&session_id, _)| session_id),
-                    );
+                    for (&session_id, modes) in watchers {
+                        if modes.intersects(Modes::RECURSIVE) {
+                            fired.entry(session_id).or_insert(false);
+                        }
+                    }
                 }
             }
         }
 
         fired
             .into_iter()
-            .map(|session_id| (session_id, notification(event, path)))
+            .map(|(session_id, one_shot)| Fired {
+                session_id,
+                event: notification(event, path),
+                one_shot,
+            })
             .collect()
     }
 

@@ -9,5 +9,5 @@ mod reconnect;
 mod report;
 
 pub use kind::WatchKind;
-pub use manager::{WatchError, WatchManager, notification};
+pub use manager::{Fired, WatchError, WatchManager, notification};
 pub use report::WatchSummary;

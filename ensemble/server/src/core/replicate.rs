@@ -391,15 +391,19 @@ impl Core {
     fn route(&mut self, cmd: &Command, applied: Applied) {
         let zxid = applied.zxid;
         for (path, event) in &applied.events {
-            for (session_id, event) in self.watches.trigger(path, *event) {
-                if let Some(conn) = self.clients.of_session_mut(session_id) {
-                    // A watch set before the session lost access (a persistent recursive watch
-                    // above /baton, an identity replaced) must not tell it about another
-                    // namespace's nodes.
-                    if self.sm.may_read(&event.path, &conn.auth).is_err() {
+            for fired in self.watches.fire(path, *event) {
+                if let Some(conn) = self.clients.of_session_mut(fired.session_id) {
+                    // A persistent or recursive watch must not go on telling a session about
+                    // a namespace it may not read (a recursive watch above /baton, access lost
+                    // since it was set). A one-shot watch on the path itself fires once, even
+                    // if the session lost access since its read was allowed (a policy turned
+                    // on, an identity replaced), as ZooKeeper fires it whatever the ACL says
+                    // by then: withheld, a lock waiter that only pings would wait forever
+                    // while its own node blocks the queue; told, its next read is NoAuth.
+                    if !fired.one_shot && self.sm.may_read(&fired.event.path, &conn.auth).is_err() {
                         continue;
                     }
-                    conn.send(wire::notification(event));
+                    conn.send(wire::notification(fired.event));
                 }
             }
         }

@@ -390,3 +390,109 @@ fn a_snapshot_written_off_the_core_is_the_state_at_its_index_and_survives_a_rest
         assert_eq!(state.stat(&path), Some(stat), "{path} after the restart");
     }
 }
+
+/// The notifications among `frames`, as (event type, path).
+fn notifications(frames: &[bytes::Bytes]) -> Vec<(i32, String)> {
+    frames
+        .iter()
+        .filter_map(|f| baton_proto::codec::decode_notification(&f[4..]).ok())
+        .map(|n| (n.event.event_type, n.event.path))
+        .collect()
+}
+
+/// A lock waiter whose session loses access to its namespace while it waits (the tenancy
+/// policy turned on; it has no Kubernetes identity) still hears its one-shot watch fire, as
+/// ZooKeeper fires a watch whatever the ACL says by then, and learns of the lost access from
+/// its next read (NoAuth). Withheld, it would wait forever, pinging, while its own node held
+/// the queue (the simulation's stuck lock client, seeds 1003, 3001 and 3004 of an earlier
+/// attempt). A recursive watch, which would go on streaming the namespace, stays silent.
+#[test]
+fn a_one_shot_watch_fires_after_its_session_lost_access_and_a_recursive_one_does_not() {
+    use baton_machine::Setting;
+    use baton_proto::{AddWatchRequest, ErrorCode, EventType, Id};
+
+    let mut m = OneMember::new();
+    let (mut owner, _) = m.session();
+    let identity = Id::new("k8s", "default/app/pod-0");
+    m.step(vec![CoreMsg::Identity {
+        conn: owner.id,
+        xid: baton_proto::xid::AUTH,
+        verdict: IdentityVerdict::Accepted(identity),
+    }]);
+    let (hdr, _, _) = owner.reply(OpCode::Auth);
+    assert_eq!(hdr.err, 0);
+    for (xid, path) in [
+        (1, "/baton"),
+        (2, "/baton/default"),
+        (3, "/baton/default/x"),
+    ] {
+        m.request(&owner, xid, create(path));
+        let (hdr, _, _) = owner.reply(OpCode::Create);
+        assert_eq!(hdr.err, 0, "{path}");
+    }
+
+    let (mut waiter, _) = m.session();
+    let x = "/baton/default/x".to_string();
+    let watch = PathWatchRequest {
+        path: x.clone(),
+        watch: true,
+    };
+    m.request(&waiter, 1, Request::Exists(watch));
+    let (hdr, _, _) = waiter.reply(OpCode::Exists);
+    assert_eq!(hdr.err, 0, "allowed while the policy is off");
+    let recursive = AddWatchRequest {
+        path: "/".into(),
+        mode: 1,
+    };
+    m.request(&waiter, 2, Request::AddWatch(recursive));
+    let (hdr, _, _) = waiter.reply(OpCode::AddWatch);
+    assert_eq!(hdr.err, 0);
+
+    let (reply, mut answer) = oneshot::channel();
+    m.core
+        .on_change_settings(vec![Setting::CheckIdentities(true)], reply);
+    m.step(vec![CoreMsg::Tick]);
+    m.step(vec![]);
+    assert_eq!(
+        answer.try_recv().expect("answered").expect("applied")["checkIdentities"],
+        true
+    );
+
+    // A node the waiter never watched on its own: the recursive watch must not tell of it.
+    m.request(&owner, 4, create("/baton/default/y"));
+    let (hdr, _, _) = owner.reply(OpCode::Create);
+    assert_eq!(hdr.err, 0);
+    let (frames, _) = waiter.take();
+    assert_eq!(
+        notifications(&frames),
+        vec![],
+        "nothing about /baton/default/y"
+    );
+
+    m.request(
+        &owner,
+        5,
+        Request::Delete(baton_proto::DeleteRequest {
+            path: x.clone(),
+            version: -1,
+        }),
+    );
+    let (hdr, _, _) = owner.reply(OpCode::Delete);
+    assert_eq!(hdr.err, 0);
+    let (frames, closed) = waiter.take();
+    assert!(!closed);
+    assert_eq!(
+        notifications(&frames),
+        vec![(EventType::NodeDeleted as i32, x.clone())],
+        "the one-shot watch fired, once"
+    );
+
+    // What it does next is refused: that is how it learns.
+    let children = PathWatchRequest {
+        path: "/baton/default".into(),
+        watch: true,
+    };
+    m.request(&waiter, 3, Request::GetChildren(children));
+    let (hdr, _, _) = waiter.reply(OpCode::GetChildren);
+    assert_eq!(hdr.err, ErrorCode::NoAuth.code());
+}
