@@ -253,8 +253,15 @@ pub async fn wait_allowed(kube: &Kube, sa: &str, rules: &[(String, String, Strin
 }
 
 /// A Pod object of ServiceAccount `sa` in the test's namespace (no node: it stays Pending,
-/// and deleting it is immediate).
+/// and deleting it is immediate), with a label `app=demo` and an annotation `team=a`.
 pub async fn pod(kube: &Kube, name: &str, sa: &str) -> Result<Pod> {
+    pod_on(kube, name, sa, None).await
+}
+
+/// [`pod`], bound to `node` if given: deleting it then only marks it terminating
+/// (`deletionTimestamp`), as on a real node until its kubelet has stopped the containers; no
+/// kubelet runs here, so it stays so until deleted with grace period 0.
+pub async fn pod_on(kube: &Kube, name: &str, sa: &str, node: Option<&str>) -> Result<Pod> {
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -264,6 +271,7 @@ pub async fn pod(kube: &Kube, name: &str, sa: &str) -> Result<Pod> {
         },
         spec: Some(PodSpec {
             service_account_name: Some(sa.into()),
+            node_name: node.map(String::from),
             containers: vec![Container {
                 name: "app".into(),
                 image: Some("busybox:1.37".into()),

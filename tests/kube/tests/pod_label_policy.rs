@@ -6,13 +6,15 @@
 //!   the spec or the finalizers, and any change at all to another pod of the same
 //!   ServiceAccount, or with a token of the ServiceAccount bound to no pod.
 //!
-//! The admin (not a ServiceAccount of the namespace) is not held to the policy.
+//! A pod with no labels or annotations at all takes the sidecar's first write too. The admin
+//! (not a ServiceAccount of the namespace) is not held to the policy.
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_kube_tests::Kube;
 use baton_kube_tests::sidecar::{SidecarChart, pod, pod_token};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const FIELD_MANAGER: &str = "baton-sidecar";
@@ -79,6 +81,38 @@ async fn check(kube: &Kube, chart: &SidecarChart) -> Result<()> {
             && label(&stored, "baton.dev/role-billing").is_none()
             && annotation(&stored, "baton.dev/fencing-token").is_none(),
         "not stored: {:?}",
+        stored.metadata
+    );
+
+    // A pod with no labels or annotations at all (the policy's `has()` paths): the sidecar's
+    // first write, a candidate's, removing annotations that were never there.
+    let bare = Pod {
+        metadata: ObjectMeta {
+            name: Some("bare-0".into()),
+            ..ObjectMeta::default()
+        },
+        spec: own.spec.clone(),
+        ..Pod::default()
+    };
+    let bare = admin.create(&PostParams::default(), &bare).await?;
+    let bare_client = kube
+        .client_with_token(&pod_token(kube, &bare).await?)
+        .await?;
+    let candidate = json!({"metadata": {
+        "labels": {"baton.dev/role": "candidate"},
+        "annotations": {"baton.dev/leader-since": null, "baton.dev/fencing-token": null}
+    }});
+    patch(
+        &Api::<Pod>::namespaced(bare_client, &kube.namespace),
+        "bare-0",
+        &candidate,
+    )
+    .await
+    .context("a bare pod's own token labelling it")?;
+    let stored = admin.get("bare-0").await?;
+    ensure!(
+        stored.metadata.labels == Some([("baton.dev/role".into(), "candidate".into())].into()),
+        "bare-0: {:?}",
         stored.metadata
     );
 

@@ -13,7 +13,9 @@
 //!   `baton-a.-b` is no valid object name: not mirrored, and never sent;
 //! - app-0 resigns: app-1 leads, both pods are relabelled, the Lease names app-1
 //!   (leaseTransitions 1); app-1 stops (SIGTERM): its pod is relabelled `candidate`, app-0
-//!   leads again and holds the Lease (leaseTransitions 2); app-0 stops: the Lease names no one;
+//!   leads again and holds the Lease (leaseTransitions 2); app-0's pod is deleted (bound to a
+//!   Node, so it stays terminating) and its sidecar stopped: the terminating pod is relabelled
+//!   `candidate` and the Lease names no one;
 //! - the API server's audit log shows the sidecars' pod patches and Lease writes, and nothing
 //!   of theirs refused (no 403, no 422).
 //!
@@ -26,13 +28,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use baton_kube_tests::Kube;
 use baton_kube_tests::sidecar::{
-    BOUND, SidecarChart, SidecarProcess, pod, pod_token, service_account_user, wait_allowed,
+    BOUND, SidecarChart, SidecarProcess, pod, pod_on, pod_token, service_account_user, wait_allowed,
 };
 use baton_tests::cluster::Cluster;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use serde_json::Value;
 
@@ -51,14 +54,34 @@ async fn sidecars_label_their_pods_and_mirror_the_lease_with_the_charts_rbac() -
     // `probe` only checks that the policy is in force before the sidecars start.
     kube.service_account("probe").await?;
     let chart = SidecarChart::install(&kube, &["app", "probe"], true).await?;
-    let result = run(&kube, &chart).await;
+    // A Node object for the pods to be bound to, so deleting one leaves it terminating as a
+    // kubelet would while it stops the containers (no kubelet: the Node never gets ready).
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(format!("ghost-{}", kube.namespace)),
+            ..ObjectMeta::default()
+        },
+        ..Node::default()
+    };
+    let nodes = Api::<Node>::all(kube.client.clone());
+    let node = nodes.create(&PostParams::default(), &node).await?;
+    let node = node.metadata.name.context("a Node without name")?;
+    let result = run(&kube, &chart, &node).await;
+    // Its pods go first (grace period 0: nothing runs them), then the Node.
+    let pods = Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace);
+    for name in ["app-0", "app-1"] {
+        let _ = pods
+            .delete(name, &DeleteParams::default().grace_period(0))
+            .await;
+    }
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
     chart.remove(&kube).await;
     result
 }
 
-async fn run(kube: &Kube, chart: &SidecarChart) -> Result<()> {
-    let app0 = pod(kube, "app-0", "app").await?;
-    let app1 = pod(kube, "app-1", "app").await?;
+async fn run(kube: &Kube, chart: &SidecarChart, node: &str) -> Result<()> {
+    let app0 = pod_on(kube, "app-0", "app", Some(node)).await?;
+    let app1 = pod_on(kube, "app-1", "app", Some(node)).await?;
     let probe = pod(kube, "probe-0", "probe").await?;
     // Both in force before a sidecar sends its first request: a refusal in the audit log must
     // be the product's fault, never the test's haste.
@@ -256,9 +279,20 @@ async fn hand_over(
         .await?;
         check_lease(&lease, "app-0", token2, &since2, 2)?;
 
-        // app-0 stops too: the Lease names no one.
+        // app-0's pod is deleted: it is terminating (deletionTimestamp set) when its sidecar
+        // gets SIGTERM, as from a kubelet. It still relabels the pod (the policy allows it, the
+        // pod's token is still good) and releases the Lease: the Lease names no one.
+        pods.delete("app-0", &DeleteParams::default()).await?;
         let status = first.terminate()?;
         ensure!(status.success(), "app-0's sidecar exited with {status}");
+        let terminating = pods.get("app-0").await?;
+        ensure!(
+            terminating.metadata.deletion_timestamp.is_some()
+                && label(&terminating, "baton.dev/role") == Some("candidate")
+                && annotation(&terminating, "baton.dev/fencing-token").is_none(),
+            "app-0, terminating, after its sidecar stopped: {:?}",
+            terminating.metadata
+        );
         let lease = leases.get(LEASE).await?;
         let spec = lease.spec.clone().unwrap_or_default();
         ensure!(
