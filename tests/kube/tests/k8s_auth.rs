@@ -9,7 +9,8 @@
 //! - a token the API server accepted just before its pod was deleted stays accepted by the API
 //!   server itself for a while (its own token cache; the time is printed), then is refused;
 //! - an expired token (signed by the API server's own service-account key, so everything but
-//!   its `exp` is genuine) proves no identity;
+//!   its `exp` is genuine) proves no identity, nor does one that expires after the member
+//!   accepted it (its cached verdict ends at its `exp`);
 //! - the audit log shows no request of the member refused for want of a permission.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -351,6 +352,29 @@ async fn tokens(kube: &Kube, member: &Member) -> Result<()> {
         !review(kube, &expired).await?.0,
         "the API server accepted the expired token"
     );
+
+    // A token that expires after the member accepted it (and cached the verdict): once its
+    // `exp` has passed, a new session proves nothing with it. TokenRequest's shortest token
+    // lives 10 minutes, so this one is the pod's genuine claims with `exp` 5 s ahead, signed
+    // with the API server's key (accepted by the API server until then).
+    let exp = now() + 5;
+    let short = resigned(kube, &good, |claims| {
+        claims["iat"] = (now() - 2).into();
+        claims["nbf"] = (now() - 2).into();
+        claims["exp"] = exp.into();
+    })?;
+    let who = member
+        .identities(&short)
+        .await
+        .context("a token expiring in 5 s, before it expires")?;
+    ensure!(who.len() == 1, "a token not yet expired: {who:?}");
+    // The wall clock must pass `exp`: nothing else to wait on.
+    tokio::time::sleep(Duration::from_secs((exp + 1 - now()).max(0) as u64)).await;
+    match member.identities(&short).await {
+        Ok(who) => ensure!(who.is_empty(), "a token past its exp proved {who:?}"),
+        Err(zk::Error::AuthFailed) => {}
+        Err(e) => bail!("a token past its exp: {e}"),
+    }
     Ok(())
 }
 
