@@ -61,6 +61,23 @@ impl FeatureLevel {
     }
 }
 
+/// Data at a feature level above what this member supports: the one refusal a data dir, a
+/// snapshot and a backup get alike, naming the level needed and how to get on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what} is at feature level {level}{reached}, but this baton-ensemble supports feature levels up to {max}{capped}: run a release that supports level {level} (baton-ensemble --version lists them), or restore a backup taken before the level was raised into an empty data dir (README, Upgrades)",
+    reached = index.map(|i| format!(" (reached by index {i})")).unwrap_or_default(),
+    capped = if *max < *SUPPORTED.end() { " (capped by --max-feature-level)" } else { "" }
+)]
+pub struct LevelTooHigh {
+    /// What is refused: "this data dir", "this snapshot", "this backup".
+    pub what: &'static str,
+    pub level: u32,
+    pub max: u32,
+    /// The index at which the level was reached, when known.
+    pub index: Option<i64>,
+}
+
 thread_local! {
     /// The simulation's deliberate bug `early-feature` (never set in production).
     static NULL_DATA_EARLY: Cell<bool> = const { Cell::new(false) };

@@ -16,6 +16,15 @@
 //! before settings were replicated, loads with settings "never set", so the leader proposes
 //! its flags once, as for a new ensemble.
 //!
+//! From version 2 on, the format version is the state's feature level plus one (`feature.rs`):
+//! level 1 writes version 2, level 2 (null data kept, the level in the settings) version 3, and
+//! a future level's format change comes with its level. So a snapshot is written in the format
+//! the cluster's level allows, which every member that supports that level reads, and a
+//! release that does not know a version still knows which level it needs: it refuses the
+//! snapshot with the same error as a data dir at that level ([`SnapshotError::FeatureLevel`]),
+//! never a bare "unsupported version". Equal states have equal levels, so replicas' snapshots
+//! stay byte-identical.
+//!
 //! Taking a snapshot is two steps so that the core thread never serializes: `freeze` copies
 //! the state in O(1) (the tree and the session table are persistent maps sharing structure
 //! with the live state), and `FrozenState::to_bytes` serializes that copy, on any thread,
@@ -27,14 +36,24 @@ use std::sync::Arc;
 use baton_proto::{Acl, DecodeError, Id, Reader, Writer};
 use thiserror::Error;
 
+use crate::feature::{FeatureLevel, LevelTooHigh, SUPPORTED};
 use crate::settings::ClusterSettings;
 use crate::state::{SessionInfo, StateMachine};
 use crate::tree::{DataTree, Node, NodeKind, NodeMap};
 
 const MAGIC: &[u8; 8] = b"BATNSNAP";
-const FORMAT_VERSION: u32 = 2;
 /// Before the settings were replicated: no settings section.
 const FORMAT_VERSION_NO_SETTINGS: u32 = 1;
+
+/// The format version a snapshot of a state at `level` is written in: the level plus one.
+pub fn format_version(level: FeatureLevel) -> u32 {
+    level.get().saturating_add(1)
+}
+
+/// The feature level a snapshot of format `version` needs (1 for the versions before levels).
+fn level_of_format(version: u32) -> u32 {
+    version.saturating_sub(1).max(1)
+}
 const HEADER_LEN: usize = 8 + 4 + 8 + 4;
 
 const KIND_PERSISTENT: i32 = 0;
@@ -51,6 +70,9 @@ pub enum SnapshotError {
     BadMagic,
     #[error("unsupported snapshot format version {0}")]
     UnsupportedVersion(u32),
+    /// Written at a feature level above what the reader supports (a newer release's format).
+    #[error(transparent)]
+    FeatureLevel(#[from] LevelTooHigh),
     #[error("snapshot body is {actual} bytes but the header says {declared}")]
     LengthMismatch { declared: u64, actual: usize },
     #[error("snapshot checksum mismatch: header {expected:#010x}, body {actual:#010x}")]
@@ -172,7 +194,8 @@ impl FrozenState {
         let body_len = body.len() as u64;
         let crc = crc32fast::hash(body);
         header[..8].copy_from_slice(MAGIC);
-        header[8..12].copy_from_slice(&FORMAT_VERSION.to_be_bytes());
+        let version = format_version(self.settings.feature_level);
+        header[8..12].copy_from_slice(&version.to_be_bytes());
         header[12..20].copy_from_slice(&body_len.to_be_bytes());
         header[20..24].copy_from_slice(&crc.to_be_bytes());
         out
@@ -180,8 +203,16 @@ impl FrozenState {
 }
 
 impl StateMachine {
-    /// Rebuilds a state machine from `snapshot`'s bytes, refusing anything corrupt.
+    /// Rebuilds a state machine from `snapshot`'s bytes, refusing anything corrupt or written
+    /// at a feature level this build does not support.
     pub fn restore(buf: &[u8]) -> Result<StateMachine, SnapshotError> {
+        StateMachine::restore_up_to(buf, *SUPPORTED.end())
+    }
+
+    /// [`StateMachine::restore`] by a member that supports feature levels up to `max_level`
+    /// (`--max-feature-level`): a snapshot in a newer level's format is refused with
+    /// [`SnapshotError::FeatureLevel`].
+    pub fn restore_up_to(buf: &[u8], max_level: u32) -> Result<StateMachine, SnapshotError> {
         if buf.len() < HEADER_LEN {
             return Err(SnapshotError::TooShort(buf.len()));
         }
@@ -190,8 +221,17 @@ impl StateMachine {
             return Err(SnapshotError::BadMagic);
         }
         let version = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-        if version != FORMAT_VERSION && version != FORMAT_VERSION_NO_SETTINGS {
+        if version < FORMAT_VERSION_NO_SETTINGS {
             return Err(SnapshotError::UnsupportedVersion(version));
+        }
+        let level = level_of_format(version);
+        if level > max_level {
+            return Err(SnapshotError::FeatureLevel(LevelTooHigh {
+                what: "this snapshot",
+                level,
+                max: max_level,
+                index: None,
+            }));
         }
         let mut len = [0u8; 8];
         len.copy_from_slice(&header[12..20]);
@@ -292,6 +332,13 @@ fn decode_body(body: &[u8], version: u32) -> Result<StateMachine, SnapshotError>
     r.finish()?;
     if let Some(message) = acl_error {
         return Err(SnapshotError::Corrupt(message));
+    }
+    // The header's level is what an older release goes by: it must not understate the state's.
+    if settings.feature_level.get() > level_of_format(version) {
+        return Err(SnapshotError::Corrupt(format!(
+            "format version {version} holds a state at feature level {}",
+            settings.feature_level.get()
+        )));
     }
 
     let mut machine = StateMachine {

@@ -10,12 +10,16 @@
 //! leader raises the level: from that entry on null data stays null on every member, what was
 //! written before stays as it was applied, and the replicas are still identical. Capped again,
 //! the member refuses the level-2 data dir with one error naming the level it needs and exit
-//! status 78.
+//! status 78. Before the raise, an upgraded member (whose data dir a level-2-capable member
+//! wrote) is rolled back to level 1 and serves. Backups are written in the level's format
+//! (snapshot format 2 at level 1, 3 at level 2): the level-1 one restores into a member capped
+//! at level 1, the level-2 one is refused there with the data dir's error.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use baton_tests::cluster::{Cluster, Method};
+use baton_tests::cluster::{Cluster, Member, Method};
+use baton_tests::pki::Pki;
 use baton_tests::raw::{self, RawConnection};
 use serde_json::Value;
 
@@ -178,6 +182,40 @@ async fn data_everywhere(cluster: &Cluster, path: &str) -> Result<Vec<Option<Vec
     Ok(out)
 }
 
+/// The format version of the state machine snapshot inside a backup file: the feature level
+/// it was written at plus one.
+fn snapshot_format(backup: &[u8]) -> Result<u32> {
+    let at = backup
+        .windows(8)
+        .position(|w| w == b"BATNSNAP")
+        .context("no snapshot in the backup")?;
+    let version = backup.get(at + 8..at + 12).context("snapshot header")?;
+    Ok(u32::from_be_bytes(version.try_into()?))
+}
+
+/// A NEW one-member ensemble restored (`snapshot restore`) from `backup`, started with
+/// `--max-feature-level 1`: a member of a release that supports level 1 only.
+async fn restored_capped_member(backup: &[u8], cluster_id: &str) -> Result<Cluster> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("upgrade.baton-backup");
+    std::fs::write(&file, backup)?;
+    let pki = Pki::new(cluster_id, &[1])?;
+    Cluster::start_prepared(1, pki, &[CAP, "1"], async |member: &Member| {
+        let mut restore = std::process::Command::new(baton_tests::baton_binary()?);
+        restore
+            .args(["snapshot", "restore", "--from"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(member.data_dir())
+            .args(["--id", "1", "--members", member.members_flag()])
+            .args(["--cluster-id", cluster_id]);
+        let finished = baton_tests::command::run(restore, DEADLINE).await?;
+        ensure!(finished.success(), "restore: {finished}");
+        Ok(())
+    })
+    .await
+}
+
 async fn all_at_level(cluster: &Cluster, level: u64) -> Result<bool> {
     for id in cluster.ids() {
         if levels(cluster, id).await?.0 != level {
@@ -255,6 +293,28 @@ async fn rolling_upgrade(cluster: &mut Cluster) -> Result<()> {
     cluster.restart(3).await?;
     ensure!(levels(cluster, 3).await? == (1, 1));
 
+    // A backup at level 1 holds the level-1 format (the one a level-1 release reads).
+    let level_1_backup = snapshots_at_one_index(cluster).await?.swap_remove(0);
+    ensure!(snapshot_format(&level_1_backup)? == 2, "format at level 1");
+
+    // Downgrading an upgraded member one version before the level rises: member 1, whose
+    // data dir (log and snapshots) a level-2-capable member wrote, restarts capped at level 1
+    // and serves, then is upgraded again.
+    cluster.change_flags(1, &[], &[CAP, "1"])?;
+    cluster.restart(1).await?;
+    ensure!(levels(cluster, 1).await? == (1, 1), "member 1 rolled back");
+    let mut s = Session::open(cluster, 1).await?;
+    s.create("/up/rolled-back", None).await?;
+    s.close().await?;
+    let seen = data_everywhere(cluster, "/up/rolled-back").await?;
+    ensure!(
+        seen.iter().all(|d| *d == Some(vec![])),
+        "after the rollback of member 1: {seen:?}"
+    );
+    assert_replicas_identical(cluster, "after the rollback of member 1").await?;
+    cluster.change_flags(1, &[CAP], &[])?;
+    cluster.restart(1).await?;
+
     // The last member is upgraded: the leader raises the level.
     cluster.change_flags(3, &[CAP], &[])?;
     cluster.restart(3).await?;
@@ -282,6 +342,8 @@ async fn rolling_upgrade(cluster: &mut Cluster) -> Result<()> {
         "kept as applied: {seen:?}"
     );
     assert_replicas_identical(cluster, "at level 2").await?;
+    let level_2_backup = snapshots_at_one_index(cluster).await?.swap_remove(0);
+    ensure!(snapshot_format(&level_2_backup)? == 3, "format at level 2");
 
     // A rollback after the level rose is refused, with one clear error and exit status 78.
     cluster.change_flags(3, &[], &[CAP, "1"])?;
@@ -297,6 +359,24 @@ async fn rolling_upgrade(cluster: &mut Cluster) -> Result<()> {
             && errors[0].contains("supports feature levels up to 1")
             && errors[0].contains("--max-feature-level"),
         "the refusal: {errors:?}"
+    );
+
+    // Backups: the one taken at level 1 restores into a member of a level-1 release, which
+    // serves it; the one taken at level 2 is refused there with the data dir's error.
+    let restored = restored_capped_member(&level_1_backup, "upgrade-restored-1").await?;
+    ensure!(levels(&restored, 1).await? == (1, 1));
+    let seen = data_everywhere(&restored, "/up/n00").await?;
+    ensure!(seen == [Some(vec![])], "restored at level 1: {seen:?}");
+    drop(restored);
+    let refused = match restored_capped_member(&level_2_backup, "upgrade-restored-2").await {
+        Ok(_) => bail!("a member capped at level 1 started on a level-2 backup"),
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(
+        refused.contains("exit status: 78")
+            && refused.contains("this data dir is at feature level 2")
+            && refused.contains("supports feature levels up to 1"),
+        "the refusal of the level-2 backup: {refused}"
     );
     Ok(())
 }

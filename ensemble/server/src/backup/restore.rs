@@ -12,7 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_machine::StateMachine;
+use baton_machine::feature::LevelTooHigh;
+use baton_machine::{SnapshotError, StateMachine};
 use baton_raftlog::{LogOptions, RaftLog};
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, HardState, Snapshot};
@@ -150,8 +151,17 @@ pub async fn restore(args: RestoreArgs) -> Result<RestoreReport, String> {
                  certificates of a new CA)"
             ));
         }
-        let mut sm = StateMachine::restore(backup.body)
-            .map_err(|e| format!("{from}: the state machine snapshot is unusable: {e}"))?;
+        let mut sm = StateMachine::restore(backup.body).map_err(|e| match e {
+            // A newer release's backup: the data dir's own refusal, about the backup.
+            SnapshotError::FeatureLevel(e) => format!(
+                "{from}: {}",
+                LevelTooHigh {
+                    what: "this backup",
+                    ..e
+                }
+            ),
+            e => format!("{from}: the state machine snapshot is unusable: {e}"),
+        })?;
         if sm.last_applied() != backup.index as i64 {
             return Err(format!(
                 "{from}: the header says index {} but the state is at {}",

@@ -175,10 +175,7 @@ pub enum CoreError {
     BadConfChange { index: u64, reason: String },
     /// The data dir (a snapshot or an applied entry) is at a feature level this build does not
     /// support: a rollback past a level raise (`feature_level.rs`).
-    #[error(
-        "this data dir is at feature level {level} (reached by index {index}), but this baton-ensemble supports feature levels up to {max}{capped}: run a release that supports level {level} (baton-ensemble --version lists them), or restore a backup taken before the level was raised into an empty data dir (README, Upgrades)",
-        capped = if *max < *baton_machine::feature::SUPPORTED.end() { " (capped by --max-feature-level)" } else { "" }
-    )]
+    #[error("{}", baton_machine::feature::LevelTooHigh { what: "this data dir", level: *level, max: *max, index: Some(*index) })]
     FeatureLevel { level: u32, max: u32, index: i64 },
 }
 

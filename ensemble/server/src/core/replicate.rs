@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use baton_machine::{Applied, Command, CommandKind, StateMachine};
+use baton_machine::{Applied, Command, CommandKind, SnapshotError, StateMachine};
 use baton_proto::ErrorCode;
 use baton_raftlog::RaftLog;
 use protobuf::Message as _;
@@ -49,8 +49,15 @@ pub(super) fn open_node(
     let (sm, applied) = match log.load_latest_snapshot()? {
         Some(snap) => {
             let index = snap.get_metadata().index;
-            let sm = StateMachine::restore(snap.get_data())
-                .map_err(|e| CoreError::Snapshot(format!("snapshot at index {index}: {e}")))?;
+            let sm = StateMachine::restore(snap.get_data()).map_err(|e| match e {
+                // A newer release's format: the data dir's own refusal (exit status 78).
+                SnapshotError::FeatureLevel(e) => CoreError::FeatureLevel {
+                    level: e.level,
+                    max: e.max,
+                    index: index as i64,
+                },
+                e => CoreError::Snapshot(format!("snapshot at index {index}: {e}")),
+            })?;
             tracing::info!(
                 index,
                 znodes = sm.node_count(),
@@ -265,9 +272,16 @@ impl Core {
 
     fn install_snapshot(&mut self, snap: Snapshot) -> Result<(), CoreError> {
         let index = snap.get_metadata().index;
-        let sm = StateMachine::restore(snap.get_data()).map_err(|e| {
-            CoreError::Snapshot(format!("snapshot at index {index} from the leader: {e}"))
-        })?;
+        let sm = StateMachine::restore_up_to(snap.get_data(), self.max_feature_level()).map_err(
+            |e| match e {
+                SnapshotError::FeatureLevel(e) => CoreError::FeatureLevel {
+                    level: e.level,
+                    max: e.max,
+                    index: index as i64,
+                },
+                e => CoreError::Snapshot(format!("snapshot at index {index} from the leader: {e}")),
+            },
+        )?;
         // Durable first: a full volume that refuses the file leaves this member as it was,
         // to try the same `Ready` again.
         self.log.apply_snapshot(&snap)?;
