@@ -32,6 +32,12 @@ FROM debian:bookworm-slim
 RUN groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 COPY --from=build /out/ /usr/local/bin/
+# What the image holds, for registries and `docker inspect`: the release (the workspace version)
+# and the ensemble feature levels its baton-ensemble supports (MIN-MAX, as `--version` prints
+# them; README, "Upgrades"). tests/e2e/tests/upgrade.rs checks both against the build.
+LABEL org.opencontainers.image.title="baton" \
+      org.opencontainers.image.version="0.1.0" \
+      baton.dev/feature-levels="1-2"
 USER 65532:65532
 # Client, peer and admin ports of baton-ensemble; the operator's metrics port is also 8080.
 EXPOSE 2181 2888 8080

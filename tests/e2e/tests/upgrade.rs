@@ -404,26 +404,67 @@ async fn a_rolling_upgrade_keeps_replicas_identical_and_a_late_rollback_is_refus
     }
 }
 
-/// `--version` of the member and the sidecar: the release and the feature levels.
+/// What `binary --version` prints.
+fn version_of(binary: &std::path::Path) -> Result<String> {
+    if !binary.exists() {
+        bail!("{} is not built", binary.display());
+    }
+    let out = std::process::Command::new(binary)
+        .arg("--version")
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{} --version failed",
+        binary.display()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The `(MIN, MAX)` feature levels a `--version` line names ("... (feature levels 1 to 2)").
+fn levels_of(version: &str) -> Result<(u32, u32)> {
+    let range = version
+        .split("(feature levels ")
+        .nth(1)
+        .and_then(|r| r.strip_suffix(')'))
+        .with_context(|| format!("no feature levels in {version:?}"))?;
+    let (min, max) = range.split_once(" to ").context("MIN to MAX")?;
+    Ok((min.parse()?, max.parse()?))
+}
+
+/// `--version` of the member, the sidecar and the operator: the release and the feature levels,
+/// the member's from the levels it applies (`baton_machine::feature::SUPPORTED`), the other two
+/// the same; the image's labels say the same (`Dockerfile`: `org.opencontainers.image.version`
+/// and `baton.dev/feature-levels`), so a release bump or a new level that misses one fails here.
 #[test]
-fn versions_name_the_release_and_the_feature_levels() -> Result<()> {
+fn versions_and_the_image_labels_name_the_release_and_the_feature_levels() -> Result<()> {
     let ensemble = baton_tests::baton_binary()?;
-    let sidecar = ensemble.with_file_name("baton-sidecar");
-    for binary in [ensemble, sidecar] {
-        if !binary.exists() {
-            bail!("{} is not built", binary.display());
-        }
-        let out = std::process::Command::new(&binary)
-            .arg("--version")
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
+    let member = version_of(&ensemble)?;
+    let (min, max) = levels_of(&member)?;
+    ensure!(min == 1 && max >= 2, "{member}");
+    ensure!(member.contains(env!("CARGO_PKG_VERSION")), "{member}");
+    for other in ["baton-sidecar", "baton-operator"] {
+        let text = version_of(&ensemble.with_file_name(other))?;
         ensure!(
-            out.status.success()
-                && text.contains(env!("CARGO_PKG_VERSION"))
-                && text.contains("feature levels 1 to 2"),
-            "{}: {text}",
-            binary.display()
+            text.contains(env!("CARGO_PKG_VERSION")) && levels_of(&text)? == (min, max),
+            "{other} --version says {text:?}, baton-ensemble {member:?}"
         );
     }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile"))?;
+    let label = |key: &str| {
+        let at = dockerfile.find(&format!("{key}=\""))? + key.len() + 2;
+        let end = dockerfile[at..].find('"')?;
+        Some(dockerfile[at..at + end].to_owned())
+    };
+    ensure!(
+        label("org.opencontainers.image.version").as_deref() == Some(env!("CARGO_PKG_VERSION")),
+        "the image's version label: {:?}",
+        label("org.opencontainers.image.version")
+    );
+    ensure!(
+        label("baton.dev/feature-levels") == Some(format!("{min}-{max}")),
+        "the image's feature-levels label: {:?}",
+        label("baton.dev/feature-levels")
+    );
     Ok(())
 }
