@@ -227,3 +227,34 @@ func TestSemaphorePermits(t *testing.T) {
 		t.Fatalf("0 permits: %v", err)
 	}
 }
+
+// The app's connection to its sidecar is cut (a proxy between them closes it): the holder
+// learns it lost the lock at once, and the sidecar releases it, so another holder gets it.
+func TestCutAppConnectionEndsTheHoldOnBothSides(t *testing.T) {
+	ctx := withBound(t)
+	s := startSidecar(t, "", unique("a"), nil)
+	link := startProxy(t, s.addr)
+	name := unique("lock")
+	lock, err := baton.New(link.addr).Lock(ctx, name, baton.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validUntil := lock.ValidUntil()
+	link.setCut(true)
+	if cause := waitDone(t, lock.Context()); !errors.Is(cause, baton.ErrLost) {
+		t.Fatalf("cause %v", cause)
+	}
+	if time.Now().After(validUntil) {
+		t.Fatalf("learnt of the loss after validUntil %v", validUntil)
+	}
+	// Another pod (this one's release of the closed stream is on its way, not yet done).
+	other := startSidecar(t, "", unique("b"), nil)
+	next, err := baton.New(other.addr).Lock(ctx, name, baton.LockOptions{Wait: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Unlock()
+	if next.Token() <= lock.Token() {
+		t.Fatalf("fencing token did not grow: %d then %d", lock.Token(), next.Token())
+	}
+}

@@ -3,7 +3,7 @@ import threading
 import time
 import unittest
 
-from harness import BOUND, Sidecar, unique
+from harness import BOUND, Proxy, Sidecar, unique
 
 import baton
 
@@ -102,6 +102,20 @@ class Locks(unittest.TestCase):
         with third.semaphore(name, 2, wait=BOUND):
             pass
         held[1].release()
+
+    def test_cut_app_connection_ends_the_hold_on_both_sides(self):
+        s = Sidecar(self, None, unique("a"))
+        link = Proxy(self, s.addr)
+        name = unique("lock")
+        held = baton.Client(link.addr).lock(name)
+        valid_until = held.valid_until
+        link.set_cut(True)
+        self.assertIsInstance(wait_lost(self, held), baton.Lost)
+        self.assertLessEqual(time.time(), valid_until, "learnt of the loss after validUntil")
+        # Another pod (this one's release of the closed stream is on its way, not yet done).
+        other = Sidecar(self, None, unique("b"))
+        with baton.Client(other.addr).lock(name, wait=BOUND) as after:
+            self.assertGreater(after.token, held.token)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { AlreadyHeld, Client, InvalidPermits, Lost, NotGranted, NotHeld, Released, ValidUntilPassed, type Lock } from "../src/index.js";
-import { BOUND_MS, Sidecar, aborted, unique } from "./harness.js";
+import { BOUND_MS, Proxy, Sidecar, aborted, unique } from "./harness.js";
 
 test("a stream hold is exclusive and released by await using", async (t) => {
   const name = unique("lock");
@@ -88,4 +88,20 @@ test("semaphore permits", async (t) => {
   await held[0].release();
   await (await third.semaphore(name, 2, { waitMs: BOUND_MS })).release();
   await held[1].release();
+});
+
+test("cutting the app's connection ends the hold on both sides", async (t) => {
+  const s = await Sidecar.start(t, undefined, unique("a"));
+  const link = await Proxy.start(t, s.addr);
+  const name = unique("lock");
+  const held = await new Client(link.addr).lock(name);
+  const validUntil = held.validUntil;
+  link.setCut(true);
+  assert.ok((await aborted(held.signal)) instanceof Lost);
+  assert.ok(Date.now() <= validUntil, "learnt of the loss after validUntil");
+  // Another pod (this one's release of the closed stream is on its way, not yet done).
+  const other = await Sidecar.start(t, undefined, unique("b"));
+  const after = await new Client(other.addr).lock(name, { waitMs: BOUND_MS });
+  assert.ok(after.token > held.token);
+  await after.release();
 });

@@ -100,6 +100,12 @@ final class Harness {
       }
     }
 
+    String log() {
+      synchronized (lines) {
+        return String.join("\n", lines);
+      }
+    }
+
     long count(String needle) {
       synchronized (lines) {
         return lines.stream().filter(l -> l.contains(needle)).count();

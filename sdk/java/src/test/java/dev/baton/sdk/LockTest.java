@@ -137,4 +137,22 @@ class LockTest {
       two.close();
     }
   }
+  /** The app's connection to its sidecar is cut: the holder learns at once, the sidecar releases. */
+  @Test
+  void cutAppConnectionEndsTheHoldOnBothSides() throws Exception {
+    // Another pod takes it after (this one's release of the closed stream is on its way).
+    try (Sidecar s = new Sidecar(null, unique("a"), List.of());
+        Sidecar other = new Sidecar(null, unique("b"), List.of());
+        Harness.Proxy link = new Harness.Proxy(s.addr)) {
+      String name = unique("lock");
+      Lock held = new BatonClient(link.addr).lock(name);
+      Instant validUntil = held.validUntil();
+      link.setCut(true);
+      assertInstanceOf(Ended.Lost.class, lost(held));
+      assertFalse(Instant.now().isAfter(validUntil), "learnt of the loss after validUntil");
+      try (Lock after = new BatonClient(other.addr).lock(name, LockOptions.defaults().waitFor(BOUND))) {
+        assertTrue(after.token() > held.token());
+      }
+    }
+  }
 }
