@@ -215,6 +215,9 @@ pub async fn run_lease_mirror(
                                 token,
                                 due: Instant::now() + mirror.renew_every(),
                             });
+                            // A release that failed in an earlier term is moot: this term's
+                            // release must not wait for its retry time.
+                            release_retry[i] = None;
                         }
                         Err(e) => {
                             tracing::warn!(lease = %name, error = %explain(&e), "Lease not updated");
@@ -226,7 +229,9 @@ pub async fn run_lease_mirror(
                     }
                 }
                 _ => {
-                    if held[i].is_none() || release_retry[i].is_some_and(|t| t > now) {
+                    // The final pass is the last chance: no waiting for a retry time.
+                    let waiting = !final_pass && release_retry[i].is_some_and(|t| t > now);
+                    if held[i].is_none() || waiting {
                         continue;
                     }
                     match mirror.release(name).await {

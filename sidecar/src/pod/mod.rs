@@ -137,6 +137,10 @@ pub async fn run_pod_view(
     let mut applied: Option<PodMetadata> = None;
     let mut backoff = Duration::from_millis(500);
     loop {
+        // Read before the views: `stop` is set once every election has stepped down, so a
+        // pass that begins stopped writes the final state. One that was stopped while its
+        // patch was on the way wrote views from before, and must look once more.
+        let final_pass = *stop.borrow();
         let views: Vec<_> = elections.iter().map(ElectionRecipe::view).collect();
         let desired = desired_metadata(&views);
         if applied.as_ref() != Some(&desired) {
@@ -147,19 +151,19 @@ pub async fn run_pod_view(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "pod labels not updated");
+                    if final_pass {
+                        return;
+                    }
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
                         _ = stopped(&mut stop) => {}
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(30));
-                    if *stop.borrow() {
-                        return;
-                    }
                     continue;
                 }
             }
         }
-        if *stop.borrow() {
+        if final_pass {
             return;
         }
         tokio::select! {

@@ -404,17 +404,22 @@ impl SidecarProcess {
 
     /// Waits (up to [`BOUND`]) for a log line containing `needle`.
     pub fn wait_log(&self, needle: &str) -> Result<String> {
+        self.wait_log_all(&[needle])
+    }
+
+    /// Waits (up to [`BOUND`]) for a log line containing every one of `needles`.
+    pub fn wait_log_all(&self, needles: &[&str]) -> Result<String> {
         let (lines, more) = &*self.log;
         let deadline = Instant::now() + BOUND;
         let mut guard = lines.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(line) = guard.iter().find(|l| l.contains(needle)) {
+            if let Some(line) = guard.iter().find(|l| needles.iter().all(|n| l.contains(n))) {
                 return Ok(line.clone());
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 bail!(
-                    "{}: no log line with {needle:?} within {BOUND:?}:\n{}",
+                    "{}: no log line with {needles:?} within {BOUND:?}:\n{}",
                     self.identity,
                     guard.join("\n")
                 );

@@ -217,6 +217,8 @@ async fn hand_over(
             role_is("candidate"),
         )
         .await?;
+        // The label says candidate from the start; queued is what makes it next in line.
+        second.wait_log_all(&["queued as a candidate", &format!("election={ELECTION}")])?;
 
         // app-0 resigns (and stands again): app-1 leads, the Lease changes hands.
         let (status, body) = first
