@@ -3,7 +3,7 @@
 //! TokenRequest bound to the pod, what the kubelet projects), a pod's ServiceAccount
 //! - may set, change and remove `baton.dev/*` labels and annotations on that pod;
 //! - is refused, with the policy's own message, any other label or annotation, any change of
-//!   the spec or the finalizers, and any change at all to another pod of the same
+//!   the spec, the owners or the finalizers, and any change at all to another pod of the same
 //!   ServiceAccount, or with a token of the ServiceAccount bound to no pod.
 //!
 //! A pod with no labels or annotations at all takes the sidecar's first write too. The admin
@@ -117,7 +117,7 @@ async fn check(kube: &Kube, chart: &SidecarChart) -> Result<()> {
     );
 
     // Refused, each with the rule's message.
-    let refusals: [(&str, &str, Value, &str); 8] = [
+    let refusals: [(&str, &str, Value, &str); 9] = [
         (
             "another label",
             "app-0",
@@ -152,6 +152,15 @@ async fn check(kube: &Kube, chart: &SidecarChart) -> Result<()> {
             "the spec",
             "app-0",
             json!({"spec": {"activeDeadlineSeconds": 60}}),
+            SPEC,
+        ),
+        (
+            "an owner",
+            "app-0",
+            json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": "6a1e2b8c-0000-4000-8000-000000000001"
+            }]}}),
             SPEC,
         ),
         (
@@ -192,6 +201,7 @@ async fn check(kube: &Kube, chart: &SidecarChart) -> Result<()> {
             && label(&stored, "tier").is_none()
             && annotation(&stored, "team") == Some("a")
             && stored.metadata.finalizers.is_none()
+            && stored.metadata.owner_references.is_none()
             && stored
                 .spec
                 .as_ref()
