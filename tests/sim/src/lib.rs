@@ -81,15 +81,19 @@ pub enum Bug {
     /// Members with an even id keep null znode data below feature level 2: level-2 behaviour
     /// switched on by the build before the level entry.
     EarlyFeature,
+    /// Members with an even id apply writes with the tenancy policy off whatever the
+    /// replicated setting says: the policy decided by each member's own flag.
+    LocalPolicy,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::StaleSync,
         Bug::NoFsync,
         Bug::ShortBarrier,
         Bug::LocalAlarm,
         Bug::EarlyFeature,
+        Bug::LocalPolicy,
     ];
 
     /// The name `--bug` takes.
@@ -100,6 +104,7 @@ impl Bug {
             Bug::ShortBarrier => "short-barrier",
             Bug::LocalAlarm => "local-alarm",
             Bug::EarlyFeature => "early-feature",
+            Bug::LocalPolicy => "local-policy",
         }
     }
 }
@@ -255,6 +260,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
             sync_without_read_index: cfg.bug == Some(Bug::StaleSync),
             alarms_on_odd_members_only: cfg.bug == Some(Bug::LocalAlarm),
             null_data_before_level: cfg.bug == Some(Bug::EarlyFeature),
+            policy_off_on_even_members: cfg.bug == Some(Bug::LocalPolicy),
         },
         fsync: cfg.bug != Some(Bug::NoFsync),
     };

@@ -27,8 +27,9 @@ struct Args {
     /// Switch on a deliberate bug, to watch the checkers catch it: `stale-sync` (sync skips
     /// the leader's ReadIndex), `no-fsync` (the log acknowledges before it is durable),
     /// `short-barrier` (barrier clients pass with one party fewer than asked for),
-    /// `local-alarm` (members with an even id ignore alarm entries) or `early-feature` (members
-    /// with an even id keep null data before the level entry allows it).
+    /// `local-alarm` (members with an even id ignore alarm entries), `early-feature` (members
+    /// with an even id keep null data before the level entry allows it) or `local-policy`
+    /// (members with an even id apply writes with the tenancy policy off).
     #[arg(long)]
     bug: Option<String>,
     /// Log the run (faults, elections, member decisions) to stderr.

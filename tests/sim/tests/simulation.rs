@@ -155,3 +155,19 @@ fn a_feature_applied_before_its_level_is_caught() {
     let failure = catch(Bug::EarlyFeature);
     assert!(failure.what.contains("the replicas differ"), "{failure}");
 }
+
+/// Members that decide writes by their own policy flag (even ids apply with checkIdentities
+/// off, the rolling `--check-identities` of issue 26), with the policy turned over under the
+/// faults and anonymous clients writing in `/baton/default`: the replicas' trees, or the quota
+/// usage counted from them, differ at one index.
+#[test]
+fn a_policy_decided_per_member_is_caught() {
+    let failure = catch(Bug::LocalPolicy);
+    assert!(
+        failure.what.contains("the replicas differ")
+            || failure
+                .what
+                .contains("disagree on the settings or quota usage"),
+        "{failure}"
+    );
+}

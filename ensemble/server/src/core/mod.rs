@@ -148,6 +148,10 @@ pub struct DeliberateBugs {
     /// they switched the level-2 behaviour on by their build rather than by the level entry:
     /// their trees then differ from the others' at the same index.
     pub null_data_before_level: bool,
+    /// Members with an even id apply writes with the namespace policy off whatever the
+    /// replicated setting says, as a member going by its own `--check-identities` flag did:
+    /// their trees then differ from the others' at the same index.
+    pub policy_off_on_even_members: bool,
 }
 
 impl DeliberateBugs {
@@ -156,6 +160,7 @@ impl DeliberateBugs {
         sync_without_read_index: false,
         alarms_on_odd_members_only: false,
         null_data_before_level: false,
+        policy_off_on_even_members: false,
     };
 }
 

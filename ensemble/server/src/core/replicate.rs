@@ -312,11 +312,14 @@ impl Core {
                         self.sm.apply(index as i64, &NOOP);
                     }
                     Ok(cmd) => {
-                        let early =
-                            self.cfg.bugs.null_data_before_level && self.cfg.id.is_multiple_of(2);
+                        let even = self.cfg.id.is_multiple_of(2);
+                        let early = self.cfg.bugs.null_data_before_level && even;
+                        let no_policy = self.cfg.bugs.policy_off_on_even_members && even;
                         let sm = &mut self.sm;
                         let applied = baton_machine::feature::with_null_data_early(early, || {
-                            sm.apply(index as i64, &cmd)
+                            baton_machine::tenancy::with_policy_ignored(no_policy, || {
+                                sm.apply(index as i64, &cmd)
+                            })
                         });
                         let settings_changed = applied.settings_changed;
                         self.route(&cmd, applied);
