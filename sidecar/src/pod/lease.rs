@@ -147,7 +147,8 @@ fn explain(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) if status.code == 403 => format!(
             "forbidden: the pod's service account needs get, create and update on leases \
-             (coordination.k8s.io) in its namespace (the chart's sidecar RBAC grants them): {}",
+             (coordination.k8s.io) in its namespace (the chart grants them with \
+             sidecarRbac.leases=true, off by default): {}",
             status.message
         ),
         kube::Error::Api(status) if status.code == 409 => {

@@ -21,7 +21,8 @@
 //!
 //! And a sidecar refused explains why: without the chart's RBAC it says to grant `patch` on
 //! pods; refused by the pod-label policy (a token of its ServiceAccount not bound to its pod)
-//! it says so, with the policy's message; each keeps trying.
+//! it says so, with the policy's message; each keeps trying. With `--mirror-lease` but not
+//! `sidecarRbac.leases` it labels its pod and says which value grants the Lease.
 
 use std::time::Duration;
 
@@ -509,6 +510,31 @@ async fn refusals(kube: &Kube, chart: &SidecarChart) -> Result<()> {
         "refused by the policy: {line}"
     );
     patched_again(kube, "app", "app-0").await?;
+
+    // Its own token and the chart's pod RBAC, with --mirror-lease but without
+    // `sidecarRbac.leases` (the chart's default): the pod is labelled, the Lease refused and
+    // the log says which value grants it.
+    let app1 = pod(kube, "app-1", "app").await?;
+    let mirrored = SidecarProcess::start(
+        kube,
+        &ensemble,
+        "app-1",
+        &pod_token(kube, &app1).await?,
+        "mirrored",
+        &["--mirror-lease"],
+    )?;
+    let line = mirrored.wait_log("Lease not updated")?;
+    ensure!(
+        line.contains("sidecarRbac.leases=true") && line.contains("baton-mirrored"),
+        "a Lease without the chart's Lease RBAC: {line}"
+    );
+    wait_for(
+        &Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace),
+        "app-1",
+        "app-1 labelled leader without Lease RBAC",
+        role_is("leader"),
+    )
+    .await?;
     ensure!(
         Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace)
             .get("app-0")
