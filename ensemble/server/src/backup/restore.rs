@@ -254,3 +254,60 @@ fn remove_written(dir: &Path, created: bool) {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backup whose snapshot names a feature level this build does not support (a newer
+    /// release's format) is refused with the data dir's own sentence about the backup, and
+    /// nothing is written.
+    #[test]
+    fn a_backup_in_a_newer_levels_format_is_refused_naming_the_level() {
+        let mut sm = StateMachine::new();
+        let noop = baton_machine::Command {
+            session_id: 0,
+            xid: 0,
+            time_ms: 0,
+            kind: baton_machine::CommandKind::Noop,
+        };
+        sm.apply(1, &noop);
+        let mut body = sm.snapshot();
+        body[8..12].copy_from_slice(&9u32.to_be_bytes());
+        let file = format::Backup {
+            cluster_id: "old",
+            index: 1,
+            term: 1,
+            body: &body,
+        }
+        .encode();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let from = dir.path().join("newer.baton-backup");
+        std::fs::write(&from, file).expect("backup written");
+        let data_dir = dir.path().join("data");
+        let args = RestoreArgs {
+            from: from.display().to_string(),
+            s3_endpoint: None,
+            s3_region: None,
+            data_dir: data_dir.clone(),
+            id: 1,
+            members: vec![(1, "127.0.0.1:2888".into())],
+            cluster_id: Some("new".into()),
+            tls_cert: None,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let refused = runtime
+            .block_on(restore(args))
+            .expect_err("a newer format is refused");
+        for part in [
+            "this backup is at feature level 8",
+            "supports feature levels up to 2",
+            "run a release that supports level 8",
+        ] {
+            assert!(refused.contains(part), "{refused}");
+        }
+        assert!(!data_dir.exists(), "nothing written");
+    }
+}
