@@ -21,10 +21,11 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use baton_kube_tests::Kube;
+use baton_kube_tests::sidecar::pod;
 use baton_operator::build::identity;
 use baton_operator::names::EnsembleNames;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -140,29 +141,6 @@ impl Member {
             .map(|u| u.user().to_string())
             .collect())
     }
-}
-
-/// A Pod object of ServiceAccount `sa` (no node: it never runs, and deleting it is immediate).
-async fn pod(kube: &Kube, name: &str, sa: &str) -> Result<Pod> {
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            service_account_name: Some(sa.into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("busybox:1.37".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    };
-    Ok(Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace)
-        .create(&PostParams::default(), &pod)
-        .await?)
 }
 
 /// `token` re-signed with the API server's service-account key after `edit` changed its
