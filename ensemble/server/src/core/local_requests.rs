@@ -4,9 +4,10 @@
 
 use baton_machine::WatchKind;
 use baton_machine::tenancy::{K8S_SCHEME, SUPER_SCHEME};
+use baton_machine::watch::notification;
 use baton_proto::{
-    AddWatchMode, AuthPacket, ClientInfo, ErrorCode, Id, MultiReadResult, Request, Response,
-    SetWatchesRequest, WatcherType,
+    AddWatchMode, AuthPacket, ClientInfo, ErrorCode, EventType, Id, MultiReadResult, Request,
+    Response, SetWatchesRequest, WatcherType,
 };
 
 use super::auth::authenticate;
@@ -151,8 +152,13 @@ impl Core {
     }
 
     /// `setWatches` after a reconnect: the watches the client held, with an event for each
-    /// that already fired. Watches on paths the session may not read are dropped silently (the
-    /// client re-sends what it held; a refusal would fail its whole reconnect).
+    /// that already fired. Watches on paths the session may not read are dropped (the client
+    /// re-sends what it held; a refusal would fail its whole reconnect), but a one-shot one is
+    /// answered with an event at once, whatever the node did: the client reads again and is
+    /// refused NoAuth, where a silent drop left a lock waiter that lost access waiting forever,
+    /// its node holding the queue (as `route` fires a one-shot watch set before the loss). The
+    /// event is the same whatever the state, so it tells nothing about the path; persistent
+    /// and recursive watches are dropped without one, as they would go on streaming.
     fn answer_set_watches(
         &mut self,
         conn_id: ConnId,
@@ -167,23 +173,27 @@ impl Core {
         let sm = &self.sm;
         let mut req = req.clone();
         let mut dropped = None;
-        for list in [
-            &mut req.data_watches,
-            &mut req.exist_watches,
-            &mut req.child_watches,
-            &mut req.persistent_watches,
-            &mut req.persistent_recursive_watches,
+        let mut look_again = Vec::new();
+        for (list, event) in [
+            (&mut req.data_watches, Some(EventType::NodeDataChanged)),
+            (&mut req.exist_watches, Some(EventType::NodeCreated)),
+            (&mut req.child_watches, Some(EventType::NodeChildrenChanged)),
+            (&mut req.persistent_watches, None),
+            (&mut req.persistent_recursive_watches, None),
         ] {
             list.retain(|p| match sm.may_read(p, &conn.auth) {
                 Ok(()) => true,
                 Err(refusal) => {
                     dropped.get_or_insert((p.clone(), refusal));
+                    if let Some(event) = event {
+                        look_again.push(notification(event, p));
+                    }
                     false
                 }
             });
         }
         let events = self.watches.set_watches(session_id, &req, |p| sm.stat(p));
-        for event in events {
+        for event in events.into_iter().chain(look_again) {
             conn.send(wire::notification(event));
         }
         conn.send(wire::ok(xid, zxid, None));

@@ -496,3 +496,78 @@ fn a_one_shot_watch_fires_after_its_session_lost_access_and_a_recursive_one_does
     let (hdr, _, _) = waiter.reply(OpCode::GetChildren);
     assert_eq!(hdr.err, ErrorCode::NoAuth.code());
 }
+
+/// The same waiter reconnecting with its session after it lost access: `setWatches` re-sends
+/// its one-shot watches, which it may no longer read. Each gets an event at once (the same
+/// whatever the node did), so the client reads again and is refused, instead of the watch
+/// being dropped without a word and the waiter left waiting for good.
+#[test]
+fn set_watches_answers_a_one_shot_watch_the_session_may_no_longer_read_with_an_event() {
+    use baton_machine::Setting;
+    use baton_proto::{EventType, Id, SetWatchesRequest};
+
+    let mut m = OneMember::new();
+    let (mut owner, _) = m.session();
+    m.step(vec![CoreMsg::Identity {
+        conn: owner.id,
+        xid: baton_proto::xid::AUTH,
+        verdict: IdentityVerdict::Accepted(Id::new("k8s", "default/app/pod-0")),
+    }]);
+    owner.take();
+    for (xid, path) in [
+        (1, "/baton"),
+        (2, "/baton/default"),
+        (3, "/baton/default/x"),
+    ] {
+        m.request(&owner, xid, create(path));
+        let (hdr, _, _) = owner.reply(OpCode::Create);
+        assert_eq!(hdr.err, 0, "{path}");
+    }
+    let (_waiter, resp) = m.session();
+    let (reply, _answer) = oneshot::channel();
+    m.core
+        .on_change_settings(vec![Setting::CheckIdentities(true)], reply);
+    m.step(vec![CoreMsg::Tick]);
+    m.step(vec![]);
+    assert!(m.core.state().tenancy().check_identities);
+
+    let mut again = m.connect(connect_request(resp.session_id, resp.passwd.clone()));
+    again.take();
+    let req = SetWatchesRequest {
+        relative_zxid: m.core.state().last_applied(),
+        data_watches: vec!["/baton/default/x".into()],
+        exist_watches: vec!["/baton/default/gone".into()],
+        child_watches: vec!["/baton/default".into()],
+        persistent_watches: vec![],
+        persistent_recursive_watches: vec!["/baton/default".into()],
+    };
+    m.request(
+        &again,
+        baton_proto::xid::SET_WATCHES,
+        Request::SetWatches {
+            op: OpCode::SetWatches2,
+            req,
+        },
+    );
+    let (frames, closed) = again.take();
+    assert!(!closed);
+    assert_eq!(
+        notifications(&frames),
+        vec![
+            (
+                EventType::NodeDataChanged as i32,
+                "/baton/default/x".to_string()
+            ),
+            (
+                EventType::NodeCreated as i32,
+                "/baton/default/gone".to_string()
+            ),
+            (
+                EventType::NodeChildrenChanged as i32,
+                "/baton/default".to_string()
+            ),
+        ],
+        "one event per one-shot watch, none for the recursive one"
+    );
+    assert_eq!(frames.len(), 4, "and the setWatches reply");
+}
