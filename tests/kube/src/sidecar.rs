@@ -440,6 +440,14 @@ impl SidecarProcess {
             .join("\n")
     }
 
+    /// SIGKILL, as an OOM kill or a node's crash: no resign, no relabel, no release.
+    pub fn kill(&mut self) -> Result<()> {
+        let mut child = self.child.take().context("already stopped")?;
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
     /// SIGTERM (it resigns, relabels its pod and releases its Leases), then the exit status
     /// (SIGKILL and an error after [`BOUND`]).
     pub fn terminate(&mut self) -> Result<ExitStatus> {

@@ -19,6 +19,10 @@
 //! - the API server's audit log shows the sidecars' pod patches and Lease writes, and nothing
 //!   of theirs refused (no 403, no 422).
 //!
+//! A sidecar killed outright (SIGKILL) releases nothing: the next leader takes the Lease over
+//! from it (leaseTransitions 1); its pod says `leader` until the sidecar is back, whose first
+//! write says `candidate`.
+//!
 //! And a sidecar refused explains why: without the chart's RBAC it says to grant `patch` on
 //! pods; refused by the pod-label policy (a token of its ServiceAccount not bound to its pod)
 //! it says so, with the policy's message; each keeps trying. With `--mirror-lease` but not
@@ -567,4 +571,96 @@ async fn patched_again(kube: &Kube, sa: &str, pod: &str) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test]
+async fn a_killed_leaders_lease_is_taken_over_and_its_pod_relabelled_on_restart() -> Result<()> {
+    let kube = Kube::new("sidecar-killed").await?;
+    kube.service_account("app").await?;
+    kube.service_account("probe").await?;
+    let chart = SidecarChart::install(&kube, &["app", "probe"], true).await?;
+    let result = killed(&kube, &chart).await;
+    chart.remove(&kube).await;
+    result
+}
+
+async fn killed(kube: &Kube, chart: &SidecarChart) -> Result<()> {
+    let app0 = pod(kube, "app-0", "app").await?;
+    let app1 = pod(kube, "app-1", "app").await?;
+    let token0 = pod_token(kube, &app0).await?;
+    // In force first, checked by another ServiceAccount (its refusal is the test's own).
+    let probe = pod(kube, "probe-0", "probe").await?;
+    let probe_client = kube
+        .client_with_token(&pod_token(kube, &probe).await?)
+        .await?;
+    chart.wait_enforced(&probe_client, kube, "probe-0").await?;
+    wait_allowed(kube, "app", &chart.granted()).await?;
+    let cluster = Cluster::start(1).await.context("start a Baton ensemble")?;
+    let ensemble = cluster.connect_string();
+    let timeout = format!("{SESSION_TIMEOUT_SECS}s");
+    let flags = ["--mirror-lease", "--session-timeout", &timeout];
+    let pods = Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace);
+    let leases = Api::<Lease>::namespaced(kube.client.clone(), &kube.namespace);
+
+    let mut first = SidecarProcess::start(kube, &ensemble, "app-0", &token0, ELECTION, &flags)?;
+    let (token, _) = term(&leader_of(&first).await?, "app-0")?;
+    wait_for(
+        &leases,
+        LEASE,
+        "the Lease held by app-0",
+        holder_is("app-0"),
+    )
+    .await?;
+    let second = SidecarProcess::start(
+        kube,
+        &ensemble,
+        "app-1",
+        &pod_token(kube, &app1).await?,
+        ELECTION,
+        &flags,
+    )?;
+    second.wait_log_all(&["queued as a candidate", &format!("election={ELECTION}")])?;
+
+    // Killed outright: nothing released. Its session expires, app-1 leads and takes the Lease
+    // over from a holder that never let go.
+    first.kill()?;
+    let (token1, since1) = term(&leader_of(&second).await?, "app-1")?;
+    ensure!(token1 > token, "the new term's token {token1} <= {token}");
+    let lease = wait_for(&leases, LEASE, "the Lease taken over", holder_is("app-1")).await?;
+    check_lease(&lease, "app-1", token1, &since1, 1)?;
+    wait_for(&pods, "app-1", "app-1 labelled leader", role_is("leader")).await?;
+    // Nothing relabels a killed sidecar's pod: it says leader until its sidecar is back.
+    let stale = pods.get("app-0").await?;
+    ensure!(
+        label(&stale, "baton.dev/role") == Some("leader"),
+        "app-0 while its sidecar is dead: {:?}",
+        stale.metadata
+    );
+
+    // Restarted (as the kubelet restarts the container): its first write says candidate.
+    let restarted = SidecarProcess::start(kube, &ensemble, "app-0", &token0, ELECTION, &flags)?;
+    let relabelled = wait_for(
+        &pods,
+        "app-0",
+        "app-0 relabelled candidate",
+        role_is("candidate"),
+    )
+    .await?;
+    ensure!(
+        annotation(&relabelled, "baton.dev/fencing-token").is_none(),
+        "app-0 after its sidecar restarted: {:?}",
+        relabelled.metadata
+    );
+    let lease = leases.get(LEASE).await?;
+    check_lease(&lease, "app-1", token1, &since1, 1)?;
+    drop(restarted);
+    drop(second);
+
+    let user = service_account_user(kube, "app");
+    let refused = kube.forbidden_for(&user)?;
+    ensure!(
+        refused.is_empty(),
+        "the API server refused {user}: {refused:?}"
+    );
+    Ok(())
 }
