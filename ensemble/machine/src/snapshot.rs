@@ -334,7 +334,9 @@ fn decode_body(body: &[u8], version: u32) -> Result<StateMachine, SnapshotError>
         return Err(SnapshotError::Corrupt(message));
     }
     // The header's level is what an older release goes by: it must not understate the state's.
-    if settings.feature_level.get() > level_of_format(version) {
+    // Format 2 is let through at any level: development builds before 0.1.0 wrote it for
+    // every level, and a build that reads format 2 reads those (the core then checks the level).
+    if version > 2 && settings.feature_level.get() > level_of_format(version) {
         return Err(SnapshotError::Corrupt(format!(
             "format version {version} holds a state at feature level {}",
             settings.feature_level.get()

@@ -143,13 +143,28 @@ fn a_future_format_names_the_level_it_needs_and_a_header_may_not_understate_it()
         }
         other => panic!("{other:?}"),
     }
-    // A level-2 state under a level-1 header would be misread by a level-1 member.
+    // A level-3 state under a level-2 header would be misread by a level-2 member.
     let mut h = level_1_state();
-    raise_to_2(&mut h);
+    h.apply(
+        0,
+        CommandKind::SetSettings {
+            initial: false,
+            changes: vec![Setting::FeatureLevel(3)],
+        },
+    );
     let mut understated = h.sm.snapshot();
-    understated[8..12].copy_from_slice(&2u32.to_be_bytes());
+    assert_eq!(header_version(&understated), 4);
+    understated[8..12].copy_from_slice(&3u32.to_be_bytes());
     assert!(matches!(
         StateMachine::restore(&understated),
         Err(SnapshotError::Corrupt(_))
     ));
+    // Format 2 at level 2, as development builds before 0.1.0 wrote every level, still loads
+    // (the member then checks the level against what it supports).
+    let mut h = level_1_state();
+    raise_to_2(&mut h);
+    let mut old = h.sm.snapshot();
+    old[8..12].copy_from_slice(&2u32.to_be_bytes());
+    let sm = StateMachine::restore(&old).expect("a pre-0.1.0 level-2 snapshot loads");
+    assert_eq!(sm.settings().feature_level, FeatureLevel(2));
 }
