@@ -25,6 +25,14 @@ pub fn bin_dir() -> PathBuf {
     target.join("debug")
 }
 
+/// Where the Baton programs the pods run come from: `$BATON_AGENT_BIN_DIR` (e.g. a build with
+/// a deliberate bug, to see a test fail), else [`bin_dir`].
+pub fn programs_dir() -> PathBuf {
+    std::env::var_os("BATON_AGENT_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(bin_dir)
+}
+
 /// A running agent.
 pub struct NodeAgent {
     child: Child,
@@ -51,7 +59,7 @@ impl NodeAgent {
             Some(path) => PathBuf::from(path),
             None => bin_dir().join("baton-node-agent"),
         };
-        for program in [bin.clone(), bin_dir().join("baton-ensemble")] {
+        for program in [bin.clone(), programs_dir().join("baton-ensemble")] {
             if !program.is_file() {
                 bail!(
                     "{} is missing: build it with `cargo build --workspace --bins` \
@@ -72,7 +80,7 @@ impl NodeAgent {
             .arg(&kube.plane.kubeconfig)
             .args(["--namespace", &namespaces.join(","), "--node", &node])
             .arg("--bin-dir")
-            .arg(bin_dir())
+            .arg(programs_dir())
             .arg("--work-dir")
             .arg(dir.path())
             .stdin(Stdio::null())
@@ -374,4 +382,96 @@ async fn remove_orphan_webhooks(kube: &Kube) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Fails unless the API server calls webhook Services at their endpoints' pod IPs
+/// (`--enable-aggregator-routing`, tests/scripts/control-plane.sh): without it, it dials the
+/// ClusterIP, which nothing routes here. A control plane started by an older script lacks it.
+pub fn require_aggregator_routing(kube: &Kube) -> Result<()> {
+    let pid_file = kube.plane.dir.join("kube-apiserver.pid");
+    let Ok(pid) = std::fs::read_to_string(&pid_file) else {
+        return Ok(()); // not a control-plane.sh one: nothing to look at
+    };
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap_or_default();
+    if !String::from_utf8_lossy(&cmdline).contains("--enable-aggregator-routing=true") {
+        bail!(
+            "the kube-apiserver of {} runs without --enable-aggregator-routing=true, so it cannot \
+             call webhooks at pod IPs: restart it with the current script \
+             (tests/scripts/control-plane.sh down DIR, then up DIR)",
+            kube.plane.dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// When dropped, removes the finalizers of every CoordinationEnsemble left in `namespaces`
+/// (a test that failed before deleting its ensemble): once the operator is uninstalled,
+/// nothing else would, and the namespace would stay Terminating for good.
+pub struct EnsembleCleanup {
+    kubeconfig: PathBuf,
+    namespaces: Vec<String>,
+}
+
+impl EnsembleCleanup {
+    pub fn new(kube: &Kube, namespaces: &[&str]) -> EnsembleCleanup {
+        EnsembleCleanup {
+            kubeconfig: kube.plane.kubeconfig.clone(),
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+}
+
+impl Drop for EnsembleCleanup {
+    fn drop(&mut self) {
+        let (kubeconfig, namespaces) = (self.kubeconfig.clone(), self.namespaces.clone());
+        // A runtime and client of its own: the test's runtime is blocked in this drop.
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                let strip = async {
+                    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+                    let config = kube::Config::from_custom_kubeconfig(
+                        kubeconfig,
+                        &kube::config::KubeConfigOptions::default(),
+                    )
+                    .await?;
+                    let client = kube::Client::try_from(config)?;
+                    let gvk = kube::api::GroupVersionKind::gvk(
+                        "baton.dev",
+                        "v1alpha1",
+                        "CoordinationEnsemble",
+                    );
+                    let resource =
+                        kube::api::ApiResource::from_gvk_with_plural(&gvk, "coordinationensembles");
+                    for ns in namespaces {
+                        let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+                            client.clone(),
+                            &ns,
+                            &resource,
+                        );
+                        for ce in api.list(&Default::default()).await?.items {
+                            let name = ce.metadata.name.unwrap_or_default();
+                            let _ = api
+                                .patch(
+                                    &name,
+                                    &kube::api::PatchParams::default(),
+                                    &kube::api::Patch::Merge(
+                                        serde_json::json!({"metadata": {"finalizers": null}}),
+                                    ),
+                                )
+                                .await;
+                        }
+                    }
+                    anyhow::Ok(())
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), strip).await;
+            });
+        })
+        .join();
+    }
 }

@@ -1,5 +1,6 @@
 //! Fixture for tests against a real Kubernetes control plane (etcd, kube-apiserver and
-//! kube-controller-manager from `tests/scripts/control-plane.sh`; no kubelet, so no pod runs).
+//! kube-controller-manager from `tests/scripts/control-plane.sh`; no kubelet: the tests that
+//! need pods that run start the node agent of [`agent`], a stand-in kubelet).
 //!
 //! `tests/scripts/test.sh` starts one control plane for the whole run and exports its admin
 //! kubeconfig as `BATON_KUBECONFIG`. Without it (a `cargo test -p baton-kube-tests` of its

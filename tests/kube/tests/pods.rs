@@ -13,16 +13,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use baton_kube_tests::Kube;
-use baton_kube_tests::agent::{NodeAgent, OperatorLock, Release, wait_for};
-use k8s_openapi::api::apps::v1::Deployment;
+use baton_kube_tests::agent::{
+    EnsembleCleanup, NodeAgent, OperatorLock, Release, install_operator, wait_for,
+};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde_json::{Value, json};
 use zookeeper_client as zk;
 
 /// A test's cluster: the chart installed, the operator running on the agent.
-/// Fields drop in order: the release (uninstalled) first, the agent, the namespace, the lock.
+/// Fields drop in order: leftover ensembles' finalizers, the release (uninstalled), the agent,
+/// the namespace, the lock.
 struct Setup {
+    _cleanup: EnsembleCleanup,
     release: Release,
     agent: NodeAgent,
     kube: Kube,
@@ -35,29 +38,14 @@ impl Setup {
         let kube = Kube::new(test).await?;
         let agent = NodeAgent::start(&kube)?;
         eprintln!("node agent {} ready in {:?}", agent.node, agent.started_in);
-        let release = Release::install(&kube, &kube.namespace, &["operator.replicas=1"])?;
-        let setup = Setup {
+        let release = install_operator(&kube, &agent).await?;
+        Ok(Setup {
+            _cleanup: EnsembleCleanup::new(&kube, &[&kube.namespace]),
             release,
             agent,
             kube,
             _lock: lock,
-        };
-        let deployments =
-            Api::<Deployment>::namespaced(setup.kube.client.clone(), &setup.kube.namespace);
-        let name = setup.release.fullname.clone();
-        wait_for(
-            &setup.agent,
-            "the operator's Deployment available",
-            Duration::from_secs(120),
-            || async {
-                let d = deployments.get(&name).await?;
-                let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
-                ensure!(ready == 1, "{ready} ready replicas");
-                Ok(())
-            },
-        )
-        .await?;
-        Ok(setup)
+        })
     }
 
     fn ensembles(&self) -> Result<Api<DynamicObject>> {

@@ -8,7 +8,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use baton_kube_tests::agent::{NodeAgent, OperatorLock, install_operator, wait_for};
+use baton_kube_tests::agent::{
+    EnsembleCleanup, NodeAgent, OperatorLock, install_operator, require_aggregator_routing,
+    wait_for,
+};
 use baton_kube_tests::{Kube, TEST_LABEL};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -97,10 +100,12 @@ async fn injected_sidecar_leads_and_unserved_namespace_is_refused() -> Result<()
     let t0 = std::time::Instant::now();
     let _lock = OperatorLock::acquire().await?;
     let kube = Kube::new("webhook-inject").await?;
+    require_aggregator_routing(&kube)?;
     let extra = Namespaces::create(&kube, &["apps", "other"]).await?;
     let (apps, other) = (extra.names[0].clone(), extra.names[1].clone());
     let agent = NodeAgent::start_for(&kube, &[&apps, &other])?;
     let _release = install_operator(&kube, &agent).await?;
+    let _cleanup = EnsembleCleanup::new(&kube, &[&apps]);
 
     // One member is enough for an election.
     let ensemble = json!({"apiVersion": "baton.dev/v1alpha1", "kind": "CoordinationEnsemble",
@@ -229,6 +234,7 @@ async fn injected_sidecar_leads_and_unserved_namespace_is_refused() -> Result<()
 async fn operator_down_fails_closed_except_for_excluded_pods() -> Result<()> {
     let _lock = OperatorLock::acquire().await?;
     let kube = Kube::new("webhook-down").await?;
+    require_aggregator_routing(&kube)?;
     let extra = Namespaces::create(&kube, &["apps"]).await?;
     let apps = extra.names[0].clone();
     let agent = NodeAgent::start_for(&kube, &[&apps])?;

@@ -20,12 +20,14 @@
 //! - a container of a Baton image runs its command with the build directory first on PATH (so
 //!   `baton-ensemble`, `baton-sidecar`, `baton-operator` are the built binaries); any other
 //!   image runs `sleep infinity`;
-//! - containers are restarted per restartPolicy (1 s apart), readiness probes (httpGet,
-//!   tcpSocket, exec) run every periodSeconds, status is reported as a kubelet does, and a pod
-//!   being deleted gets SIGTERM, SIGKILL after its grace period, and is then removed.
+//! - containers are restarted per restartPolicy (1 s apart), readiness and liveness probes
+//!   (httpGet, tcpSocket, exec) run every periodSeconds (a failed liveness probe kills the
+//!   container, SIGKILL at once), status is reported as a kubelet does, and a pod being deleted
+//!   gets SIGTERM, SIGKILL after its grace period, and is then removed.
 //!
-//! Not done: liveness and startup probes, resource limits, security contexts (everything
-//! runs as root), image pulls. A container's output goes to `WORK/logs/POD_CONTAINER.log`,
+//! Not done: startup probes, refreshing Secret and ConfigMap volumes of running pods, resource
+//! limits, security contexts (everything runs as root), image pulls. Mount paths are created on
+//! the host if missing (the mounts themselves stay in each container's namespace). A container's output goes to `WORK/logs/POD_CONTAINER.log`,
 //! its pid to `WORK/pids/POD_CONTAINER`.
 //!
 //! Usage: `baton-node-agent --kubeconfig FILE --namespace NS[,NS...] --node NAME --bin-dir DIR

@@ -541,37 +541,61 @@ async fn report(agent: Arc<Agent>, pod: Pod, me: Arc<PodRun>, ip: String) {
         .clone();
     while !me.stopping() {
         for run in &runs {
-            let (running_since, pid) = {
-                let s = run.state.lock().unwrap_or_else(|e| e.into_inner());
-                (s.started_at.clone(), s.pid)
-            };
-            if pid.is_none() {
-                next_probe.remove(&run.spec.name);
+            let pid = run.state.lock().unwrap_or_else(|e| e.into_inner()).pid;
+            let name = &run.spec.name;
+            let Some(pid) = pid else {
+                // Not running: a restart probes afresh.
+                for kind in ["ready", "live"] {
+                    next_probe.remove(&format!("{kind}:{name}"));
+                    failures.remove(&format!("{kind}:{name}"));
+                }
                 continue;
-            }
-            let Some(probe) = run.spec.readiness_probe.as_ref() else {
+            };
+            if run.spec.readiness_probe.is_none() {
                 run.state.lock().unwrap_or_else(|e| e.into_inner()).ready = true;
-                continue;
-            };
-            let due = next_probe.entry(run.spec.name.clone()).or_insert_with(|| {
-                Instant::now()
-                    + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64)
-            });
-            if Instant::now() < *due {
-                continue;
             }
-            let period = probe.period_seconds.unwrap_or(10).max(1) as u64;
-            *due = Instant::now() + Duration::from_secs(period);
-            let ok = probe_once(&agent, &run.spec, probe, &ip, pid).await;
-            let fails = failures.entry(run.spec.name.clone()).or_default();
-            let mut s = run.state.lock().unwrap_or_else(|e| e.into_inner());
-            if ok {
-                *fails = 0;
-                s.ready = true;
-            } else {
-                *fails += 1;
-                if *fails >= probe.failure_threshold.unwrap_or(3) || running_since.is_none() {
-                    s.ready = false;
+            for (kind, probe) in [
+                ("ready", run.spec.readiness_probe.as_ref()),
+                ("live", run.spec.liveness_probe.as_ref()),
+            ] {
+                let Some(probe) = probe else {
+                    continue;
+                };
+                let key = format!("{kind}:{name}");
+                let due =
+                    next_probe.entry(key.clone()).or_insert_with(|| {
+                        Instant::now()
+                            + Duration::from_secs(
+                                probe.initial_delay_seconds.unwrap_or(0).max(0) as u64
+                            )
+                    });
+                if Instant::now() < *due {
+                    continue;
+                }
+                let period = probe.period_seconds.unwrap_or(10).max(1) as u64;
+                *due = Instant::now() + Duration::from_secs(period);
+                let ok = probe_once(&agent, &run.spec, probe, &ip, Some(pid)).await;
+                let fails = failures.entry(key).or_default();
+                *fails = if ok { 0 } else { *fails + 1 };
+                let failed = *fails >= probe.failure_threshold.unwrap_or(3);
+                match kind {
+                    "ready" if ok => {
+                        run.state.lock().unwrap_or_else(|e| e.into_inner()).ready = true
+                    }
+                    "ready" if failed => {
+                        run.state.lock().unwrap_or_else(|e| e.into_inner()).ready = false
+                    }
+                    "live" if failed => {
+                        // As a kubelet: the container is killed and restarted by its policy.
+                        eprintln!(
+                            "pod {} container {name}: liveness probe failed: killed",
+                            me.name
+                        );
+                        *fails = 0;
+                        // SAFETY: signals the process group made for this container.
+                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    }
+                    _ => {}
                 }
             }
         }
