@@ -34,12 +34,17 @@ issuer=https://kubernetes.default.svc.cluster.local
 # garbage collection, StatefulSets, Deployments, ReplicaSets) plus those without which objects
 # would not behave as on a real cluster (default ServiceAccounts, namespace deletion, the
 # kube-root-ca.crt ConfigMap projected tokens mount, Endpoints and EndpointSlices of Services,
-# PodDisruptionBudget status, aggregated ClusterRoles, ValidatingAdmissionPolicy type checks).
+# PodDisruptionBudget status, aggregated ClusterRoles, ValidatingAdmissionPolicy type checks,
+# claims released by their finalizer).
 controllers=serviceaccount-token-controller,garbage-collector-controller,statefulset-controller
 controllers+=,deployment-controller,replicaset-controller,serviceaccount-controller
 controllers+=,namespace-controller,root-ca-certificate-publisher-controller,endpoints-controller
 controllers+=,endpointslice-controller,pod-garbage-collector-controller,disruption-controller
 controllers+=,clusterrole-aggregation-controller,validatingadmissionpolicy-status-controller
+# The protection controllers remove the kubernetes.io/pvc-protection (pv-protection) finalizer
+# the API server puts on every claim once no pod uses it: without them a StatefulSet's claims
+# keep their namespace Terminating for good.
+controllers+=,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller
 components=(etcd kube-apiserver kube-controller-manager)
 
 log() { echo "control-plane: $*" >&2; }

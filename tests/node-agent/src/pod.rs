@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EnvVar, ObjectFieldSelector, Pod, Probe, Secret, ServiceAccount, Volume,
+    ConfigMap, Container, EnvVar, ObjectFieldSelector, PersistentVolumeClaim, Pod, Probe, Secret,
+    ServiceAccount, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -878,9 +879,36 @@ async fn config_map_data(
 async fn volume(agent: &Agent, pod: &Pod, v: &Volume, dir: &Path) -> Result<PathBuf> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     if let Some(claim) = &v.persistent_volume_claim {
-        // Per claim, in the agent's directory: it outlives the pod as a PV would.
-        let path = agent.work_dir.join("pvc").join(ns).join(&claim.claim_name);
+        // A directory per claim object (its uid), in the agent's directory: it outlives the pod
+        // as a volume would, and a claim deleted and made again starts empty, as a new volume.
+        let api = Api::<PersistentVolumeClaim>::namespaced(agent.client.clone(), ns);
+        let pvc = api
+            .get_opt(&claim.claim_name)
+            .await?
+            .with_context(|| format!("PersistentVolumeClaim {} not found", claim.claim_name))?;
+        let uid = pvc.metadata.uid.clone().unwrap_or_default();
+        let path = agent
+            .work_dir
+            .join("pvc")
+            .join(ns)
+            .join(format!("{}-{uid}", claim.claim_name));
         std::fs::create_dir_all(&path)?;
+        // No provisioner runs here: the claim is Bound to this directory, with what it asked.
+        if pvc.status.and_then(|s| s.phase).as_deref() != Some("Bound") {
+            let capacity = pvc
+                .spec
+                .and_then(|s| s.resources)
+                .and_then(|r| r.requests)
+                .and_then(|r| r.get("storage").cloned());
+            api.patch_status(
+                &claim.claim_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Bound",
+                    "accessModes": ["ReadWriteOnce"], "capacity": {"storage": capacity}}})),
+            )
+            .await
+            .with_context(|| format!("mark claim {} Bound", claim.claim_name))?;
+        }
         return Ok(path);
     }
     if let Some(host) = &v.host_path {
