@@ -326,11 +326,32 @@ impl Drop for Release {
     }
 }
 
-/// `helm install` of the chart (one operator replica) and its Deployment available: the
-/// operator running as the pod the agent runs for it.
+/// The namespace label the injection webhook of [`install_operator`] selects (the value: the
+/// test's namespace), instead of the chart's `baton.dev/injection: enabled`: tests run in
+/// parallel, and another test's chart (its webhook with no pod to answer, `failurePolicy:
+/// Fail`) would be asked about pods in every namespace with the chart's label, as this one's
+/// would about theirs.
+pub const INJECTION_LABEL: &str = "baton.dev/injection-test";
+
+/// `helm install` of the chart (one operator replica, the webhook selecting namespaces
+/// labelled [`INJECTION_LABEL`]`=NAMESPACE`) and its Deployment available: the operator
+/// running as the pod the agent runs for it.
 pub async fn install_operator(kube: &Kube, agent: &NodeAgent) -> Result<Release> {
     remove_orphan_webhooks(kube).await?;
-    let release = Release::install(kube, &kube.namespace, &["operator.replicas=1"])?;
+    let selector = format!(
+        "webhook.namespaceSelector.matchLabels.{}={}",
+        INJECTION_LABEL.replace('.', "\\."),
+        kube.namespace
+    );
+    let release = Release::install(
+        kube,
+        &kube.namespace,
+        &[
+            "operator.replicas=1",
+            "webhook.namespaceSelector.matchLabels.baton\\.dev/injection=null",
+            &selector,
+        ],
+    )?;
     let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
         kube.client.clone(),
         &kube.namespace,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use baton_kube_tests::agent::{
-    EnsembleCleanup, NodeAgent, OperatorLock, install_operator, require_aggregator_routing,
-    wait_for,
+    EnsembleCleanup, INJECTION_LABEL, NodeAgent, OperatorLock, install_operator,
+    require_aggregator_routing, wait_for,
 };
 use baton_kube_tests::{Kube, TEST_LABEL};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,7 +18,8 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-/// Namespaces a test makes besides its own, labelled for injection; deleted when dropped.
+/// Namespaces a test makes besides its own, labelled for injection by this test's webhook only
+/// ([`INJECTION_LABEL`]); deleted when dropped.
 struct Namespaces {
     client: kube::Client,
     names: Vec<String>,
@@ -32,7 +33,7 @@ impl Namespaces {
             let name = format!("{}-{suffix}", kube.namespace);
             let ns: Namespace = serde_json::from_value(json!({"metadata": {
                 "name": name,
-                "labels": {TEST_LABEL: "true", "baton.dev/injection": "enabled"}}}))?;
+                "labels": {TEST_LABEL: "true", INJECTION_LABEL: kube.namespace}}}))?;
             api.create(&PostParams::default(), &ns)
                 .await
                 .with_context(|| format!("create namespace {name}"))?;
