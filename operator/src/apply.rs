@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 
 use crate::build::Built;
 use crate::dereference::StoredSecrets;
-use crate::names::{EnsembleNames, FIELD_MANAGER};
+use crate::names::{ENSEMBLE_NAME_LABEL, ENSEMBLE_NAMESPACE_LABEL, EnsembleNames, FIELD_MANAGER};
 use crate::pki::secrets;
 
 /// A write to the API server failed.
@@ -121,13 +121,40 @@ async fn create_once(client: &kube::Client, ns: &str, secret: &Secret) -> Result
     }
 }
 
-/// Publishes a CA ConfigMap into another namespace, without forcing: a ConfigMap of that name
-/// that someone else manages is a conflict, never overwritten (so an ensemble's owner cannot
-/// replace what another namespace's pods trust). Returns whether it is published; a namespace
-/// that does not exist (yet), or a name someone else holds, is skipped (and logged).
+/// Publishes a CA ConfigMap into another namespace, without forcing, and only into a ConfigMap
+/// that is absent or already ours (carries this ensemble's labels): a ConfigMap of that name
+/// that someone else made is never written, so an ensemble's owner cannot replace what another
+/// namespace's pods trust. Server-side apply alone does not keep that promise: it conflicts
+/// only on fields both managers set to different values, so it would merge `ca.crt` and our
+/// labels into someone else's ConfigMap that lacks `ca.crt` (and the labels would later have
+/// it pruned). Returns whether it is published; a namespace that does not exist (yet), or a
+/// name someone else holds, is skipped (and logged).
 async fn publish(client: &kube::Client, ns: &str, cm: &ConfigMap) -> Result<bool, WriteError> {
     let name = cm.metadata.name.clone().unwrap_or_default();
-    match Api::<ConfigMap>::namespaced(client.clone(), ns)
+    let api = Api::<ConfigMap>::namespaced(client.clone(), ns);
+    let fail = |verb, source| WriteError {
+        verb,
+        what: format!("ConfigMap {ns}/{name}"),
+        source,
+    };
+    // A missing namespace reads as a missing ConfigMap; the apply below then says which.
+    let existing = api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(|source| fail("read", source))?;
+    if let Some(existing) = existing
+        && !same_ensemble(
+            existing.metadata.labels.as_ref(),
+            cm.metadata.labels.as_ref(),
+        )
+    {
+        // Not a reason to stop reconciling the ensemble itself: that namespace's pods are
+        // refused by nothing here, they just cannot mount the CA until the name is freed.
+        tracing::warn!(namespace = %ns, configmap = %name,
+            "a ConfigMap of that name is someone else's: CA not published there");
+        return Ok(false);
+    }
+    match api
         .patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(cm))
         .await
     {
@@ -136,19 +163,29 @@ async fn publish(client: &kube::Client, ns: &str, cm: &ConfigMap) -> Result<bool
             tracing::warn!(namespace = %ns, "allowed namespace does not exist: CA not published");
             Ok(false)
         }
-        // Not a reason to stop reconciling the ensemble itself: that namespace's pods are
-        // refused by nothing here, they just cannot mount the CA until the name is freed.
+        // Someone else set a field of ours meanwhile (made it between the read and the apply).
         Err(kube::Error::Api(status)) if status.code == 409 => {
             tracing::warn!(namespace = %ns, configmap = %name, message = %status.message,
                 "a ConfigMap of that name is someone else's: CA not published there");
             Ok(false)
         }
-        Err(source) => Err(WriteError {
-            verb: "publish",
-            what: format!("ConfigMap {ns}/{name}"),
-            source,
-        }),
+        Err(source) => Err(fail("publish", source)),
     }
+}
+
+/// Whether `existing` labels name the same ensemble as `ours` (both ensemble labels equal).
+fn same_ensemble(
+    existing: Option<&std::collections::BTreeMap<String, String>>,
+    ours: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    [ENSEMBLE_NAMESPACE_LABEL, ENSEMBLE_NAME_LABEL]
+        .iter()
+        .all(|key| {
+            let value = |labels: Option<&std::collections::BTreeMap<String, String>>| {
+                labels.and_then(|l| l.get(*key)).cloned()
+            };
+            value(ours).is_some() && value(existing) == value(ours)
+        })
 }
 
 /// Deletes the CA ConfigMaps the ensemble published into namespaces other than `keep` (found

@@ -397,6 +397,11 @@ spec: {spec}
                 }
                 let key = format!("{ns}/{name}");
                 match *method {
+                    // Read as metadata, before publishing: someone else's is left alone.
+                    Method::GET => self.foreign_config_maps.get(&key).map_or_else(not_found, |cm| {
+                        ok(json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                                  "metadata": cm["metadata"]}))
+                    }),
                     Method::PATCH => {
                         self.foreign_config_maps.insert(key, s.body.clone());
                         ok(s.body.clone())

@@ -696,25 +696,30 @@ async fn allowed_namespaces_get_the_ca_and_the_client_port_and_lose_them_when_dr
     );
     let seen = world.reconcile().await;
     let published = |ns: &str| format!("PATCH /api/v1/namespaces/{ns}/configmaps/prod.zk-ca");
+    let read = |ns: &str| format!("GET /api/v1/namespaces/{ns}/configmaps/prod.zk-ca");
     let all = lines(&seen);
     let at = |line: &str| {
         all.iter()
             .position(|l| l == line)
             .unwrap_or_else(|| panic!("no {line} in {all:?}"))
     };
-    // After the own CA, before the members start; sorted; a missing namespace is skipped.
+    // After the own CA, before the members start; sorted; a missing namespace is skipped;
+    // each read first (someone else's ConfigMap of that name is left alone).
     let own = at(&format!("PATCH {NS}/configmaps/zk-ca"));
     assert_eq!(
-        all[own + 1..own + 5],
+        all[own + 1..own + 8],
         [
+            read("batch"),
             published("batch"),
+            read("not-yet"),
             published("not-yet"),
+            read("web"),
             published("web"),
             format!("GET {ALL_CONFIG_MAPS}"),
         ]
     );
-    assert!(at(&format!("PATCH {APPS}/statefulsets/zk")) > own + 4);
-    let list = &seen[own + 4];
+    assert!(at(&format!("PATCH {APPS}/statefulsets/zk")) > own + 7);
+    let list = &seen[own + 7];
     assert!(
         list.query.contains(
             "labelSelector=baton.dev%2Fensemble-namespace%3Dprod%2Cbaton.dev%2Fensemble-name%3Dzk"
@@ -729,9 +734,9 @@ async fn allowed_namespaces_get_the_ca_and_the_client_port_and_lose_them_when_dr
         "/api/v1/namespaces/web/configmaps/prod.zk-ca",
     );
     assert!(
-        !seen[own + 3].query.contains("force=true"),
+        !seen[own + 6].query.contains("force=true"),
         "{}",
-        seen[own + 3].query
+        seen[own + 6].query
     );
     let own_ca = body(&seen, Method::PATCH, &format!("{NS}/configmaps/zk-ca"));
     assert_eq!(publish["data"], own_ca["data"], "the same CA certificate");

@@ -5,11 +5,13 @@
 //! [`OperatorLock`] throughout: the operator reconciles every CoordinationEnsemble of the
 //! cluster, so no other test's operator may run beside it. It shows that the operator
 //!
-//! - reconciles a CoordinationEnsemble (backups to a claim, one other namespace served) into
+//! - reconciles a CoordinationEnsemble (backups to a claim, two other namespaces served) into
 //!   every object `baton-operator render` makes for it, each owned by the ensemble (controller
 //!   owner reference, so garbage collection removes it) or, where no owner can reach
 //!   (the ClusterRoleBinding, the CA copy in the other namespace), labelled with it, all by
-//!   server-side apply as `baton-operator`; adds its finalizer;
+//!   server-side apply as `baton-operator`; adds its finalizer; leaves alone a ConfigMap of the
+//!   CA copy's name that someone else made in a served namespace (server-side apply would have
+//!   merged into it: it conflicts only on fields both set);
 //! - writes the status through the status subresource with what the docs promise while no
 //!   member runs (Available=False NoQuorum, Progressing=True WaitingForHealthyQuorum,
 //!   Degraded=False, no ready replicas, the endpoints and selector), and an Event for the
@@ -37,7 +39,7 @@ use baton_kube_tests::operator::{
 };
 use baton_kube_tests::{Kube, TEST_LABEL, parse_yaml, repo_root};
 use baton_operator::build::OperatorPods;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
@@ -56,16 +58,19 @@ async fn the_chart_operator_reconciles_fails_over_and_cleans_up_as_its_service_a
 -> Result<()> {
     let kube = Kube::new("operator").await?;
     let served = format!("{}-web", kube.namespace);
-    create_namespace(&kube, &served).await?;
+    let theirs = format!("{}-theirs", kube.namespace);
+    for ns in [&served, &theirs] {
+        create_namespace(&kube, ns).await?;
+    }
     let _one_operator = OperatorLock::acquire().await?;
     let release = install_chart(&kube, &[]).await;
     let result = match &release {
-        Ok(release) => story(&kube, release, &served).await,
+        Ok(release) => story(&kube, release, &served, &theirs).await,
         Err(e) => Err(anyhow!("install the chart: {e:#}")),
     };
     // Whatever happened, nothing of this test may outlive it: the operators are gone (dropped
     // with the story), so the ensemble's finalizer and what it guards are removed here.
-    clean_up(&kube, &served).await;
+    clean_up(&kube, &[&served, &theirs]).await;
     if let Ok(release) = &release {
         // Its cluster-scoped objects (the injection webhook among them) outlive the namespace.
         let _ = run_helm(
@@ -76,7 +81,7 @@ async fn the_chart_operator_reconciles_fails_over_and_cleans_up_as_its_service_a
     result
 }
 
-async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
+async fn story(kube: &Kube, release: &Release, served: &str, theirs: &str) -> Result<()> {
     let user = release.user();
     // The missing-sidecar audit every second instead of every minute (a flag of its own).
     let audit_every = ["--sidecar-audit-secs=1"];
@@ -91,7 +96,14 @@ async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
     .with_context(|| first.log_tail())?;
 
     // An ensemble backing up to a claim and serving one other namespace.
-    let yaml = ensemble_yaml(served)?;
+    // A ConfigMap of the CA copy's name that is not the operator's, without a `ca.crt`.
+    let copy = format!("{}.{NAME}-ca", kube.namespace);
+    let foreign = Api::<ConfigMap>::namespaced(kube.client.clone(), theirs);
+    let made: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": copy}, "data": {"theirs": "1"}
+    }))?;
+    foreign.create(&PostParams::default(), &made).await?;
+    let yaml = ensemble_yaml(&[served, theirs])?;
     let ensemble = parse_yaml(&yaml)?
         .pop()
         .context("the example holds the ensemble")?;
@@ -107,7 +119,10 @@ async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
         namespace: release.namespace.clone(),
         labels: BTreeMap::new(),
     };
-    let owned = rendered_objects(&yaml, &kube.namespace, &operator_pods)?;
+    let owned: Vec<Value> = rendered_objects(&yaml, &kube.namespace, &operator_pods)?
+        .into_iter()
+        .filter(|o| o["metadata"]["namespace"] != theirs)
+        .collect();
     ensure!(
         owned.len() >= 14,
         "render made only {} objects",
@@ -119,6 +134,7 @@ async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
     not_ready_status(kube)
         .await
         .with_context(|| first.log_tail())?;
+    untouched(&foreign, &copy).await?;
     let stored_ce = ce.get(NAME).await?;
     ensure!(
         stored_ce
@@ -221,15 +237,21 @@ async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
         .with_context(|| second.log_tail())?;
     deleted_through_the_finalizer(kube, &owned)
         .await
-        .with_context(|| second.log_tail())?;
+        .with_context(|| {
+            // What a missing permission looks like: the finalizer's deletes refused.
+            let rbac = refused_by_rbac(kube, &user).unwrap_or_default();
+            format!("RBAC refused {rbac:?}; {}", second.log_tail())
+        })?;
 
+    // Someone else's ConfigMap outlived the ensemble as it was.
+    untouched(&foreign, &copy).await?;
     // Never refused by RBAC; and no 403 at all for what this test made (another test's
     // ensemble in a namespace being deleted is refused by admission, not for a permission).
     let rbac = refused_by_rbac(kube, &user)?;
     ensure!(rbac.is_empty(), "RBAC refused {user}: {rbac:?}");
     let ours = |uri: &String| {
         !uri.contains("/namespaces/")
-            || [kube.namespace.as_str(), served].iter().any(|ns| {
+            || [kube.namespace.as_str(), served, theirs].iter().any(|ns| {
                 uri.contains(&format!("/namespaces/{ns}/"))
                     || uri.ends_with(&format!("/namespaces/{ns}"))
             })
@@ -246,20 +268,37 @@ async fn story(kube: &Kube, release: &Release, served: &str) -> Result<()> {
 
 /// The example ensemble (`operator/examples/coordinationensemble.yaml`) with its backup to a
 /// claim and `served` in `allowedNamespaces`.
-fn ensemble_yaml(served: &str) -> Result<String> {
+fn ensemble_yaml(served: &[&str]) -> Result<String> {
     let example =
         std::fs::read_to_string(repo_root().join("operator/examples/coordinationensemble.yaml"))?;
     let yaml = example
         .replace("# backup: {schedule: \"0 3", "backup: {schedule: \"0 3")
         .replace(
             "# allowedNamespaces: [web]",
-            &format!("allowedNamespaces: [{served}]"),
+            &format!("allowedNamespaces: [{}]", served.join(", ")),
         );
     ensure!(
         yaml.contains("\n  backup: {schedule") && yaml.contains("allowedNamespaces: ["),
         "the example changed: no backup or allowedNamespaces line to uncomment"
     );
     Ok(yaml)
+}
+
+/// The ConfigMap someone else made is as they made it: no `ca.crt`, none of our labels.
+async fn untouched(foreign: &Api<ConfigMap>, name: &str) -> Result<()> {
+    let cm = foreign
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("someone else's ConfigMap {name} was deleted"))?;
+    let data = cm.data.clone().unwrap_or_default();
+    ensure!(
+        data == BTreeMap::from([("theirs".to_string(), "1".to_string())])
+            && cm.metadata.labels.is_none(),
+        "someone else's ConfigMap {name} was written: labels {:?}, data keys {:?}",
+        cm.metadata.labels,
+        data.keys().collect::<Vec<_>>()
+    );
+    Ok(())
 }
 
 /// Every object `baton-operator render` makes for `yaml` in `namespace`.
@@ -664,7 +703,7 @@ async fn create_namespace(kube: &Kube, name: &str) -> Result<()> {
 
 /// Best effort: the ensemble without its finalizer and deleted, its ClusterRoleBinding, the
 /// served namespace, and the members' claims.
-async fn clean_up(kube: &Kube, served: &str) {
+async fn clean_up(kube: &Kube, served: &[&str]) {
     if let Ok(ce) = ce_api(kube).await {
         let _ = ce
             .patch(
@@ -679,9 +718,11 @@ async fn clean_up(kube: &Kube, served: &str) {
     let _ = Api::<ClusterRoleBinding>::all(kube.client.clone())
         .delete(&binding, &DeleteParams::default())
         .await;
-    let _ = Api::<Namespace>::all(kube.client.clone())
-        .delete(served, &DeleteParams::default())
-        .await;
+    for ns in served {
+        let _ = Api::<Namespace>::all(kube.client.clone())
+            .delete(ns, &DeleteParams::default())
+            .await;
+    }
     release_claims(kube).await;
 }
 
