@@ -10,8 +10,8 @@ mod settings;
 mod sidecars_missing;
 
 use api_server::{
-    ALL_CONFIG_MAPS, APPS, CE, CRB, CRON_JOB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines,
-    body, identity_lines, lines, now, operator_pods,
+    ALL_CONFIG_MAPS, APPS, CE, CRON_JOB, EVENTS, NETWORKING, NS, POLICY, World, apply_lines, body,
+    identity_lines, lines, now, operator_pods,
 };
 use baton_operator::build::{StoredMembership, build};
 use baton_operator::crd::CoordinationEnsemble;
@@ -474,21 +474,6 @@ async fn a_roll_holds_the_feature_level_until_every_member_runs_the_new_release(
 }
 
 #[tokio::test]
-async fn a_deleted_statefulset_is_recreated_at_the_recorded_size() {
-    let mut world = running("{replicas: 5}", 5, 1).await;
-    world.statefulset = None;
-    world.pods.clear();
-    let seen = world.reconcile().await;
-    let mut expected = apply_lines(false, &[]);
-    expected.push(format!("PATCH {CE}/status"));
-    assert_eq!(lines(&seen), expected);
-    let sts = body(&seen, Method::PATCH, &format!("{APPS}/statefulsets/zk"));
-    assert_eq!(sts, &expected_objects(&world, 5, 5)[6]);
-    let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
-    assert_eq!(condition(status, "Progressing")["reason"], "Recreating");
-}
-
-#[tokio::test]
 async fn status_reports_members_leader_and_a_stuck_step() {
     let mut world = running("{replicas: 3}", 3, 3).await;
     let seen = world.reconcile().await;
@@ -533,25 +518,6 @@ async fn status_reports_members_leader_and_a_stuck_step() {
     assert_eq!(
         condition(status, "Available")["lastTransitionTime"],
         "2026-11-23T12:00:00Z"
-    );
-}
-
-#[tokio::test]
-async fn an_invalid_spec_is_reported_and_nothing_is_applied() {
-    let mut world = World::new("{replicas: 4}", FakeEnsemble::default());
-    let seen = world.reconcile().await;
-    assert_eq!(
-        lines(&seen),
-        vec![format!("POST {EVENTS}"), format!("PATCH {CE}/status")]
-    );
-    assert_eq!(world.events.len(), 1);
-    assert!(world.events[0].starts_with("Warning InvalidSpec: spec.replicas is 4"));
-    let status = &seen[1].body["status"];
-    assert_eq!(condition(status, "Degraded")["reason"], "InvalidSpec");
-    assert!(
-        condition(status, "Degraded")["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("1, 3, 5 or 7"))
     );
 }
 
@@ -791,30 +757,6 @@ async fn allowed_namespaces_get_the_ca_and_the_client_port_and_lose_them_when_dr
         policy["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
         json!(["prod", "web"])
     );
-}
-
-#[tokio::test]
-async fn a_deleted_ensemble_takes_its_binding_and_published_cas_then_lets_go() {
-    let mut world = running("{replicas: 3, allowedNamespaces: [web]}", 3, 1).await;
-    assert!(world.bindings.contains_key("baton.dev:ensemble:prod:zk"));
-    assert!(world.foreign_config_maps.contains_key("web/prod.zk-ca"));
-    world.ce["metadata"]["deletionTimestamp"] = json!("2026-11-23T12:00:00Z");
-    let seen = world.reconcile().await;
-    assert_eq!(
-        lines(&seen),
-        [
-            format!("DELETE {CRB}"),
-            format!("GET {ALL_CONFIG_MAPS}"),
-            "DELETE /api/v1/namespaces/web/configmaps/prod.zk-ca".to_string(),
-            format!("PATCH {CE}"),
-        ]
-    );
-    assert!(world.bindings.is_empty());
-    assert!(world.foreign_config_maps.is_empty());
-    assert_eq!(world.ce["metadata"]["finalizers"], json!([]));
-    // Gone already (or never made): nothing left to do, no finalizer to remove.
-    let seen = world.reconcile().await;
-    assert!(seen.is_empty(), "{:?}", lines(&seen));
 }
 
 #[tokio::test]
