@@ -40,8 +40,9 @@ cleanup() {
 trap cleanup EXIT
 
 missing=()
-# iptables: the node agent's pods (tests/node-agent) reach Services through NAT rules.
-for package in zookeeper python3-kazoo python3-pytest iptables; do
+# iptables and iproute2: the node agent's pods (tests/node-agent) get network namespaces, veths
+# and a bridge (ip) and reach Services through NAT rules (iptables).
+for package in zookeeper python3-kazoo python3-pytest iptables iproute2; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if ((${#missing[@]})); then

@@ -75,7 +75,8 @@ impl NodeAgent {
         let node = unique("agent");
         let log = std::fs::File::create(dir.path().join("agent.log"))?;
         let t0 = Instant::now();
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        command
             .arg("--kubeconfig")
             .arg(&kube.plane.kubeconfig)
             .args(["--namespace", &namespaces.join(","), "--node", &node])
@@ -85,7 +86,17 @@ impl NodeAgent {
             .arg(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(log)
+            .stderr(log);
+        // SAFETY: only prctl between fork and exec. A test process killed outright (no drop)
+        // still stops its agent, which then stops every pod it runs: SIGTERM when this
+        // (the test's) thread ends.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                prctl(PR_SET_PDEATHSIG, 15);
+                Ok(())
+            });
+        }
+        let mut child = command
             .spawn()
             .with_context(|| format!("start {}", bin.display()))?;
         let stdout = child.stdout.take().context("agent stdout")?;
@@ -182,7 +193,10 @@ impl Drop for NodeAgent {
     }
 }
 
+const PR_SET_PDEATHSIG: i32 = 1;
+
 unsafe extern "C" {
+    fn prctl(option: i32, ...) -> i32;
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;
 }
