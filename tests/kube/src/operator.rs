@@ -280,6 +280,18 @@ impl Operator {
         Ok(())
     }
 
+    /// Stops the process as Kubernetes stops a pod (SIGTERM) and waits until it has exited.
+    pub fn terminate(&self) -> Result<std::process::ExitStatus> {
+        let mut child = self.child.lock().map_err(|_| anyhow!("poisoned"))?;
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .context("run kill -TERM")?;
+        ensure!(sent.success(), "kill -TERM {}: {sent}", child.id());
+        child.wait().context("wait for the operator to exit")
+    }
+
     /// Fails if the process has exited.
     pub fn running(&self) -> Result<()> {
         let exited = self

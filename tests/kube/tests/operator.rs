@@ -27,7 +27,8 @@
 //! - on deletion, removes the ClusterRoleBinding and the CA copy through its finalizer, which
 //!   then goes, and the garbage collector removes the rest; the members' data claims stay
 //!   (documented: `whenDeleted: Retain`);
-//! - is never refused a request for want of a permission (the audit log).
+//! - is never refused a request for want of a permission (the audit log);
+//! - stopped with SIGTERM, exits cleanly and gives its Lease up.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -263,6 +264,19 @@ async fn story(kube: &Kube, release: &Release, served: &str, theirs: &str) -> Re
         .collect();
     ensure!(refused.is_empty(), "{user} was refused: {refused:?}");
     second.running()?;
+
+    // Stopped as a pod is (SIGTERM): it exits cleanly and gives the Lease up at once.
+    let exit = second.terminate()?;
+    ensure!(
+        exit.success(),
+        "operator-b exited {exit}:\n{}",
+        second.log_tail()
+    );
+    let (holder, _) = lease_holder(kube, release).await?.context("no Lease")?;
+    ensure!(
+        holder.is_empty(),
+        "the Lease is still {holder}'s after a clean stop"
+    );
     Ok(())
 }
 
