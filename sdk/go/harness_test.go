@@ -57,7 +57,12 @@ func startSidecar(t *testing.T, ensemble, identity string, elections []string, e
 	if ensemble == "" {
 		ensemble = env(t, "BATON_SDK_ENSEMBLE")
 	}
-	args := []string{"--ensemble", ensemble, "--listen", "127.0.0.1:0", "--identity", identity}
+	listen := "127.0.0.1:0"
+	if i := indexOf(extra, "--listen"); i >= 0 && i+1 < len(extra) {
+		listen = extra[i+1]
+		extra = append(append([]string{}, extra[:i]...), extra[i+2:]...)
+	}
+	args := []string{"--ensemble", ensemble, "--listen", listen, "--identity", identity}
 	if !contains(extra, "--session-timeout") {
 		args = append(args, "--session-timeout", "10s")
 	}
@@ -95,6 +100,15 @@ func startSidecar(t *testing.T, ensemble, identity string, elections []string, e
 	}
 	s.waitLog("recipe::session: session established")
 	return s
+}
+
+func indexOf(list []string, want string) int {
+	for i, s := range list {
+		if s == want {
+			return i
+		}
+	}
+	return -1
 }
 
 func contains(list []string, want string) bool {

@@ -278,3 +278,31 @@ func waitLeader(t *testing.T, c *baton.Client, election, identity string) baton.
 		}
 	}
 }
+
+// The pod's event stream outlives its sidecar: when the sidecar dies the client says so
+// (Disconnected: stop acting), and when a sidecar serves the address again the stream is
+// reopened and starts with the current state.
+func TestEventsReconnectAfterTheSidecarRestarts(t *testing.T) {
+	ctx := withBound(t)
+	s := startSidecar(t, "", unique("a"), nil)
+	events := baton.New(s.addr).Events(ctx)
+	next := func(want func(baton.Event) bool) baton.Event {
+		t.Helper()
+		for e := range events {
+			if want(e) {
+				return e
+			}
+		}
+		t.Fatal("the event stream ended")
+		return baton.Event{}
+	}
+	connected := func(e baton.Event) bool { return e.State != nil && e.State.State == "CONNECTED" }
+	next(connected)
+	s.signal(syscall.SIGKILL)
+	gone := next(func(e baton.Event) bool { return e.Name == baton.Disconnected })
+	if gone.Err == nil {
+		t.Fatal("Disconnected without a reason")
+	}
+	startSidecar(t, "", unique("a"), nil, "--listen", s.addr)
+	next(connected)
+}

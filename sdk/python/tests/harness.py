@@ -35,7 +35,13 @@ class Sidecar:
 
     def __init__(self, test: unittest.TestCase, ensemble: str | None, identity: str, elections=(), *extra: str):
         ensemble = ensemble or env("BATON_SDK_ENSEMBLE")
-        args = [env("BATON_SIDECAR_BIN"), "--ensemble", ensemble, "--listen", "127.0.0.1:0",
+        extra = list(extra)
+        listen = "127.0.0.1:0"
+        if "--listen" in extra:
+            at = extra.index("--listen")
+            listen = extra[at + 1]
+            del extra[at:at + 2]
+        args = [env("BATON_SIDECAR_BIN"), "--ensemble", ensemble, "--listen", listen,
                 "--identity", identity]
         if "--session-timeout" not in extra:
             args += ["--session-timeout", "10s"]

@@ -166,6 +166,34 @@ class Leadership(unittest.TestCase):
         self.assertIsInstance(held.cause, baton.Lost)
         self.assertIsNotNone(wait_ended(self, term))
 
+    def test_events_reconnect_after_the_sidecar_restarts(self):
+        s = Sidecar(self, None, unique("a"))
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+        events: queue.Queue = queue.Queue()
+
+        def watch() -> None:
+            for ev in baton.Client(s.addr).events(stop):
+                events.put(ev)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+        def next_event(want):
+            while True:
+                ev = events.get(timeout=BOUND)
+                if want(ev):
+                    return ev
+
+        def connected(ev):
+            return ev.name == "state" and ev.data["state"] == "CONNECTED"
+
+        next_event(connected)
+        s.signal(signal.SIGKILL)
+        gone = next_event(lambda ev: ev.name == baton.DISCONNECTED)
+        self.assertTrue(gone.data["error"])
+        Sidecar(self, None, unique("a"), (), "--listen", s.addr)
+        next_event(connected)
+
 
 if __name__ == "__main__":
     unittest.main()

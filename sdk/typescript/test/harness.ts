@@ -70,7 +70,13 @@ export class Sidecar {
   /** Starts a sidecar on `ensemble` (BATON_SDK_ENSEMBLE when undefined) and waits until it
    * serves HTTP and has a session; it is killed when the test ends. */
   static async start(t: TestContext, ensemble: string | undefined, identity: string, elections: string[] = [], ...extra: string[]): Promise<Sidecar> {
-    const args = ["--ensemble", ensemble ?? env("BATON_SDK_ENSEMBLE"), "--listen", "127.0.0.1:0", "--identity", identity];
+    let listen = "127.0.0.1:0";
+    const at = extra.indexOf("--listen");
+    if (at >= 0) {
+      listen = extra[at + 1];
+      extra = [...extra.slice(0, at), ...extra.slice(at + 2)];
+    }
+    const args = ["--ensemble", ensemble ?? env("BATON_SDK_ENSEMBLE"), "--listen", listen, "--identity", identity];
     if (!extra.includes("--session-timeout")) args.push("--session-timeout", "10s");
     for (const e of elections) args.push("--election", e);
     const s = new Sidecar(identity, [...args, ...extra]);

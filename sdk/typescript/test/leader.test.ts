@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 
-import { Client, Lost, NotPassed, SteppingDown, Suspended, type Ended, type Leader, type LeaderElectionOptions, type LeaderInfo, type Term } from "../src/index.js";
+import { Client, DISCONNECTED, Lost, NotPassed, SteppingDown, Suspended, type Ended, type Leader, type LeaderElectionOptions, type LeaderInfo, type Term } from "../src/index.js";
 import { BOUND_MS, Proxy, Sidecar, aborted, bounded, env, unique } from "./harness.js";
 
 /** Runs runLeaderElection and records what its callbacks saw. */
@@ -173,4 +173,29 @@ test("against Apache ZooKeeper", async (t) => {
   a.signal("SIGKILL");
   assert.ok((await aborted(held.signal)) instanceof Lost);
   await aborted(term.signal);
+});
+
+test("the event stream reconnects after the sidecar restarts", async (t) => {
+  const s = await Sidecar.start(t, undefined, unique("a"));
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const events = new Client(s.addr).events(stop.signal);
+  const next = (want: (e: { name: string; data: unknown }) => boolean) =>
+    bounded(
+      (async () => {
+        for (;;) {
+          const { value, done } = await events.next();
+          if (done) throw new Error("the event stream ended");
+          if (want(value)) return value;
+        }
+      })(),
+      "an event",
+    );
+  const connected = (e: { name: string; data: unknown }) => e.name === "state" && (e.data as { state: string }).state === "CONNECTED";
+  await next(connected);
+  s.signal("SIGKILL");
+  const gone = await next((e) => e.name === DISCONNECTED);
+  assert.ok((gone.data as { error: string }).error);
+  await Sidecar.start(t, undefined, unique("a"), [], "--listen", s.addr);
+  await next(connected);
 });

@@ -50,10 +50,17 @@ final class Harness {
     /** Starts one on ensemble (BATON_SDK_ENSEMBLE when null), waits for HTTP and a session. */
     Sidecar(String ensemble, String identity, List<String> elections, String... extra) throws Exception {
       this.identity = identity;
-      List<String> args = new ArrayList<>(List.of(env("BATON_SIDECAR_BIN"), "--ensemble", ensemble == null ? env("BATON_SDK_ENSEMBLE") : ensemble, "--listen", "127.0.0.1:0", "--identity", identity));
-      if (!List.of(extra).contains("--session-timeout")) args.addAll(List.of("--session-timeout", "10s"));
+      List<String> rest = new ArrayList<>(List.of(extra));
+      String listen = "127.0.0.1:0";
+      int at = rest.indexOf("--listen");
+      if (at >= 0) {
+        listen = rest.get(at + 1);
+        rest.subList(at, at + 2).clear();
+      }
+      List<String> args = new ArrayList<>(List.of(env("BATON_SIDECAR_BIN"), "--ensemble", ensemble == null ? env("BATON_SDK_ENSEMBLE") : ensemble, "--listen", listen, "--identity", identity));
+      if (!rest.contains("--session-timeout")) args.addAll(List.of("--session-timeout", "10s"));
       for (String e : elections) args.addAll(List.of("--election", e));
-      args.addAll(List.of(extra));
+      args.addAll(rest);
       ProcessBuilder pb = new ProcessBuilder(args).redirectOutput(ProcessBuilder.Redirect.DISCARD);
       pb.environment().put("BATON_LOG", "info,baton_sidecar=debug");
       proc = pb.start();

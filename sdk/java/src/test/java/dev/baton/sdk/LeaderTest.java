@@ -243,4 +243,35 @@ class LeaderTest {
       }
     }
   }
+  /**
+   * The pod's event stream outlives its sidecar: when the sidecar dies the client says so
+   * (disconnected: stop acting), and when a sidecar serves the address again the stream is
+   * reopened and starts with the current state.
+   */
+  @Test
+  void eventsReconnectAfterTheSidecarRestarts() throws Exception {
+    try (Sidecar s = new Sidecar(null, unique("a"), List.of())) {
+      BlockingQueue<BatonClient.Event> events = new LinkedBlockingQueue<>();
+      try (AutoCloseable following = new BatonClient(s.addr).events(events::add)) {
+        java.util.function.Predicate<BatonClient.Event> connected =
+            e -> e.name().equals("state") && "CONNECTED".equals(e.data().get("state"));
+        next(events, connected);
+        s.signal("KILL");
+        BatonClient.Event gone = next(events, e -> e.name().equals(BatonClient.DISCONNECTED));
+        assertNotNull(gone.data().get("error"));
+        try (Sidecar again = new Sidecar(null, unique("a"), List.of(), "--listen", s.addr)) {
+          next(events, connected);
+        }
+      }
+    }
+  }
+
+  private static BatonClient.Event next(BlockingQueue<BatonClient.Event> events, java.util.function.Predicate<BatonClient.Event> want)
+      throws InterruptedException {
+    while (true) {
+      BatonClient.Event e = events.poll(BOUND.toMillis(), TimeUnit.MILLISECONDS);
+      assertNotNull(e, "no such event");
+      if (want.test(e)) return e;
+    }
+  }
 }
