@@ -38,8 +38,9 @@ for lang in "${langs[@]}"; do
       fi
       cd "$sdk/python"
       "$tools/venv/bin/ruff" check --no-cache .
-      # The system python3, standard library only: the client needs nothing installed.
-      PYTHONPATH=.:tests python3 -m unittest discover -s tests
+      # -S: no site-packages at all, so the tests prove the client needs only the standard
+      # library (the examples they start run with -S too).
+      PYTHONPATH=.:tests python3 -S -m unittest discover -s tests
       ;;
     typescript)
       cd "$sdk/typescript"

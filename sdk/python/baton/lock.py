@@ -8,8 +8,6 @@ import time
 import urllib.parse
 from typing import Callable
 
-from typing_extensions import Self
-
 from . import errors
 from ._http import Event, EventStream, Transport, parse_time, seconds
 
@@ -73,7 +71,7 @@ class Lock:
 
     unlock = release
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Lock:  # noqa: PYI034 - Lock is final; typing.Self needs Python 3.11
         return self
 
     def __exit__(self, *exc) -> None:

@@ -29,7 +29,7 @@ def trimmed(text: str) -> list:
 class Examples(unittest.TestCase):
     def test_lock_example_runs(self):
         s = Sidecar(self, None, unique("a"))
-        out = subprocess.run([sys.executable, os.path.join(PACKAGE, "examples", "lock.py")], env=run_env(s),
+        out = subprocess.run([sys.executable, "-S", os.path.join(PACKAGE, "examples", "lock.py")], env=run_env(s),
                              check=False, capture_output=True, text=True, timeout=BOUND)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertTrue(out.stdout.startswith("holding db with fencing token "), out.stdout)
@@ -37,7 +37,7 @@ class Examples(unittest.TestCase):
 
     def test_leader_example_runs(self):
         s = Sidecar(self, None, unique("a"), [unique("election")])
-        proc = subprocess.Popen([sys.executable, os.path.join(PACKAGE, "examples", "leader.py")], env=run_env(s),
+        proc = subprocess.Popen([sys.executable, "-S", os.path.join(PACKAGE, "examples", "leader.py")], env=run_env(s),
                                 stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.kill)
         line = proc.stdout.readline()
