@@ -25,9 +25,11 @@
 //!   container, SIGKILL at once), status is reported as a kubelet does, and a pod being deleted
 //!   gets SIGTERM, SIGKILL after its grace period, and is then removed.
 //!
-//! Not done: startup probes, refreshing Secret and ConfigMap volumes of running pods, resource
-//! limits, security contexts (everything runs as root), image pulls. Mount paths are created on
-//! the host if missing (the mounts themselves stay in each container's namespace). A container's output goes to `WORK/logs/POD_CONTAINER.log`,
+//! Secret and ConfigMap volumes are brought up to date every 10 s, as a kubelet syncs them.
+//!
+//! Not done: startup probes, resource limits, security contexts (everything runs as root),
+//! image pulls. Mount paths are created on the host if missing (the mounts themselves stay in
+//! each container's namespace). A container's output goes to `WORK/logs/POD_CONTAINER.log`,
 //! its pid to `WORK/pids/POD_CONTAINER`.
 //!
 //! Usage: `baton-node-agent --kubeconfig FILE --namespace NS[,NS...] --node NAME --bin-dir DIR

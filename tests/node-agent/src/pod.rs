@@ -535,6 +535,7 @@ async fn report(agent: Arc<Agent>, pod: Pod, me: Arc<PodRun>, ip: String) {
     let mut last_sent = Value::Null;
     let mut next_probe: BTreeMap<String, Instant> = BTreeMap::new();
     let mut failures: BTreeMap<String, i32> = BTreeMap::new();
+    let mut next_sync = Instant::now() + VOLUME_SYNC;
     let runs = me
         .containers
         .lock()
@@ -607,9 +608,25 @@ async fn report(agent: Arc<Agent>, pod: Pod, me: Arc<PodRun>, ip: String) {
                 Err(e) => eprintln!("pod {}: status: {e:#}", me.name),
             }
         }
+        // As a kubelet syncs them: Secret and ConfigMap volumes follow their objects (the
+        // members re-read a renewed certificate without a restart).
+        if Instant::now() >= next_sync {
+            next_sync = Instant::now() + VOLUME_SYNC;
+            for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+                if v.secret.is_some() || v.config_map.is_some() {
+                    let dir = me.dir.join("volumes");
+                    if let Err(e) = volume(&agent, &pod, v, &dir).await {
+                        eprintln!("pod {}: refresh volume {}: {e:#}", me.name, v.name);
+                    }
+                }
+            }
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// How often Secret and ConfigMap volumes of a running pod are brought up to date.
+const VOLUME_SYNC: Duration = Duration::from_secs(10);
 
 async fn probe_once(
     agent: &Agent,
