@@ -35,6 +35,12 @@ pub enum InvalidSpec {
          need a DNS label"
     )]
     Name(String),
+    #[error(
+        "metadata.name {0:?} is longer than {MAX_NAME_LEN} characters: each member pod carries \
+         NAME-HASH in its 63-character label controller-revision-hash, so the StatefulSet could \
+         create none"
+    )]
+    NameTooLong(String),
     #[error("spec.backup.schedule {schedule:?} is not a cron schedule: {reason}")]
     Schedule { schedule: String, reason: String },
     #[error("{0}: set exactly one of pvc and s3")]
@@ -156,6 +162,12 @@ impl ValidSpec {
     }
 }
 
+/// The longest ensemble name: the StatefulSet controller labels each pod
+/// `controller-revision-hash: NAME-HASH` (HASH up to 10 characters), and a label value holds at
+/// most 63 (kube-controller-manager 1.33 then fails every pod's creation; its Services, at most
+/// NAME + 7 characters, would still fit).
+pub const MAX_NAME_LEN: usize = 52;
+
 /// Validates `ce` and resolves the image (`spec.image`, else `default_image`).
 pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidSpec, InvalidSpec> {
     let spec = &ce.spec;
@@ -171,6 +183,9 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         .ok_or(InvalidSpec::Metadata("metadata.namespace"))?;
     if name.contains('.') {
         return Err(InvalidSpec::Name(name));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(InvalidSpec::NameTooLong(name));
     }
     if ce.metadata.uid.is_none() {
         // Owner references need it; only a hand-made object lacks one.

@@ -23,6 +23,17 @@ fn defaults_fill_an_empty_spec() {
 }
 
 #[test]
+fn a_name_must_leave_room_for_the_pods_revision_label() {
+    let name = |n: usize| BASE.replace("name: demo", &format!("name: {}", "a".repeat(n)));
+    assert!(validate(&parse(&name(MAX_NAME_LEN)), "i").is_ok());
+    let refused = validate(&parse(&name(MAX_NAME_LEN + 1)), "i");
+    assert!(
+        matches!(refused, Err(InvalidSpec::NameTooLong(_))),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn replicas_must_be_odd_and_at_most_seven() {
     for (n, ok) in [
         (1, true),

@@ -23,7 +23,8 @@
 //! - restores a deleted NetworkPolicy and StatefulSet, reports an invalid spec the schema lets
 //!   through (Degraded InvalidSpec and a Warning Event), deletes the backup CronJob and the
 //!   PodDisruptionBudget when the spec drops them, and flags an annotated pod that runs
-//!   without its sidecar (Warning Event on the pod, condition SidecarsMissing, gone with it);
+//!   without its sidecar (Warning Event on the pod, condition SidecarsMissing, gone with it),
+//!   and refuses a name too long for its pods' revision label (the schema takes it);
 //! - on deletion, removes the ClusterRoleBinding and the CA copy through its finalizer, which
 //!   then goes, and the garbage collector removes the rest; the members' data claims stay
 //!   (documented: `whenDeleted: Retain`);
@@ -234,6 +235,9 @@ async fn story(kube: &Kube, release: &Release, served: &str, theirs: &str) -> Re
         .await
         .with_context(|| second.log_tail())?;
     missing_sidecar(kube)
+        .await
+        .with_context(|| second.log_tail())?;
+    too_long_a_name(kube)
         .await
         .with_context(|| second.log_tail())?;
     deleted_through_the_finalizer(kube, &owned)
@@ -666,6 +670,40 @@ async fn missing_sidecar(kube: &Kube) -> Result<()> {
     Ok(())
 }
 
+/// An ensemble whose name the API server takes but whose StatefulSet could make no pod (the
+/// pods' `controller-revision-hash` label would pass 63 characters): refused as an invalid
+/// spec, nothing applied.
+async fn too_long_a_name(kube: &Kube) -> Result<()> {
+    let name = "a".repeat(baton_operator::validate::MAX_NAME_LEN + 1);
+    let long = json!({"apiVersion": CE_API, "kind": "CoordinationEnsemble",
+                      "metadata": {"name": name}, "spec": {"replicas": 1}});
+    kube.apply(long, false).await?;
+    let ce = ce_api(kube).await?;
+    wait_for("the too long name refused", LIMIT, || async {
+        let status = ce.get(&name).await?.data["status"].clone();
+        Ok(condition(&status, "Degraded")
+            .is_some_and(|c| {
+                c["reason"] == "InvalidSpec"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("controller-revision-hash"))
+            })
+            .then_some(()))
+    })
+    .await?;
+    let statefulset = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                             "metadata": {"name": name}});
+    ensure!(
+        get(kube, &statefulset).await?.is_none(),
+        "a StatefulSet was applied for the too long name"
+    );
+    ce.delete(&name, &DeleteParams::default()).await?;
+    wait_for("the too long name deleted", LIMIT, || async {
+        Ok(ce.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await
+}
+
 /// Deletes the ensemble: the finalizer removes what no owner reaches, then goes; the garbage
 /// collector removes the rest; the members' claims stay.
 async fn deleted_through_the_finalizer(kube: &Kube, owned: &[Value]) -> Result<()> {
@@ -715,23 +753,31 @@ async fn create_namespace(kube: &Kube, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Best effort: the ensemble without its finalizer and deleted, its ClusterRoleBinding, the
-/// served namespace, and the members' claims.
+/// Best effort: the test namespace's ensembles without their finalizer and deleted, their
+/// ClusterRoleBindings, the served namespaces, and the members' claims.
 async fn clean_up(kube: &Kube, served: &[&str]) {
-    if let Ok(ce) = ce_api(kube).await {
-        let _ = ce
-            .patch(
-                NAME,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await;
-        let _ = ce.delete(NAME, &DeleteParams::default()).await;
+    if let Ok(ce) = ce_api(kube).await
+        && let Ok(list) = ce.list_metadata(&ListParams::default()).await
+    {
+        for name in list.items.iter().filter_map(|o| o.metadata.name.clone()) {
+            let _ = ce
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+            let _ = ce.delete(&name, &DeleteParams::default()).await;
+        }
     }
-    let binding = format!("baton.dev:ensemble:{}:{NAME}", kube.namespace);
-    let _ = Api::<ClusterRoleBinding>::all(kube.client.clone())
-        .delete(&binding, &DeleteParams::default())
-        .await;
+    let bindings = Api::<ClusterRoleBinding>::all(kube.client.clone());
+    let ours =
+        ListParams::default().labels(&format!("baton.dev/ensemble-namespace={}", kube.namespace));
+    if let Ok(list) = bindings.list_metadata(&ours).await {
+        for name in list.items.iter().filter_map(|o| o.metadata.name.clone()) {
+            let _ = bindings.delete(&name, &DeleteParams::default()).await;
+        }
+    }
     for ns in served {
         let _ = Api::<Namespace>::all(kube.client.clone())
             .delete(ns, &DeleteParams::default())
