@@ -20,7 +20,8 @@
 //!   takes over, and a killed operator started again takes its place: neither recreates or
 //!   rewrites anything (every object's uid and resourceVersion unchanged, no second
 //!   certificate Event);
-//! - restores a deleted NetworkPolicy and StatefulSet, reports an invalid spec the schema lets
+//! - takes no step when scaled (the scale subresource, whose selector is the status's) without a
+//!   leader; restores a deleted NetworkPolicy and StatefulSet, reports an invalid spec the schema lets
 //!   through (Degraded InvalidSpec and a Warning Event), deletes the backup CronJob and the
 //!   PodDisruptionBudget when the spec drops them, and flags an annotated pod that runs
 //!   without its sidecar (Warning Event on the pod, condition SidecarsMissing, gone with it),
@@ -566,8 +567,45 @@ async fn repairs_and_spec_changes(kube: &Kube, ensemble: &Value, owned: &[Value]
         }
     }
 
-    // A spec the schema accepts and the operator refuses: reported, nothing applied.
+    // `kubectl scale` through the scale subresource (its selector is the status's): the spec
+    // changes, and without a leader the operator takes no step (the StatefulSet stays at 3).
     let ce = ce_api(kube).await?;
+    ce.patch_scale(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await?;
+    let scale = ce.get_scale(NAME).await?;
+    let status = scale.status.context("the scale has no status")?;
+    ensure!(
+        scale.spec.and_then(|s| s.replicas) == Some(5)
+            && status.replicas == 0
+            && status.selector.as_deref()
+                == Some("app.kubernetes.io/instance=demo,app.kubernetes.io/name=baton-ensemble"),
+        "the scale subresource: {status:?}"
+    );
+    wait_for("the scaled spec observed", LIMIT, || async {
+        let stored = ce.get(NAME).await?;
+        let status = &stored.data["status"];
+        let waiting = condition(status, "Progressing")
+            .is_some_and(|c| c["reason"] == "WaitingForHealthyQuorum");
+        Ok(
+            (waiting && status["observedGeneration"].as_i64() == stored.metadata.generation)
+                .then_some(()),
+        )
+    })
+    .await?;
+    let statefulset = get(kube, &find("StatefulSet")?)
+        .await?
+        .context("no StatefulSet")?;
+    ensure!(
+        statefulset.data["spec"]["replicas"] == 3,
+        "scaled without a leader: {}",
+        statefulset.data["spec"]["replicas"]
+    );
+
+    // A spec the schema accepts and the operator refuses: reported, nothing applied.
     let mut invalid = ensemble.clone();
     invalid["spec"]["backup"]["schedule"] = json!("every day at three");
     kube.apply(invalid, false).await?;
