@@ -101,9 +101,14 @@ func (c *Client) acquire(ctx context.Context, path string, q url.Values, opts Lo
 	}
 }
 
-func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (*Lock, error) {
+func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (lock *Lock, err error) {
 	l := &Lock{c: c, path: path, stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	defer func() {
+		if err != nil {
+			l.cancel(err) // nothing was granted: free the context
+		}
+	}()
 	if opts.TTL > 0 {
 		q.Set("ttl", seconds(opts.TTL))
 		q.Del("hold")
