@@ -25,6 +25,8 @@ use zookeeper_client as zk;
 /// Fields drop in order: leftover ensembles' finalizers, the release (uninstalled), the agent,
 /// the namespace, the lock.
 struct Setup {
+    /// When this test got the operator lock (its own time starts there).
+    started: Instant,
     _cleanup: EnsembleCleanup,
     release: Release,
     agent: NodeAgent,
@@ -35,11 +37,13 @@ struct Setup {
 impl Setup {
     async fn new(test: &str) -> Result<Setup> {
         let lock = OperatorLock::acquire().await?;
+        let started = Instant::now();
         let kube = Kube::new(test).await?;
         let agent = NodeAgent::start(&kube)?;
         eprintln!("node agent {} ready in {:?}", agent.node, agent.started_in);
         let release = install_operator(&kube, &agent).await?;
         Ok(Setup {
+            started,
             _cleanup: EnsembleCleanup::new(&kube, &[&kube.namespace]),
             release,
             agent,
@@ -219,9 +223,8 @@ fn small_ensemble(replicas: i32) -> Value {
 /// CoordinationEnsemble of 3 becomes Available with a leader.
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
-    let t0 = Instant::now();
     let s = Setup::new("pods-create").await?;
-    let operator_ready = t0.elapsed();
+    let operator_ready = s.started.elapsed();
 
     // The operator's pod is the Deployment's, on the agent's node, with the chart's account.
     let params =
@@ -273,7 +276,7 @@ async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
     s.delete_ensemble("demo").await?;
     eprintln!(
         "timings: operator ready {operator_ready:?}, ensemble available and deleted {:?}",
-        t0.elapsed() - operator_ready
+        s.started.elapsed() - operator_ready
     );
     Ok(())
 }
@@ -282,7 +285,6 @@ async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
 /// Available again, and what was written before is still there, on the killed member too.
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
-    let t0 = Instant::now();
     let s = Setup::new("pods-kill").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     let status = s.available("demo", 3, Duration::from_secs(240)).await?;
@@ -337,14 +339,13 @@ async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
         String::from_utf8_lossy(&data)
     );
     s.delete_ensemble("demo").await?;
-    eprintln!("timing: member kill test {:?}", t0.elapsed());
+    eprintln!("timing: member kill test {:?}", s.started.elapsed());
     Ok(())
 }
 
 /// (4) 3 → 5 → 3: the operator adds two members (joining, then voters) and removes them again.
 #[tokio::test(flavor = "multi_thread")]
 async fn scale_three_five_three() -> Result<()> {
-    let t0 = Instant::now();
     let s = Setup::new("pods-scale").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     s.available("demo", 3, Duration::from_secs(240)).await?;
@@ -384,7 +385,7 @@ async fn scale_three_five_three() -> Result<()> {
     )
     .await?;
     s.delete_ensemble("demo").await?;
-    eprintln!("timing: scale test {:?}", t0.elapsed());
+    eprintln!("timing: scale test {:?}", s.started.elapsed());
     Ok(())
 }
 
@@ -397,7 +398,6 @@ async fn scale_three_five_three() -> Result<()> {
 /// Ready, so two pods may be unready at once for up to one probe period.
 #[tokio::test(flavor = "multi_thread")]
 async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
-    let t0 = Instant::now();
     let s = Setup::new("pods-roll").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     s.available("demo", 3, Duration::from_secs(240)).await?;
@@ -458,6 +458,6 @@ async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
     );
     s.available("demo", 3, Duration::from_secs(120)).await?;
     s.delete_ensemble("demo").await?;
-    eprintln!("timing: rolling upgrade test {:?}", t0.elapsed());
+    eprintln!("timing: rolling upgrade test {:?}", s.started.elapsed());
     Ok(())
 }

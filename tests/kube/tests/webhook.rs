@@ -98,8 +98,8 @@ async fn refused(api: &Api<Pod>, pod: &Pod) -> Result<String> {
 /// pod of a namespace the ensemble does not serve is refused, naming what it serves.
 #[tokio::test(flavor = "multi_thread")]
 async fn injected_sidecar_leads_and_unserved_namespace_is_refused() -> Result<()> {
-    let t0 = std::time::Instant::now();
     let _lock = OperatorLock::acquire().await?;
+    let t0 = std::time::Instant::now();
     let kube = Kube::new("webhook-inject").await?;
     require_aggregator_routing(&kube)?;
     let extra = Namespaces::create(&kube, &["apps", "other"]).await?;
@@ -234,6 +234,7 @@ async fn injected_sidecar_leads_and_unserved_namespace_is_refused() -> Result<()
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_down_fails_closed_except_for_excluded_pods() -> Result<()> {
     let _lock = OperatorLock::acquire().await?;
+    let t0 = std::time::Instant::now();
     let kube = Kube::new("webhook-down").await?;
     require_aggregator_routing(&kube)?;
     let extra = Namespaces::create(&kube, &["apps"]).await?;
@@ -311,5 +312,6 @@ async fn operator_down_fails_closed_except_for_excluded_pods() -> Result<()> {
         },
     )
     .await?;
+    eprintln!("timing: operator-down test {:?}", t0.elapsed());
     Ok(())
 }
