@@ -65,7 +65,11 @@ impl Bridge {
     pub fn create() -> Result<Bridge> {
         for index in 1..=250u8 {
             let name = format!("bna{index}");
-            if run("ip", &["link", "add", &name, "type", "bridge"]).is_err() {
+            if let Err(e) = run("ip", &["link", "add", &name, "type", "bridge"]) {
+                if !std::path::Path::new(&format!("/sys/class/net/{name}")).exists() {
+                    // Not taken, so not allowed (not root?) or no ip: no use trying others.
+                    return Err(e.context("make the agent's bridge (the agent needs root)"));
+                }
                 let alias = std::fs::read_to_string(format!("/sys/class/net/{name}/ifalias"))
                     .unwrap_or_default();
                 let alive = alias
