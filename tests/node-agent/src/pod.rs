@@ -256,7 +256,7 @@ async fn run_pod_inner(agent: &Arc<Agent>, pod: &Pod, me: &Arc<PodRun>) -> Resul
             }
         };
         let argv = argv(agent, &run.spec, &env);
-        let script = mount_script(pod, &run.spec, &mounts, &me.hosts_file);
+        let script = mount_script(&agent.bin_dir, pod, &run.spec, &mounts, &me.hosts_file);
         let ns = agent.bridge.netns(me.host);
         let log = agent
             .work_dir
@@ -368,6 +368,7 @@ fn quote(s: &str) -> String {
 /// The shell run inside the container's new mount and UTS namespaces before its program: the
 /// hostname, each volume bind-mounted at its mountPath (parents first), `/etc/hosts`.
 fn mount_script(
+    bin_dir: &Path,
     pod: &Pod,
     c: &Container,
     volumes: &BTreeMap<String, PathBuf>,
@@ -381,9 +382,13 @@ fn mount_script(
         .unwrap_or_default();
     // Every source is bind-mounted into a staging directory first: a mountPath may hide the
     // agent's own directory (a volume at /tmp when the agent works in /tmp).
+    // The build directory too, at STAGE/bin (first on the container's PATH): a volume at /tmp
+    // would hide a checkout under /tmp.
     let mut script = format!(
-        "set -e\nhostname {}\nstage={STAGE}\nmkdir -p $stage\nmount -t tmpfs none $stage\n",
-        quote(&hostname)
+        "set -e\nhostname {}\nstage={STAGE}\nmkdir -p $stage\nmount -t tmpfs none $stage\n\
+         mkdir $stage/bin\nmount --bind {} $stage/bin\n",
+        quote(&hostname),
+        quote(&bin_dir.to_string_lossy())
     );
     let mut mounts: Vec<_> = c.volume_mounts.iter().flatten().collect();
     mounts.sort_by_key(|m| m.mount_path.len());
@@ -1049,17 +1054,15 @@ fn field(pod: &Pod, f: &ObjectFieldSelector, ip: &str) -> Result<String> {
     })
 }
 
-/// The container's environment: what a kubelet sets (PATH with the build directory first, the
+/// The container's environment: what a kubelet sets (PATH with the build directory, staged at
+/// `STAGE/bin`, first, the
 /// `kubernetes` Service's variables, HOSTNAME), then `envFrom`, then `env` with `$(VAR)`.
 async fn env(agent: &Agent, pod: &Pod, c: &Container, ip: &str) -> Result<Vec<(String, String)>> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     let mut env: Vec<(String, String)> = vec![
         (
             "PATH".into(),
-            format!(
-                "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                agent.bin_dir.display()
-            ),
+            format!("{STAGE}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
         ),
         ("HOME".into(), "/root".into()),
         (
