@@ -261,20 +261,6 @@ unsafe extern "C" {
     fn flock(fd: i32, operation: i32) -> i32;
 }
 
-/// Helm: `$BATON_HELM`, else the tools directory's (validate-chart.sh installs it), else PATH's.
-pub fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("BATON_HELM") {
-        return path.into();
-    }
-    let tools = std::env::var_os("BATON_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/baton-tools")));
-    match tools.map(|t| t.join("bin/helm")) {
-        Some(path) if path.is_file() => path,
-        _ => "helm".into(),
-    }
-}
-
 /// `charts/baton` installed into the test's namespace; uninstalled when dropped (its
 /// cluster-scoped objects, the injection webhook among them, would outlive the namespace).
 pub struct Release {
@@ -289,28 +275,12 @@ impl Release {
     /// `helm install` of the chart with `set` (`key=value` each) as release `name`.
     pub fn install(kube: &Kube, name: &str, set: &[&str]) -> Result<Release> {
         let chart = repo_root().join("charts/baton");
-        let mut cmd = Command::new(helm());
-        cmd.arg("install")
-            .arg(name)
-            .arg(&chart)
-            .args(["--namespace", &kube.namespace, "--kubeconfig"])
-            .arg(&kube.plane.kubeconfig);
+        let chart = chart.to_str().context("chart path")?;
+        let mut args = vec!["install", name, chart];
         for s in set {
-            cmd.args(["--set", s]);
+            args.extend(["--set", s]);
         }
-        let out = cmd.output().with_context(|| {
-            format!(
-                "run {} (tests/scripts/validate-chart.sh installs it; or set BATON_HELM)",
-                helm().display()
-            )
-        })?;
-        if !out.status.success() {
-            bail!(
-                "helm install {name}: {}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        crate::helm::run_in(kube, &args)?;
         let fullname = if name.contains("baton") {
             name.to_string()
         } else {
@@ -327,7 +297,7 @@ impl Release {
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let _ = Command::new(helm())
+        let _ = Command::new(crate::helm::binary())
             .args([
                 "uninstall",
                 &self.name,

@@ -12,6 +12,7 @@
 //! it is dropped), so tests run in parallel (nextest runs each in a process of its own).
 
 pub mod agent;
+pub mod helm;
 pub mod operator;
 pub mod sidecar;
 

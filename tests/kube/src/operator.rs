@@ -17,22 +17,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::Value;
 
+pub use crate::helm::run_in as run_helm;
 use crate::{Kube, repo_root};
-
-/// Helm: `$BATON_HELM`, else the one `validate-chart.sh` installs into the tools directory
-/// (`$BATON_TOOLS`, default `~/.cache/baton-tools`), else the PATH's.
-pub fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("BATON_HELM") {
-        return path.into();
-    }
-    let tools = std::env::var_os("BATON_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/baton-tools")));
-    match tools.map(|t| t.join("bin/helm")) {
-        Some(path) if path.is_file() => path,
-        _ => "helm".into(),
-    }
-}
 
 /// The `baton-operator` binary: `$BATON_OPERATOR_BIN`, or the one beside this test executable
 /// (`target/<profile>/deps/<test>` → `target/<profile>/baton-operator`).
@@ -111,31 +97,6 @@ impl Release {
             .map(str::to_string)
             .context("the chart's operator has no --lease-name")
     }
-}
-
-/// Runs Helm against the test's namespace with the admin kubeconfig.
-pub fn run_helm(kube: &Kube, args: &[&str]) -> Result<String> {
-    let out = Command::new(helm())
-        .args(args)
-        .arg("--namespace")
-        .arg(&kube.namespace)
-        .arg("--kubeconfig")
-        .arg(&kube.plane.kubeconfig)
-        .output()
-        .with_context(|| {
-            format!(
-                "run {} (tests/scripts/validate-chart.sh installs it; or set BATON_HELM)",
-                helm().display()
-            )
-        })?;
-    ensure!(
-        out.status.success(),
-        "helm {}: {}\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Installs `charts/baton` into the test's namespace with the operator's Deployment at 0

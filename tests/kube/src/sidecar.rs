@@ -25,21 +25,6 @@ use crate::{Kube, parse_yaml, repo_root};
 /// How long a wait on the API server or on a process may take before the test fails.
 pub const BOUND: Duration = Duration::from_secs(60);
 
-/// Helm: `$BATON_HELM`, else the one `validate-chart.sh` installs into the tools directory,
-/// else the PATH's.
-pub fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("BATON_HELM") {
-        return path.into();
-    }
-    let tools = std::env::var_os("BATON_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/baton-tools")));
-    match tools.map(|t| t.join("bin/helm")) {
-        Some(path) if path.is_file() => path,
-        _ => "helm".into(),
-    }
-}
-
 /// The chart's sidecar parts, installed for the test's namespace: `pod-label-policy.yaml` and
 /// `sidecar-rbac.yaml` exactly as `helm template` renders them with `sidecarRbac` listing the
 /// test's service accounts. The policy and its bindings are cluster-scoped (named after a
@@ -96,20 +81,7 @@ impl SidecarChart {
             args.push("--set".into());
             args.push(format!("sidecarRbac.serviceAccounts[{i}].name={sa}"));
         }
-        let out = Command::new(helm()).args(&args).output().with_context(|| {
-            format!(
-                "run {} (tests/scripts/validate-chart.sh installs it; or set BATON_HELM)",
-                helm().display()
-            )
-        })?;
-        ensure!(
-            out.status.success(),
-            "helm {}: {}\n{}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let objects = parse_yaml(&String::from_utf8(out.stdout)?)?;
+        let objects = parse_yaml(&crate::helm::run(&args)?)?;
         let policy = objects
             .iter()
             .find(|o| o["kind"] == "ValidatingAdmissionPolicy")

@@ -19,55 +19,15 @@
 //! ClusterRoleBinding to `system:auth-delegator`, which the API server's escalation check
 //! allows only with the chart's `bind` on that role.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use baton_kube_tests::helm::run_in as run_helm;
 use baton_kube_tests::{Kube, parse_yaml, repo_root};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use serde_json::{Value, json};
-
-/// Helm: `$BATON_HELM`, else the one validate-chart.sh installs into the tools directory,
-/// else the PATH's.
-fn helm() -> PathBuf {
-    if let Some(path) = std::env::var_os("BATON_HELM") {
-        return path.into();
-    }
-    let tools = std::env::var_os("BATON_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/baton-tools")));
-    match tools.map(|t| t.join("bin/helm")) {
-        Some(path) if path.is_file() => path,
-        _ => "helm".into(),
-    }
-}
-
-fn run_helm(kube: &Kube, args: &[&str]) -> Result<String> {
-    let out = Command::new(helm())
-        .args(args)
-        .arg("--namespace")
-        .arg(&kube.namespace)
-        .arg("--kubeconfig")
-        .arg(&kube.plane.kubeconfig)
-        .output()
-        .with_context(|| {
-            format!(
-                "run {} (tests/scripts/validate-chart.sh installs it; or set BATON_HELM)",
-                helm().display()
-            )
-        })?;
-    ensure!(
-        out.status.success(),
-        "helm {}: {}\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 /// Stand-in CRDs for the optional parts' APIs (cert-manager, Prometheus operator).
 async fn stand_in_crds(kube: &Kube) -> Result<()> {
