@@ -8,6 +8,9 @@
 //!   only once every remaining member has dropped it, lower replicas (the pod goes last);
 //! - rolling update (`OnDelete` StatefulSet): restart outdated followers one at a time, lowest
 //!   ordinal first; the leader last, after moving leadership to an updated member.
+//!
+//! A scale-up or roll step is taken only once every member is healthy in the ensemble and the
+//! pod of each at the current revision is Ready (the member replaced or added last included).
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -253,6 +256,26 @@ pub fn plan(desired: i32, observed: &Observed) -> Plan {
             .filter(|id| !ready.contains(id))
             .collect();
         return wait(format!("members {not_ready:?} not ready"));
+    }
+    // The ensemble's word is not enough before taking the next member down: the pod of a member
+    // replaced (or added) at the current revision must be Ready too, as a StatefulSet's own
+    // rolling update waits. The kubelet's probe lags the member catching up by up to a period;
+    // without this, two member pods would be unready at once, the client Service would have
+    // one endpoint and the PodDisruptionBudget's at most one unavailable would not hold. An
+    // outdated pod is not waited for: the roll may be what fixes its readiness.
+    let unready_pods: Vec<u64> = observed
+        .pods
+        .iter()
+        .filter(|p| expected.contains(&p.id) && !p.terminating && !p.ready)
+        .filter(|p| {
+            sts.update_revision
+                .as_ref()
+                .is_none_or(|r| p.revision.as_ref() == Some(r))
+        })
+        .map(|p| p.id)
+        .collect();
+    if !unready_pods.is_empty() {
+        return wait(format!("member pods {unready_pods:?} not Ready"));
     }
     if r < desired {
         let id = r as u64 + 1;

@@ -296,3 +296,30 @@ fn a_statefulset_scaled_behind_our_back_comes_back_to_the_spec() {
         membership(MembershipStep::Remove { leader: 1, id: 3 })
     );
 }
+
+#[test]
+fn a_roll_or_scale_up_waits_for_the_replaced_members_pod_to_be_ready() {
+    // Member 1 was restarted at r2 and the ensemble has it back, but the kubelet has not yet
+    // probed its new pod: taking member 2 down now would leave two pods unready.
+    let mut o = observed(3, 3, view(&[1, 2, 3], 3, &[]));
+    if let Some(s) = o.statefulset.as_mut() {
+        s.update_revision = Some("r2".into());
+    }
+    o.pods[0].revision = Some("r2".into());
+    o.pods[0].ready = false;
+    let p = plan(3, &o);
+    assert_eq!(p.action, None);
+    assert_eq!(p.phase, Phase::Waiting("member pods [1] not Ready".into()));
+    o.pods[0].ready = true;
+    assert_eq!(plan(3, &o).action, Some(Action::RestartMember { id: 2 }));
+
+    // Likewise the next member of a scale-up is added only once the last one's pod is Ready.
+    let mut o = observed(4, 3, view(&[1, 2, 3, 4], 1, &[]));
+    o.pods[3].ready = false;
+    assert_eq!(plan(5, &o).action, None);
+    o.pods[3].ready = true;
+    assert_eq!(
+        plan(5, &o).action,
+        membership(MembershipStep::Add { leader: 1, id: 5 })
+    );
+}

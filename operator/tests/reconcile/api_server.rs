@@ -285,14 +285,25 @@ spec: {spec}
                 None => not_found(),
             },
             (&Method::GET, p) if p == format!("{NS}/pods") => {
+                // As a kubelet's readiness probe would find it: Ready while the fake member
+                // answers (a voter or learner, not down, not removed), unless the scenario
+                // holds the pod back in `unready_pods`.
+                let m = self.ensemble.model();
                 let items: Vec<Value> = self
                     .pods
                     .iter()
                     .map(|(id, rev)| {
+                        let healthy = (m.voters.contains(id) || m.learners.contains(id))
+                            && !m.down.contains(id)
+                            && !m.removed.contains(id)
+                            && !self.unready_pods.contains(id);
+                        let ready = if healthy { "True" } else { "False" };
                         json!({"metadata": {"name": format!("zk-{}", id - 1),
-                        "labels": {"controller-revision-hash": rev}}})
+                                            "labels": {"controller-revision-hash": rev}},
+                               "status": {"conditions": [{"type": "Ready", "status": ready}]}})
                     })
                     .collect();
+                drop(m);
                 ok(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
             }
             (&Method::PATCH, p) if p == format!("{CE}/status") => {

@@ -413,6 +413,50 @@ async fn an_image_change_restarts_followers_first_and_the_leader_last() {
     assert!(world.pods.iter().all(|(_, rev)| rev == "r2"));
 }
 
+/// The pods a reconcile deleted, by name.
+fn deleted_pods(seen: &[api_server::Seen]) -> Vec<String> {
+    seen.iter()
+        .filter(|s| s.method == Method::DELETE)
+        .map(|s| {
+            s.path
+                .trim_start_matches(&format!("{NS}/pods/"))
+                .to_string()
+        })
+        .collect()
+}
+
+/// The ensemble has the restarted member back before the kubelet's probe has found its new pod
+/// Ready: the roll waits for Ready (else two member pods would be unready at once), then goes
+/// on.
+#[tokio::test]
+async fn a_roll_waits_for_the_restarted_members_pod_to_be_ready() {
+    let mut world = running("{replicas: 3}", 3, 2).await;
+    world.set_spec("image", json!("baton:2"));
+    world.update_revision = "r2".into();
+    let seen = world.reconcile().await;
+    assert_eq!(deleted_pods(&seen), ["zk-0"]);
+    // Re-created at the new revision; its member answers, its pod is not Ready yet.
+    world.pods.push((1, "r2".into()));
+    world.unready_pods = vec![1];
+    for _ in 0..2 {
+        let seen = world.reconcile().await;
+        assert_eq!(
+            deleted_pods(&seen),
+            Vec::<String>::new(),
+            "a member's pod went while member 1's was not Ready"
+        );
+        let status = &body(&seen, Method::PATCH, &format!("{CE}/status"))["status"];
+        assert_eq!(
+            status["step"]["description"],
+            "Waiting: member pods [1] not Ready"
+        );
+    }
+    world.unready_pods.clear();
+    let seen = world.reconcile().await;
+    assert_eq!(deleted_pods(&seen), ["zk-2"]);
+    assert!(world.ensemble.take_calls().is_empty());
+}
+
 /// A rolling upgrade from the previous release (members supporting feature level 1) to this
 /// one: while any member still runs the old build the status shows the level held at 1 (and the
 /// lowest supported level, 1); once the last one restarted at the new revision the level rises
