@@ -171,8 +171,7 @@ pub async fn run_pod(agent: Arc<Agent>, pod: Pod, me: Arc<PodRun>) {
         eprintln!("pod {}: {e:#}", me.name);
         let _ = patch_status(
             &agent,
-            &me.namespace,
-            &me.name,
+            &me,
             json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"},
                 {"type": "Ready", "status": "False", "reason": "AgentError", "message": format!("{e:#}")}]}),
         )
@@ -191,8 +190,7 @@ async fn run_pod_inner(agent: &Arc<Agent>, pod: &Pod, me: &Arc<PodRun>) -> Resul
     let started = now();
     patch_status(
         agent,
-        &me.namespace,
-        &me.name,
+        me,
         json!({"phase": "Pending", "podIP": ip, "podIPs": [{"ip": ip}],
                "hostIP": agent.bridge.gateway.to_string(),
                "hostIPs": [{"ip": agent.bridge.gateway.to_string()}], "startTime": started}),
@@ -608,7 +606,7 @@ async fn report(agent: Arc<Agent>, pod: Pod, me: Arc<PodRun>, ip: String) {
         }
         let status = status(&pod, &runs, &ip);
         if status != last_sent {
-            match patch_status(&agent, &me.namespace, &me.name, status.clone()).await {
+            match patch_status(&agent, &me, status.clone()).await {
                 Ok(()) => last_sent = status,
                 Err(e) => eprintln!("pod {}: status: {e:#}", me.name),
             }
@@ -798,15 +796,18 @@ fn status(pod: &Pod, runs: &[Arc<Run>], ip: &str) -> Value {
     })
 }
 
-pub async fn patch_status(agent: &Agent, ns: &str, name: &str, status: Value) -> Result<()> {
-    Api::<Pod>::namespaced(agent.client.clone(), ns)
+/// Writes `status` on the pod this run is for, and never on a newer pod of the same name (a
+/// StatefulSet member made again): the patch carries the run's uid, which the API server refuses
+/// to change, so a late report of a deleted pod cannot mark its successor Ready.
+pub async fn patch_status(agent: &Agent, me: &PodRun, status: Value) -> Result<()> {
+    Api::<Pod>::namespaced(agent.client.clone(), &me.namespace)
         .patch_status(
-            name,
+            &me.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
+            &Patch::Merge(json!({"metadata": {"uid": me.uid}, "status": status})),
         )
         .await
-        .with_context(|| format!("patch status of pod {name}"))?;
+        .with_context(|| format!("patch status of pod {} ({})", me.name, me.uid))?;
     Ok(())
 }
 
