@@ -41,11 +41,18 @@ pub(super) async fn observe(
             Ok(found) => found,
             Err(zk::Error::NoNode) => {
                 // No folder yet: watch for it to appear.
-                let (_, watcher) = client
+                let (stat, watcher) = client
                     .check_and_watch_stat(dir)
                     .await
                     .map_err(|e| RecipeError::from_zk("exists", dir, e))?;
-                return Ok((None, Some(watcher)));
+                if stat.is_none() {
+                    return Ok((None, Some(watcher)));
+                }
+                // Made between the list and this look (another pod's first candidacy): on a
+                // node that exists this is a data watch, which no candidate joining fires,
+                // so waiting on it would miss every leader until something else looked
+                // again. List it instead.
+                continue;
             }
             Err(e) => return Err(RecipeError::from_zk("list", dir, e)),
         };

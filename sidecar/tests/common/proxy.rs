@@ -10,14 +10,49 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// ZooKeeper opcodes that create a node (create, create2, createContainer, createTTL).
 const CREATE_OPCODES: [i32; 4] = [1, 15, 19, 21];
 
+/// ZooKeeper's `exists` opcode.
+pub const EXISTS: i32 = 3;
+
+/// A request to hold ([`CutProxy::hold`]): the first one with one of `opcodes` on exactly `path`.
+struct HoldSpec {
+    opcodes: Vec<i32>,
+    path: String,
+    held: oneshot::Sender<()>,
+    release: oneshot::Receiver<()>,
+}
+
+type Armed = Arc<Mutex<Option<HoldSpec>>>;
+
+/// A request the proxy holds back (with everything after it on that connection).
+pub struct Hold {
+    held: oneshot::Receiver<()>,
+    release: oneshot::Sender<()>,
+}
+
+impl Hold {
+    /// Waits (bounded) until the request reached the proxy and is held.
+    pub async fn held(&mut self) {
+        tokio::time::timeout(super::BOUND, &mut self.held)
+            .await
+            .expect("the request to hold never came")
+            .expect("the proxy went away");
+    }
+
+    /// Lets the request (and what queued behind it) through.
+    pub fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
 /// The proxy; it runs until the test process ends.
 pub struct CutProxy {
     pub addr: SocketAddr,
+    hold: Armed,
     marker: Arc<Mutex<Option<String>>>,
     cuts: Arc<AtomicUsize>,
     blocked: watch::Sender<bool>,
@@ -31,9 +66,10 @@ impl CutProxy {
             .expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
         let marker = Arc::new(Mutex::new(None));
+        let hold: Armed = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicUsize::new(0));
         let (blocked, blocked_rx) = watch::channel(false);
-        let (m, c) = (marker.clone(), cuts.clone());
+        let (m, c, h) = (marker.clone(), cuts.clone(), hold.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let mut blocked = blocked_rx.clone();
@@ -48,11 +84,19 @@ impl CutProxy {
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     continue;
                 };
-                tokio::spawn(relay(client, server, m.clone(), c.clone(), blocked));
+                tokio::spawn(relay(
+                    client,
+                    server,
+                    m.clone(),
+                    h.clone(),
+                    c.clone(),
+                    blocked,
+                ));
             }
         });
         Self {
             addr,
+            hold,
             marker,
             cuts,
             blocked,
@@ -72,6 +116,20 @@ impl CutProxy {
     /// The next create whose path contains `marker` is applied but its reply is lost.
     pub fn arm(&self, marker: &str) {
         *self.marker.lock().unwrap_or_else(|p| p.into_inner()) = Some(marker.to_owned());
+    }
+
+    /// Holds the next request with one of `opcodes` on exactly `path` (and so everything the
+    /// client sends after it on that connection) until [`Hold::release`].
+    pub fn hold(&self, opcodes: &[i32], path: &str) -> Hold {
+        let (held_tx, held) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        *self.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some(HoldSpec {
+            opcodes: opcodes.to_vec(),
+            path: path.to_owned(),
+            held: held_tx,
+            release: release_rx,
+        });
+        Hold { held, release }
     }
 
     /// How many connections were cut so far.
@@ -97,19 +155,36 @@ fn be_i32(bytes: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// The xid of a create request whose path contains `marker`.
-fn targeted_create(frame: &[u8], marker: &str) -> Option<i32> {
+/// A request's (xid, opcode, path), for requests whose body starts with a path.
+fn request_path(frame: &[u8]) -> Option<(i32, i32, &str)> {
     let xid = be_i32(frame, 0)?;
     let opcode = be_i32(frame, 4)?;
     let path_len = usize::try_from(be_i32(frame, 8)?).ok()?;
     let path = std::str::from_utf8(frame.get(12..12 + path_len)?).ok()?;
+    Some((xid, opcode, path))
+}
+
+/// The xid of a create request whose path contains `marker`.
+fn targeted_create(frame: &[u8], marker: &str) -> Option<i32> {
+    let (xid, opcode, path) = request_path(frame)?;
     (CREATE_OPCODES.contains(&opcode) && path.contains(marker)).then_some(xid)
+}
+
+/// The armed hold, taken, if `frame` is the request it waits for.
+fn take_hold(frame: &[u8], hold: &Armed) -> Option<HoldSpec> {
+    let (_, opcode, path) = request_path(frame)?;
+    let mut armed = hold.lock().unwrap_or_else(|p| p.into_inner());
+    let matches = armed
+        .as_ref()
+        .is_some_and(|h| h.opcodes.contains(&opcode) && h.path == path);
+    if matches { armed.take() } else { None }
 }
 
 async fn relay(
     client: TcpStream,
     server: TcpStream,
     marker: Arc<Mutex<Option<String>>>,
+    hold: Armed,
     cuts: Arc<AtomicUsize>,
     mut blocked: watch::Receiver<bool>,
 ) {
@@ -118,17 +193,18 @@ async fn relay(
     let target = Arc::new(Mutex::new(None));
     // Whichever side ends first ends the connection; dropping the halves closes both sockets.
     tokio::select! {
-        _ = upstream(client_rx, server_tx, marker, target.clone()) => {}
+        _ = upstream(client_rx, server_tx, marker, hold, target.clone()) => {}
         _ = downstream(server_rx, client_tx, target, cuts) => {}
         _ = blocked.wait_for(|b| *b) => {}
     }
 }
 
-/// Client to server: notes the xid of the targeted create.
+/// Client to server: notes the xid of the targeted create, and holds the held request.
 async fn upstream(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     marker: Arc<Mutex<Option<String>>>,
+    hold: Armed,
     target: Arc<Mutex<Option<i32>>>,
 ) -> Option<()> {
     // The first frame is the handshake (no request header).
@@ -142,6 +218,11 @@ async fn upstream(
         {
             *marker.lock().unwrap_or_else(|p| p.into_inner()) = None;
             *target.lock().unwrap_or_else(|p| p.into_inner()) = Some(xid);
+        }
+        if let Some(held) = take_hold(&frame, &hold) {
+            let _ = held.held.send(());
+            // Released, or the test dropped its handle: forward it either way.
+            let _ = held.release.await;
         }
         write_frame(&mut to, &frame).await?;
     }

@@ -77,11 +77,19 @@ pub(super) async fn leader(
 /// one per change ([`leader_key`]) until the client goes away or the sidecar stops; also
 /// `suspended`, `resumed`, `lost` and `connected` as the session changes
 /// ([`session_changes`]), and `stepping-down` on SIGTERM while this pod leads.
+///
+/// Every `leader` event is computed here, from the election's view and the session as they
+/// are when the stream looks, never taken from the pod's event channel: an event queued
+/// there between subscribing and the first look describes an older view than the first
+/// event, and replaying it after that one said "not leading, leading again" with the same
+/// token for a term that never ended. Computed this way, each event is at least as new as
+/// the one before it.
 async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<Body> {
     // Listen first, then look: a change between the two is sent, not lost.
     let interest = election.follow_leader();
     let following = state.handoff.follow(vec![election.name().clone()]);
     let mut events = state.locks.events().subscribe();
+    let mut views = election.subscribe();
     let mut snapshots = state.session.subscribe();
     let mut mark = session_mark(&state.session);
     let view = election.refresh(REFRESH_BOUND).await;
@@ -95,39 +103,34 @@ async fn follow_leader(state: &ApiState, election: &ElectionRecipe) -> Response<
         let mut open = sse.send(sse_event("leader", &first)).await;
         let mut keep_alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
         while open {
-            let body = tokio::select! {
+            tokio::select! {
+                changed = views.changed() => if changed.is_err() { break },
+                changed = snapshots.changed() => if changed.is_err() { break },
                 received = events.recv() => match received {
-                    Ok(event) if event.data["election"] != election.name().as_str() => continue,
-                    Ok(event) if event.name == "leader" => event.data.clone(),
-                    Ok(event) if event.name == "stepping-down" => {
+                    Ok(event) if event.name == "stepping-down"
+                        && event.data["election"] == election.name().as_str() => {
                         open = sse.send(event.to_sse()).await;
-                        continue;
                     }
-                    Ok(_) => continue,
-                    Err(RecvError::Lagged(n)) => {
-                        open = sse.send(sse_comment(&format!("lagged {n}"))).await;
-                        leader_body(&identity, &session, &election.view())
-                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => break,
                 },
-                changed = snapshots.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                    let now = session_mark(&session);
-                    for change in session_changes(std::mem::replace(&mut mark, now), now) {
-                        let mut data = session_change_data(&session, now);
-                        data["election"] = election.name().as_str().into();
-                        open = open && sse.send(sse_event(change, &data)).await;
-                    }
-                    continue;
-                }
                 _ = sse.closed() => break,
                 _ = keep_alive.tick() => {
                     open = sse.send(sse_comment("keep-alive")).await;
                     continue;
                 }
-            };
+            }
+            // Mark both as seen before looking, so a change after the look wakes us again;
+            // the session's changes are told from `mark` whichever woke us.
+            views.borrow_and_update();
+            snapshots.borrow_and_update();
+            let now = session_mark(&session);
+            for change in session_changes(std::mem::replace(&mut mark, now), now) {
+                let mut data = session_change_data(&session, now);
+                data["election"] = election.name().as_str().into();
+                open = open && sse.send(sse_event(change, &data)).await;
+            }
+            let body = leader_body(&identity, &session, &election.view());
             let key = leader_key(&body);
             if open && key != last {
                 last = key;
