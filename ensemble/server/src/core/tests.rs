@@ -343,6 +343,20 @@ fn await_snapshots(m: &mut OneMember, count: u64) {
     panic!("no snapshot came back from the snapshot thread");
 }
 
+/// Steps an idle member until no snapshot is being written or waits to be collected. The
+/// snapshot thread stores a snapshot in the log before the core counts it, so the log's newest
+/// snapshot and `last_snapshot_index` agree only once the thread is idle.
+fn await_snapshotter_idle(m: &mut OneMember) {
+    for _ in 0..60_000 {
+        if !m.core.snapshots.busy() {
+            return;
+        }
+        m.step(vec![]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the snapshot thread never went idle");
+}
+
 #[test]
 fn a_snapshot_written_off_the_core_is_the_state_at_its_index_and_survives_a_restart() {
     let mut m = OneMember::open(tempfile::tempdir().expect("temp dir"), 40, true);
@@ -354,6 +368,7 @@ fn a_snapshot_written_off_the_core_is_the_state_at_its_index_and_survives_a_rest
         assert_eq!(hdr.err, 0);
     }
     await_snapshots(&mut m, 2);
+    await_snapshotter_idle(&mut m);
     let snap = m.core.log.latest_snapshot().expect("a snapshot");
     let index = snap.get_metadata().index;
     let frozen = baton_machine::StateMachine::restore(snap.get_data()).expect("restores");
