@@ -127,15 +127,25 @@ impl EventStream {
     }
 
     /// Skips events until one named `name` whose data satisfies `matches`; fails the test if
-    /// the stream ends first.
+    /// the stream ends first or none comes within two minutes (the per-read limit alone never
+    /// fires on a stream whose keep-alives keep coming).
     pub async fn wait_for(&mut self, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        const WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
         let mut seen = Vec::new();
-        loop {
-            match self.next_event().await {
-                Some((n, data)) if n == name && matches(&data) => return data,
-                Some(other) => seen.push(other),
-                None => panic!("the stream ended before a matching {name:?} event; saw {seen:?}"),
+        let found = tokio::time::timeout(WITHIN, async {
+            loop {
+                match self.next_event().await {
+                    Some((n, data)) if n == name && matches(&data) => return Some(data),
+                    Some(other) => seen.push(other),
+                    None => return None,
+                }
             }
+        })
+        .await;
+        match found {
+            Ok(Some(data)) => data,
+            Ok(None) => panic!("the stream ended before a matching {name:?} event; saw {seen:?}"),
+            Err(_) => panic!("no matching {name:?} event within {WITHIN:?}; saw {seen:?}"),
         }
     }
 }
