@@ -139,38 +139,11 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use baton_raftlog::{LogOptions, RaftLog};
-    use tokio::sync::watch;
-
     use super::super::*;
 
     /// A one-member ensemble on `dir`, capped at `max`; stepped until it leads.
     fn member(dir: &tempfile::TempDir, max: u32) -> Result<Core, CoreError> {
-        let options = LogOptions {
-            sync: false,
-            ..LogOptions::default()
-        };
-        let log = RaftLog::open(dir.path(), 1, Some("test"), options).expect("log");
-        let cfg = CoreConfig {
-            id: 1,
-            min_session_timeout_ms: 400,
-            max_session_timeout_ms: 60_000,
-            snapshot_entries: 100_000,
-            tick: Duration::from_millis(100),
-            reap_interval: Duration::from_secs(1),
-            join: false,
-            fixed_election_ticks: Some(10),
-            handshake_timeout: super::super::connect::HANDSHAKE_TIMEOUT,
-            bugs: DeliberateBugs::NONE,
-        };
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let (status, _) = watch::channel(crate::status::Status::default());
-        let members = [(1, "127.0.0.1:1".to_string())];
-        let metrics = Arc::new(crate::metrics::Metrics::new());
-        let mut core = Core::new(cfg, log, &members, metrics, status, None, clock)?;
+        let (mut core, _) = super::super::tests::one_member_core(dir.path(), 100_000)?;
         core.set_max_feature_level(max)?;
         for _ in 0..3 {
             core.step(vec![])?;

@@ -58,6 +58,37 @@ impl Client {
 
 const TIMEOUT_MS: i32 = 4000;
 
+/// The core of a one-member ensemble over `dir` (new or reopened), not yet stepped, on a manual
+/// clock; the core tests here and in `settings` and `feature_level` start from it.
+pub(super) fn one_member_core(
+    dir: &std::path::Path,
+    snapshot_entries: u64,
+) -> Result<(Core, Arc<ManualClock>), CoreError> {
+    let options = LogOptions {
+        sync: false,
+        ..LogOptions::default()
+    };
+    let log = RaftLog::open(dir, 1, Some("test"), options).expect("log");
+    let cfg = CoreConfig {
+        id: 1,
+        min_session_timeout_ms: 400,
+        max_session_timeout_ms: 60_000,
+        snapshot_entries,
+        tick: Duration::from_millis(100),
+        reap_interval: Duration::from_secs(1),
+        join: false,
+        fixed_election_ticks: Some(10),
+        handshake_timeout: super::connect::HANDSHAKE_TIMEOUT,
+        bugs: DeliberateBugs::NONE,
+    };
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let (status, _) = watch::channel(Status::default());
+    let members = [(1, "127.0.0.1:1".to_string())];
+    let metrics = Arc::new(Metrics::new());
+    let core = Core::new(cfg, log, &members, metrics, status, None, clock.clone())?;
+    Ok((core, clock))
+}
+
 impl OneMember {
     fn new() -> OneMember {
         OneMember::open(tempfile::tempdir().expect("temp dir"), 100_000, false)
@@ -65,29 +96,7 @@ impl OneMember {
 
     /// A member over `dir` (new or reopened) snapshotting every `snapshot_entries`.
     fn open(dir: tempfile::TempDir, snapshot_entries: u64, off_thread: bool) -> OneMember {
-        let options = LogOptions {
-            sync: false,
-            ..LogOptions::default()
-        };
-        let log = RaftLog::open(dir.path(), 1, Some("test"), options).expect("log");
-        let cfg = CoreConfig {
-            id: 1,
-            min_session_timeout_ms: 400,
-            max_session_timeout_ms: 60_000,
-            snapshot_entries,
-            tick: Duration::from_millis(100),
-            reap_interval: Duration::from_secs(1),
-            join: false,
-            fixed_election_ticks: Some(10),
-            handshake_timeout: super::connect::HANDSHAKE_TIMEOUT,
-            bugs: DeliberateBugs::NONE,
-        };
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let (status, _) = watch::channel(Status::default());
-        let members = [(1, "127.0.0.1:1".to_string())];
-        let metrics = Arc::new(Metrics::new());
-        let mut core =
-            Core::new(cfg, log, &members, metrics, status, None, clock.clone()).expect("core");
+        let (mut core, clock) = one_member_core(dir.path(), snapshot_entries).expect("core");
         core.snapshot_off_thread(off_thread);
         let mut member = OneMember {
             core,
