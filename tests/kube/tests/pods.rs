@@ -210,6 +210,18 @@ impl Setup {
     }
 }
 
+/// The member ids an ensemble's status lists, sorted.
+fn member_ids(status: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = status["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    ids.sort();
+    ids
+}
+
 fn small_ensemble(replicas: i32) -> Value {
     json!({
         "replicas": replicas,
@@ -245,13 +257,7 @@ async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
 
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     let status = s.available("demo", 3, Duration::from_secs(240)).await?;
-    let mut members: Vec<i64> = status["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_i64)
-        .collect();
-    members.sort();
+    let members = member_ids(&status);
     ensure!(members == [1, 2, 3], "members {members:?}");
     let pods = s.members("demo").await?;
     ensure!(
@@ -351,23 +357,11 @@ async fn scale_three_five_three() -> Result<()> {
     s.available("demo", 3, Duration::from_secs(240)).await?;
     s.apply_ensemble("demo", small_ensemble(5)).await?;
     let status = s.available("demo", 5, Duration::from_secs(300)).await?;
-    let mut members: Vec<i64> = status["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_i64)
-        .collect();
-    members.sort();
+    let members = member_ids(&status);
     ensure!(members == [1, 2, 3, 4, 5], "members at 5: {members:?}");
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     let status = s.available("demo", 3, Duration::from_secs(300)).await?;
-    let mut members: Vec<i64> = status["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_i64)
-        .collect();
-    members.sort();
+    let members = member_ids(&status);
     ensure!(members == [1, 2, 3], "members back at 3: {members:?}");
     wait_for(
         &s.agent,
