@@ -145,6 +145,18 @@ impl SidecarChart {
         }
     }
 
+    /// Waits until the chart's parts are in force for ServiceAccount `app`: the policy, checked
+    /// with the token of a pod `probe-0` of another account (so its refusal is the test's own,
+    /// never a sidecar's), and the Role's grants.
+    pub async fn wait_in_force(&self, kube: &Kube) -> Result<()> {
+        let probe = pod(kube, "probe-0", "probe").await?;
+        let probe_client = kube
+            .client_with_token(&pod_token(kube, &probe).await?)
+            .await?;
+        self.wait_enforced(&probe_client, kube, "probe-0").await?;
+        wait_allowed(kube, "app", &self.granted()).await
+    }
+
     /// Waits until the policy is in force in the test's namespace: a dry-run patch of a label
     /// outside `baton.dev/` on `pod` with `client` (the pod's own token, of a service account
     /// with the chart's RBAC) is refused by the policy. Policies reach the admission plugin

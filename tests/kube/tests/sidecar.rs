@@ -87,16 +87,10 @@ async fn sidecars_label_their_pods_and_mirror_the_lease_with_the_charts_rbac() -
 async fn run(kube: &Kube, chart: &SidecarChart, node: &str) -> Result<()> {
     let app0 = pod_on(kube, "app-0", "app", Some(node)).await?;
     let app1 = pod_on(kube, "app-1", "app", Some(node)).await?;
-    let probe = pod(kube, "probe-0", "probe").await?;
-    // Both in force before a sidecar sends its first request: a refusal in the audit log must
-    // be the product's fault, never the test's haste.
-    let probe_client = kube
-        .client_with_token(&pod_token(kube, &probe).await?)
-        .await?;
-    chart.wait_enforced(&probe_client, kube, "probe-0").await?;
-    // What the chart grants, once the authorizer has it (whether that is enough is for the
-    // sidecars' requests to show).
-    wait_allowed(kube, "app", &chart.granted()).await?;
+    // The policy and the grants in force before a sidecar sends its first request: a refusal
+    // in the audit log must be the product's fault, never the test's haste (whether the grants
+    // are enough is for the sidecars' requests to show).
+    chart.wait_in_force(kube).await?;
 
     let cluster = Cluster::start(3).await.context("start a Baton ensemble")?;
     let ensemble = cluster.connect_string();
@@ -588,13 +582,7 @@ async fn killed(kube: &Kube, chart: &SidecarChart) -> Result<()> {
     let app0 = pod(kube, "app-0", "app").await?;
     let app1 = pod(kube, "app-1", "app").await?;
     let token0 = pod_token(kube, &app0).await?;
-    // In force first, checked by another ServiceAccount (its refusal is the test's own).
-    let probe = pod(kube, "probe-0", "probe").await?;
-    let probe_client = kube
-        .client_with_token(&pod_token(kube, &probe).await?)
-        .await?;
-    chart.wait_enforced(&probe_client, kube, "probe-0").await?;
-    wait_allowed(kube, "app", &chart.granted()).await?;
+    chart.wait_in_force(kube).await?;
     let cluster = Cluster::start(1).await.context("start a Baton ensemble")?;
     let ensemble = cluster.connect_string();
     let timeout = format!("{SESSION_TIMEOUT_SECS}s");
