@@ -238,7 +238,7 @@ fn disk_alarm_condition(s: &SettingsStatus) -> (bool, &'static str, String) {
         "NoSpace",
         format!(
             "members {members:?} are below spec.limits.minFreeDiskBytes of free space: every \
-             member refuses creates and writes that add data (QuotaExceeded) until they have \
+             member refuses creates and writes that add data (BadArguments, -8) until they have \
              twice that free; reads, deletes and sessions go on. Delete data, or give the \
              members larger volumes"
         ),

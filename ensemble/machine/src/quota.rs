@@ -82,7 +82,7 @@ impl PoolUsage {
     }
 }
 
-/// Why a write was refused by a quota or an alarm (the client sees QuotaExceeded).
+/// Why a write was refused by a quota or an alarm (the client sees `ErrorCode::REFUSED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum QuotaRefusal {
     #[error("a member's disk is below its free-space watermark (alarm nospace)")]
@@ -122,9 +122,9 @@ impl QuotaRefusal {
         }
     }
 
-    /// What the client sees: ZooKeeper 3.7+'s QuotaExceeded (-125).
+    /// What the client sees.
     pub fn code(self) -> ErrorCode {
-        ErrorCode::QuotaExceeded
+        ErrorCode::REFUSED
     }
 }
 

@@ -38,7 +38,7 @@ pub const DEFAULT_SHARED_BYTES: u64 = 256 << 20;
 /// recipe its pod takes part in; ZooKeeper sets no limit.
 pub const DEFAULT_EPHEMERALS_PER_SESSION: u64 = 10_000;
 
-/// Limits on what the tree may hold, decided at apply (QuotaExceeded past them).
+/// Limits on what the tree may hold, decided at apply (`ErrorCode::REFUSED` past them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quotas {
     pub namespace_znodes: u64,

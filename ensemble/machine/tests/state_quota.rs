@@ -1,4 +1,4 @@
-//! Quotas, the disk alarm and the replicated settings at apply: refusals with QuotaExceeded,
+//! Quotas, the disk alarm and the replicated settings at apply: refusals (`ErrorCode::REFUSED`),
 //! what stays allowed, and their survival through snapshots (old-format ones included).
 
 mod common;
@@ -73,7 +73,7 @@ fn a_namespace_past_its_znode_quota_gets_quota_exceeded_and_others_go_on() {
     h.mk("/baton/a/x");
     h.mk("/baton/a/y");
     let a = h.write(create("/baton/a/z", 0));
-    assert_eq!(err(&a), Some(ErrorCode::QuotaExceeded));
+    assert_eq!(err(&a), Some(ErrorCode::REFUSED));
     assert_eq!(a.quota_refusal, Some(QuotaRefusal::NamespaceZnodes));
     assert!(h.sm.stat("/baton/a/z").is_none());
     // Another namespace and the shared pool are not charged for it.
@@ -104,14 +104,14 @@ fn bytes_count_path_and_data_and_shrinking_is_always_allowed() {
         before + "/baton/a/n".len() as u64 + 60
     );
     let a = h.write(set_data("/baton/a/n", &[7; 90], -1));
-    assert_eq!(err(&a), Some(ErrorCode::QuotaExceeded));
+    assert_eq!(err(&a), Some(ErrorCode::REFUSED));
     assert_eq!(a.quota_refusal, Some(QuotaRefusal::NamespaceBytes));
     // Lowering the quota below the usage still lets the tenant shrink and delete.
     settings(&mut h, vec![Setting::NamespaceBytes(10)]);
     assert_eq!(err(&h.write(set_data("/baton/a/n", &[1; 10], -1))), None);
     assert_eq!(
         err(&h.write(set_data("/baton/a/n", &[1; 11], -1))),
-        Some(ErrorCode::QuotaExceeded)
+        Some(ErrorCode::REFUSED)
     );
     assert_eq!(err(&h.write(delete("/baton/a/n", -1))), None);
 }
@@ -149,7 +149,7 @@ fn a_multi_is_refused_at_the_op_that_passes_the_quota_and_applies_nothing() {
         MultiResult::Error { err: 0 },
         MultiResult::Error { err: 0 },
         MultiResult::Error {
-            err: ErrorCode::QuotaExceeded.code(),
+            err: ErrorCode::REFUSED.code(),
         },
     ];
     assert_eq!(a.body, Some(Response::Multi(expected)));

@@ -38,6 +38,16 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// What Baton answers for a refusal that Apache ZooKeeper makes only when configured to
+    /// (a quota, the disk alarm, a watch limit): BadArguments (-8). ZooKeeper's own code for a
+    /// quota, QuotaExceeded (-125), came in 3.7 and is sent only with hard quotas on, so clients
+    /// never had to learn it: kazoo 2.x's connection thread dies on it (every later call hangs),
+    /// node-zookeeper-client throws out of its socket handler, and the Java 3.5/3.6 and C 3.8
+    /// clients have no constant for it. Every client since 2008 maps -8 to an exception and keeps
+    /// its connection, and none retries it (Curator and kazoo retry only connection loss and
+    /// timeouts). The member's log and `baton_quota_refusals_total{reason}` say which limit it was.
+    pub const REFUSED: ErrorCode = ErrorCode::BadArguments;
+
     /// The wire value.
     pub fn code(self) -> i32 {
         self as i32

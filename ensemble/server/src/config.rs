@@ -130,11 +130,12 @@ pub struct Config {
     // give the values a NEW ensemble starts with: the settings are replicated state, changed
     // afterwards with PUT /v1/settings, and members never disagree on them.
     /// Znodes one namespace (`/baton/<ns>` and below) may hold; creates past it fail with
-    /// QuotaExceeded (-125).
+    /// BadArguments (-8), the code every ZooKeeper client understands.
     #[arg(long, env = "BATON_QUOTA_NAMESPACE_ZNODES", default_value_t = baton_machine::settings::DEFAULT_NAMESPACE_ZNODES)]
     pub quota_namespace_znodes: u64,
 
-    /// Bytes (paths plus data) one namespace may hold; writes past it fail with QuotaExceeded.
+    /// Bytes (paths plus data) one namespace may hold; writes past it fail with
+    /// BadArguments (-8).
     #[arg(long, env = "BATON_QUOTA_NAMESPACE_BYTES", default_value_t = baton_machine::settings::DEFAULT_NAMESPACE_BYTES)]
     pub quota_namespace_bytes: u64,
 
@@ -146,12 +147,13 @@ pub struct Config {
     #[arg(long, env = "BATON_QUOTA_SHARED_BYTES", default_value_t = baton_machine::settings::DEFAULT_SHARED_BYTES)]
     pub quota_shared_bytes: u64,
 
-    /// Ephemeral nodes one session may own; creates past it fail with QuotaExceeded.
+    /// Ephemeral nodes one session may own; creates past it fail with
+    /// BadArguments (-8).
     #[arg(long, env = "BATON_MAX_EPHEMERALS_PER_SESSION", default_value_t = baton_machine::settings::DEFAULT_EPHEMERALS_PER_SESSION)]
     pub max_ephemerals_per_session: u64,
 
     /// Free bytes this member keeps on its data volume: below it the member raises the NOSPACE
-    /// alarm, and every member refuses writes that add data (QuotaExceeded) while reads,
+    /// alarm, and every member refuses writes that add data (BadArguments, -8) while reads,
     /// deletes and sessions go on; the alarm clears by itself once twice this is free. 0 turns
     /// the alarm off.
     #[arg(long, env = "BATON_MIN_FREE_DISK_BYTES", default_value_t = crate::disk_space::DEFAULT_MIN_FREE_BYTES)]
@@ -185,14 +187,14 @@ pub struct Config {
     pub max_unread_reply_bytes: usize,
 
     /// Distinct paths one session may watch on this member; a request that would watch more is
-    /// refused with QuotaExceeded (-125). ZooKeeper sets no limit.
+    /// refused with BadArguments (-8), the code every ZooKeeper client understands. ZooKeeper sets no limit.
     #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCHES_PER_SESSION)]
     pub max_watches_per_session: usize,
 
     /// Bytes of the paths one session may watch on this member, each path counted once
     /// however many ways it is watched (1 MiB: ZooKeeper's jute.maxbuffer, which bounds the
     /// setWatches an older client sends on reconnect); a request that would watch more is
-    /// refused with QuotaExceeded (-125). ZooKeeper sets no limit.
+    /// refused with BadArguments (-8), the code every ZooKeeper client understands. ZooKeeper sets no limit.
     #[arg(long, default_value_t = crate::core::DEFAULT_MAX_WATCH_BYTES_PER_SESSION)]
     pub max_watch_bytes_per_session: usize,
 

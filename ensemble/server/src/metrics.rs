@@ -69,7 +69,7 @@ pub struct Metrics {
     pub k8s_token_review_seconds: Histogram,
     /// Requests of sessions on this member refused by the recipe-tree policy, by `reason`.
     pub tenancy_refusals: Family<[(&'static str, &'static str); 1], Counter>,
-    /// Writes of sessions on this member refused with QuotaExceeded by a quota or the alarm,
+    /// Writes of sessions on this member refused with BadArguments (-8) by a quota or the alarm,
     /// by `reason` (`baton_machine::QuotaRefusal::label`).
     pub quota_refusals: Family<[(&'static str, &'static str); 1], Counter>,
     /// 1 while any member has an alarm of `kind` up (the replicated alarm set).
@@ -325,12 +325,12 @@ impl Metrics {
         );
         registry.register(
             "watch_limit_refusals",
-            "Requests refused with QuotaExceeded because the session would pass the watch limit",
+            "Requests refused (BadArguments, -8) because the session would pass the watch limit",
             self.watch_limit_refusals.clone(),
         );
         registry.register(
             "watch_bytes_limit_refusals",
-            "Requests refused with QuotaExceeded because the bytes of the paths the session watches would pass the limit",
+            "Requests refused (BadArguments, -8) because the bytes of the paths the session watches would pass the limit",
             self.watch_bytes_limit_refusals.clone(),
         );
     }
@@ -364,7 +364,7 @@ impl Metrics {
         );
         registry.register(
             "quota_refusals",
-            "Writes of this member's sessions refused QuotaExceeded, by reason (namespace or shared pool znodes or bytes, ephemerals per session, alarm)",
+            "Writes of this member's sessions refused (BadArguments, -8), by reason (namespace or shared pool znodes or bytes, ephemerals per session, alarm)",
             self.quota_refusals.clone(),
         );
         registry.register(

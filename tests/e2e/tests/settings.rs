@@ -1,6 +1,6 @@
 //! Replicated settings, quotas and the disk-space alarm on real member processes (DESIGN.md §4
 //! "What one tenant can take"):
-//! - a client past its namespace's znode quota gets QuotaExceeded from every member, and the
+//! - a client past its namespace's znode quota is refused (BadArguments) by every member, and the
 //!   other namespaces and the shared pool go on;
 //! - `PUT /v1/settings` at the leader takes effect on every member (421 elsewhere);
 //! - members started with different `--check-identities` never diverge: the flag only gives a
@@ -71,7 +71,7 @@ async fn a_namespace_past_its_quota_gets_quota_exceeded_on_every_member() {
         for id in cluster.ids() {
             let client = cluster.connect_to(id).await?;
             match create(&client, &format!("/baton/a/more{id}")).await {
-                Err(zk::Error::QuotaExceeded) => {}
+                Err(zk::Error::BadArguments) => {}
                 other => bail!("a fifth znode in /baton/a through member {id}: {other:?}"),
             }
             // A multi is refused whole, whichever op passes the quota.
@@ -84,7 +84,7 @@ async fn a_namespace_past_its_quota_gets_quota_exceeded_on_every_member() {
                     multi,
                     Err(zk::MultiWriteError::OperationFailed {
                         index: 1,
-                        source: zk::Error::QuotaExceeded
+                        source: zk::Error::BadArguments
                     })
                 ),
                 "a multi past the quota through member {id}: {multi:?}"
@@ -159,14 +159,14 @@ async fn a_settings_change_through_the_admin_api_applies_on_every_member() {
             let client = cluster.connect_to(id).await?;
             let second = create(&client, "/baton/a/two").await;
             ensure!(
-                second == Err(zk::Error::QuotaExceeded),
+                second == Err(zk::Error::BadArguments),
                 "member {id}: {second:?}"
             );
             let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
             client.create(&format!("/e{id}-1"), b"", &ephemeral).await?;
             let over = client.create(&format!("/e{id}-2"), b"", &ephemeral).await;
             ensure!(
-                matches!(over, Err(zk::Error::QuotaExceeded)),
+                matches!(over, Err(zk::Error::BadArguments)),
                 "a second ephemeral through member {id}: {over:?}"
             );
         }
@@ -307,12 +307,12 @@ async fn a_member_low_on_disk_raises_the_alarm_and_it_clears_by_itself() {
                 let c = cluster.connect_to(id).await?;
                 let refused = create(&c, &format!("/new-{id}")).await;
                 ensure!(
-                    refused == Err(zk::Error::QuotaExceeded),
+                    refused == Err(zk::Error::BadArguments),
                     "a create through member {id} during the alarm: {refused:?}"
                 );
                 let grow = c.set_data("/kept", b"0123456789+", None).await;
                 ensure!(
-                    matches!(grow, Err(zk::Error::QuotaExceeded)),
+                    matches!(grow, Err(zk::Error::BadArguments)),
                     "a growing setData through member {id}: {grow:?}"
                 );
                 let (data, _) = c.get_data("/kept").await?;
@@ -420,7 +420,7 @@ async fn a_real_volume_below_its_watermark_raises_the_alarm_until_space_is_freed
             let c = cluster.connect_to(id).await?;
             let refused = create(&c, &format!("/new-{id}")).await;
             ensure!(
-                refused == Err(zk::Error::QuotaExceeded),
+                refused == Err(zk::Error::BadArguments),
                 "a create through member {id}: {refused:?}"
             );
             c.get_data("/doomed").await?;

@@ -57,7 +57,7 @@ impl Core {
         }
     }
 
-    /// Answers QuotaExceeded (true) when `request` would take the session past the watch limit
+    /// Answers `ErrorCode::REFUSED` (true) when `request` would take the session past the watch limit
     /// (paths, `--max-watches-per-session`) or the watch-bytes limit (their bytes,
     /// `--max-watch-bytes-per-session`). Watches live in this member's memory for as long as
     /// the session is connected, and a path's name is most of what one holds; the request is
@@ -101,11 +101,11 @@ impl Core {
                 session = %format_args!("0x{session_id:x}"),
                 watched, watched_bytes, adding = added.paths, adding_bytes = added.bytes,
                 limit = flag, similar_lines_suppressed = suppressed,
-                "a session reached a watch limit; refusing its request with QuotaExceeded"
+                "a session reached a watch limit; refusing its request with BadArguments (-8)"
             );
         }
         let zxid = self.sm.last_applied();
-        conn.send(wire::error(xid, zxid, ErrorCode::QuotaExceeded));
+        conn.send(wire::error(xid, zxid, ErrorCode::REFUSED));
         true
     }
 

@@ -328,13 +328,13 @@ impl Core {
     }
 
     /// Sets how many distinct paths one session may watch on this member; a request that
-    /// would watch more is answered with QuotaExceeded.
+    /// would watch more is answered with BadArguments (-8).
     pub fn set_max_watches_per_session(&mut self, limit: usize) {
         self.max_watches_per_session = limit;
     }
 
     /// Sets how many bytes of paths one session may watch on this member (each path counted
-    /// once); a request that would watch more is answered with QuotaExceeded.
+    /// once); a request that would watch more is answered with BadArguments (-8).
     pub fn set_max_watch_bytes_per_session(&mut self, limit: usize) {
         self.max_watch_bytes_per_session = limit;
     }

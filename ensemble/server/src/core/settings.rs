@@ -276,7 +276,7 @@ impl Core {
                     raised,
                     "{}",
                     if *raised {
-                        "alarm raised: writes that add data are refused with QuotaExceeded on every member until it clears; reads, deletes and sessions go on"
+                        "alarm raised: writes that add data are refused with BadArguments (-8) on every member until it clears; reads, deletes and sessions go on"
                     } else {
                         "alarm cleared"
                     }
@@ -316,7 +316,7 @@ impl Core {
             tracing::info!(
                 peer = %conn.peer, session = %format_args!("0x{session_id:x}"), reason = %why,
                 early, similar_lines_suppressed = suppressed,
-                "write refused with QuotaExceeded"
+                "write refused with BadArguments (-8)"
             );
         }
     }
@@ -444,7 +444,7 @@ mod tests {
             panic!("no reply");
         };
         let (hdr, _) = decode_reply(OpCode::Create, &frame[4..]).expect("a reply");
-        assert_eq!((hdr.xid, hdr.err), (7, ErrorCode::QuotaExceeded.code()));
+        assert_eq!((hdr.xid, hdr.err), (7, ErrorCode::REFUSED.code()));
 
         // Back above the watermark but not past the hysteresis: still up.
         clock.set(clock.elapsed() + ALARM_RETRY);
