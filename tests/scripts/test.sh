@@ -50,6 +50,8 @@ if ((${#missing[@]})); then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# The ZooKeeper clients (kazoo, Java, Curator, C, Node, Go) tests/e2e/tests/refusals.rs runs.
+tests/clients/install.sh
 
 # moto_server, a real S3-compatible server for the backup tests (tests/e2e/tests/backup.rs), in the
 # tools' virtualenv that validate-chart.sh uses too (Debian's python refuses `pip install` into the
