@@ -334,11 +334,11 @@ baton_ready() {
 }
 
 # Member $2 of ZooKeeper server $1 in a quorum: its data dir, config and start script, with the
-# same JVM flags as reference-zookeeper.sh (which runs standalone only), plus the quorum's
-# server list and this member's myid. zk-tls adds a TLS client port and a TLS quorum (both need
-# the Netty connection factory), with the certificates Baton's members use: the same CA, a PEM
-# key store (key and certificate in one file) and the CA as PEM trust store. Clients are not
-# asked for a certificate, as on Baton's TLS port.
+# JVM flags and class path of reference-zookeeper.sh (which runs standalone only; here logging at
+# WARN, with Debian's log4j.properties), plus the quorum's server list and this member's myid. zk-tls adds a TLS client port and a TLS quorum
+# (both need the Netty connection factory), with the certificates Baton's members use: the same
+# CA, a PEM key store (key and certificate in one file) and the CA as PEM trust store. Clients
+# are not asked for a certificate, as on Baton's TLS port.
 zk_member() {
   local name=$1 i=$2 dir=$work/$1/$2 j
   mkdir -p "$dir"
@@ -378,7 +378,7 @@ zk_member() {
   member_script "$name" "$i" "$work/$name-$i.log" \
     java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
     -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \
-    -cp "/usr/share/java/*:/etc/zookeeper/conf" \
+    -cp "$("$root/tests/scripts/reference-zookeeper.sh" --classpath)" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
 }
 
