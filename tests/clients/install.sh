@@ -32,6 +32,7 @@ built() {
 stamp() {
   local dir=$1
   shift
+  mkdir -p "$dir/target"
   (cd "$dir" && cat "$@" | sha256sum) >"$dir/target/stamp"
 }
 
@@ -56,7 +57,6 @@ fi
 
 if ! built node package.json package-lock.json; then
   (cd node && npm ci --no-audit --no-fund --loglevel=error)
-  mkdir -p node/target
   stamp node package.json package-lock.json
 fi
 
