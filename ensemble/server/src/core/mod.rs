@@ -42,6 +42,7 @@ pub mod messages;
 mod propose;
 mod publish;
 mod read_index;
+mod reclaim;
 mod replicate;
 mod requests;
 mod sessions;
@@ -200,6 +201,8 @@ pub struct Core {
     snapshots: snapshotter::Snapshotter,
     /// A `Ready` the full volume refused, held until there is space (`space_wait.rs`).
     space_wait: space_wait::SpaceWait,
+    /// The tree's size at the kept snapshots, to compact once it shrank (`reclaim.rs`).
+    reclaim: reclaim::Reclaim,
     /// When to give memory the tree freed back to the kernel.
     freed_memory: freed_memory::FreedMemory,
     /// Time spent in fsyncs during the batch being handled (metrics: the core's own work).
@@ -297,6 +300,7 @@ impl Core {
             snapshot_after_membership_change: false,
             snapshots: snapshotter::Snapshotter::default(),
             space_wait: space_wait::SpaceWait::default(),
+            reclaim: reclaim::Reclaim::default(),
             freed_memory: freed_memory::FreedMemory::default(),
             fsync_in_step: Duration::ZERO,
             last_heard: BTreeMap::new(),
@@ -312,6 +316,7 @@ impl Core {
             settings: settings::SettingsState::default(),
             levels: feature_level::FeatureLevels::default(),
         };
+        core.reclaim.reset(core.sm.approximate_data_size());
         if let Some(t) = &core.transport {
             // The flags first (a joining member knows its peers from them alone), then the
             // replicated address book, which is authoritative once there is one.

@@ -292,6 +292,7 @@ impl Core {
         self.check_feature_level()?;
         self.conf_state = snap.get_metadata().get_conf_state().clone();
         self.last_snapshot_index = index;
+        self.reclaim.reset(self.sm.approximate_data_size());
         tracing::info!(index, "installed a snapshot from the leader");
         Ok(())
     }
@@ -478,14 +479,22 @@ impl Core {
         if !(due || self.snapshot_after_membership_change) || applied == self.last_snapshot_index {
             return Ok(());
         }
+        self.start_snapshot()
+    }
+
+    /// Starts a snapshot of the state as applied now (the caller checked there is something
+    /// past the last one) and counts one that finished meanwhile.
+    pub(super) fn start_snapshot(&mut self) -> Result<(), CoreError> {
         // The copy holds the state and the conf state as of `applied`, whatever is applied
         // while it is written; a membership change applied meanwhile sets the flag again.
+        let tree_bytes = self.sm.approximate_data_size();
         let frozen = self.sm.freeze();
         if self
             .snapshots
             .start(frozen, self.conf_state.clone(), self.log.clone())
         {
             self.snapshot_after_membership_change = false;
+            self.reclaim.started(tree_bytes);
         }
         self.collect_snapshot()
     }
@@ -498,6 +507,7 @@ impl Core {
             None => Ok(()),
             Some(Ok(written)) => {
                 self.space_wait.snapshot_written();
+                self.reclaim.written();
                 self.last_snapshot_index = self.last_snapshot_index.max(written.index);
                 self.metrics.snapshots.inc();
                 self.metrics

@@ -196,6 +196,10 @@ impl Core {
             free_bytes < mark.min_free_bytes
         };
         self.settings.wants_alarm = Some(wants);
+        self.reclaim_if_shrunk(
+            free_bytes,
+            mark.min_free_bytes.saturating_add(mark.hysteresis_bytes),
+        );
         if wants != was {
             tracing::warn!(
                 free_bytes,
@@ -218,9 +222,13 @@ impl Core {
         let Some(wants) = self.settings.wants_alarm else {
             return;
         };
-        let me = self.cfg.id;
-        let kind = AlarmKind::NoSpace;
-        if self.sm.settings().alarms.contains(&(me, kind)) == wants {
+        if self
+            .sm
+            .settings()
+            .alarms
+            .contains(&(self.cfg.id, AlarmKind::NoSpace))
+            == wants
+        {
             return;
         }
         let now = self.now();
@@ -231,19 +239,38 @@ impl Core {
         {
             return;
         }
+        if self.node.raft.leader_id == 0 {
+            return;
+        }
+        self.settings.last_alarm_request = Some(now);
+        self.propose_own_alarm(wants);
+    }
+
+    /// Asks the leader for an entry that changes nothing: this member's alarm as it stands.
+    pub(super) fn restate_own_alarm(&mut self) {
+        let raised = self
+            .sm
+            .settings()
+            .alarms
+            .contains(&(self.cfg.id, AlarmKind::NoSpace));
+        self.propose_own_alarm(raised);
+    }
+
+    /// Proposes (at the leader) or forwards this member's NOSPACE alarm as `raised`.
+    fn propose_own_alarm(&mut self, raised: bool) {
+        let me = self.cfg.id;
         let leader = self.node.raft.leader_id;
         if leader == 0 {
             return;
         }
-        self.settings.last_alarm_request = Some(now);
         let cmd = Command {
             session_id: 0,
             xid: 0,
             time_ms: self.wall_ms(),
             kind: CommandKind::Alarm {
                 member: me,
-                kind,
-                raised: wants,
+                kind: AlarmKind::NoSpace,
+                raised,
             },
         };
         if leader == me {
@@ -376,6 +403,36 @@ mod tests {
         drop(core);
         let (core, _) = member(&dir, vec![Setting::CheckIdentities(true)]);
         assert!(!core.state().tenancy().check_identities);
+    }
+
+    #[test]
+    fn short_of_space_a_shrunk_tree_is_snapshotted_twice_without_new_writes_then_left_alone() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut core, clock) = member(&dir, vec![]);
+        // As if both kept snapshots held a tree of 100 MiB that was then deleted.
+        core.reclaim.reset(100 << 20);
+        let short = || CoreMsg::DiskSpace {
+            free_bytes: 2 * MIN_FREE - 1,
+        };
+        let applied = core.state().last_applied() as u64;
+        assert!(applied > core.last_snapshot_index);
+        step(&mut core, vec![short()]);
+        assert_eq!(core.last_snapshot_index, applied, "a snapshot at once");
+
+        // Nothing applied since: the member asks for an entry, and snapshots past it.
+        step(&mut core, vec![short()]);
+        let entry = core.state().last_applied() as u64;
+        assert!(entry > applied, "an entry was appended and applied");
+        assert!(!alarmed(&core), "the entry restated the alarm as it was");
+        clock.set(clock.elapsed() + Duration::from_secs(6));
+        step(&mut core, vec![short()]);
+        assert_eq!(core.last_snapshot_index, entry, "the second snapshot");
+
+        // Both kept snapshots hold the small tree now: no more snapshots, no more entries.
+        clock.set(clock.elapsed() + Duration::from_secs(6));
+        step(&mut core, vec![short()]);
+        assert_eq!(core.state().last_applied() as u64, entry);
+        assert_eq!(core.last_snapshot_index, entry);
     }
 
     #[test]
