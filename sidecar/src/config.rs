@@ -9,9 +9,6 @@ use crate::app_health::HealthUrl;
 use crate::duration::parse_duration;
 use crate::recipe::{DigestCredentials, Namespace, ResourceName};
 
-/// Election names that would collide with the sub-resources of `/leader`.
-const RESERVED_ELECTIONS: &[&str] = &["ready", "resign", "campaign", "release"];
-
 /// Longest accepted --release-grace: it must fit in the pod's terminationGracePeriodSeconds.
 pub const MAX_RELEASE_GRACE: Duration = Duration::from_secs(300);
 
@@ -100,7 +97,8 @@ pub struct Config {
 
     /// An election to stand in; repeat the flag for several (BATON_ELECTION takes a
     /// comma-separated list). The first is the one `/leader` without a name refers to.
-    /// Names: letters, digits, '-', '_', '.'; "ready" and "resign" are reserved.
+    /// Names: letters, digits, '-', '_', '.'; "ready", "resign", "campaign" and "release" are
+    /// reserved (`baton_names`).
     #[arg(long = "election", env = "BATON_ELECTION", value_delimiter = ',', value_parser = parse_election)]
     pub elections: Vec<ResourceName>,
 
@@ -233,11 +231,8 @@ fn parse_identity(value: &str) -> Result<String, String> {
 }
 
 fn parse_election(value: &str) -> Result<ResourceName, String> {
-    if RESERVED_ELECTIONS.contains(&value) {
-        return Err(format!(
-            "{value:?} is reserved (it is a sub-resource of /leader)"
-        ));
-    }
+    // The webhook refuses pods with the same rule (baton_names), so none crash-loops on it.
+    baton_names::check_election(value).map_err(|e| e.to_string())?;
     ResourceName::new(value).map_err(|e| e.to_string())
 }
 

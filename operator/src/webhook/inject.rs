@@ -33,8 +33,6 @@ pub const APP_HEALTH_ANNOTATION: &str = "baton.dev/app-health";
 pub const CANDIDACY_ANNOTATION: &str = "baton.dev/candidacy";
 /// The sidecar needs this long after SIGTERM to resign and release its locks.
 pub const MIN_GRACE_SECONDS: i64 = 5;
-/// Longest election name the sidecar accepts.
-const MAX_ELECTION_LEN: usize = 128;
 
 /// Operator-wide injection settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -392,29 +390,10 @@ pub fn workload_name(pod: &Pod) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The sidecar's rules for election names (sidecar/src/recipe/names.rs and config.rs).
+/// The sidecar's own rule for election names (`baton_names`, the one copy both use): a pod it
+/// would refuse to start for is refused here instead of crash-looping.
 fn check_election(name: &str) -> Result<(), InjectError> {
-    let bad = |why: String| Err(InjectError::BadElection(why));
-    match name.chars().next() {
-        None => return bad("an election name is empty".into()),
-        Some(first) if !first.is_ascii_alphanumeric() => {
-            return bad(format!("{name:?} must start with a letter or digit"));
-        }
-        Some(_) => {}
-    }
-    if name.len() > MAX_ELECTION_LEN {
-        return bad(format!("{name:?} is longer than {MAX_ELECTION_LEN} bytes"));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-    {
-        return bad(format!("{name:?} contains {c:?}"));
-    }
-    if matches!(name, "ready" | "resign") {
-        return bad(format!("{name:?} is reserved"));
-    }
-    Ok(())
+    baton_names::check_election(name).map_err(|e| InjectError::BadElection(e.to_string()))
 }
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {

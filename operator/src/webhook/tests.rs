@@ -241,7 +241,17 @@ spec: {containers: []}
 
 #[test]
 fn bad_election_names_are_refused_before_the_sidecar_would_be() {
-    for bad in ["ready", "a,a", "-x", "a b", ""] {
+    for bad in [
+        "ready",
+        "resign",
+        "campaign",
+        "release",
+        "web,release",
+        "a,a",
+        "-x",
+        "a b",
+        "",
+    ] {
         let yaml = format!(
             "metadata: {{name: x, annotations: {{baton.dev/election: \"{bad}\"}}}}\nspec: {{containers: []}}"
         );

@@ -496,6 +496,44 @@ async fn a_missing_or_ambiguous_ensemble_is_a_clear_denial() {
     assert!(message.contains("reserved"), "{message}");
 }
 
+/// The README promises pods whose election the sidecar would refuse are denied rather than
+/// crash-looping: a Deployment named `campaign` (its election by default) and a bare pod named
+/// `release` are refused, naming the reserved words; `campaigns` is an ordinary name.
+#[tokio::test]
+async fn a_deployment_named_like_a_leader_sub_resource_is_refused() {
+    let hook = start().await;
+    let mut campaign = deployment_pod();
+    campaign["metadata"]["generateName"] = json!("campaign-6f7c9d8b4-");
+    campaign["metadata"]["ownerReferences"][0]["name"] = json!("campaign-6f7c9d8b4");
+    let out = admit(&hook, "prod", campaign).await;
+    assert_eq!(out.response["allowed"], false, "{}", out.response);
+    let message = out.response["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("\"campaign\" is reserved") && message.contains("release"),
+        "{message}"
+    );
+
+    let mut release = deployment_pod();
+    let meta = release["metadata"].as_object_mut().expect("metadata");
+    meta.remove("ownerReferences");
+    meta.remove("generateName");
+    meta.insert("name".into(), json!("release"));
+    let out = admit(&hook, "prod", release).await;
+    assert_eq!(out.response["allowed"], false, "{}", out.response);
+
+    let mut fine = deployment_pod();
+    fine["metadata"]["generateName"] = json!("campaigns-6f7c9d8b4-");
+    fine["metadata"]["ownerReferences"][0]["name"] = json!("campaigns-6f7c9d8b4");
+    let out = admit(&hook, "prod", fine).await;
+    assert_eq!(out.response["allowed"], true, "{}", out.response);
+    assert_eq!(
+        env(&sidecars(&out.pod)[0], "BATON_ELECTION").as_deref(),
+        Some("campaigns")
+    );
+}
+
 #[tokio::test]
 async fn garbage_is_a_bad_request_and_other_paths_are_not_found() {
     let hook = start().await;

@@ -12,21 +12,8 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// Longest Kubernetes namespace name (an RFC 1123 label).
 pub const MAX_NAMESPACE_LEN: usize = 63;
 
-/// Longest accepted election or lock name, in bytes.
-pub const MAX_NAME_LEN: usize = 128;
-
-/// Why a string is not a usable election or lock name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
-    #[error("name is empty")]
-    Empty,
-    #[error("name is {0} bytes long; the limit is {MAX_NAME_LEN}")]
-    TooLong(usize),
-    #[error("name {0:?} must start with a letter or a digit")]
-    BadStart(String),
-    #[error("name {name:?} contains {bad:?}; use only letters, digits, '-', '_' and '.'")]
-    BadCharacter { name: String, bad: char },
-}
+/// The name rules, shared with the operator's injection webhook (`sidecar/names`).
+pub use baton_names::{MAX_NAME_LEN, NameError};
 
 /// An election or lock name that is safe as one znode path segment (and in a URL path).
 ///
@@ -39,24 +26,7 @@ pub struct ResourceName(String);
 impl ResourceName {
     /// Validates `name`; the error says what is wrong with it.
     pub fn new(name: &str) -> Result<Self, NameError> {
-        let Some(first) = name.chars().next() else {
-            return Err(NameError::Empty);
-        };
-        if name.len() > MAX_NAME_LEN {
-            return Err(NameError::TooLong(name.len()));
-        }
-        if !first.is_ascii_alphanumeric() {
-            return Err(NameError::BadStart(name.to_owned()));
-        }
-        if let Some(bad) = name
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-        {
-            return Err(NameError::BadCharacter {
-                name: name.to_owned(),
-                bad,
-            });
-        }
+        baton_names::check_name(name)?;
         Ok(Self(name.to_owned()))
     }
 
