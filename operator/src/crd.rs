@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{LocalObjectReference, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use kube::CustomResourceExt;
@@ -71,6 +71,13 @@ pub struct CoordinationEnsembleSpec {
     /// Where members may run: spread over nodes and zones by default.
     #[serde(default)]
     pub scheduling: SchedulingSpec,
+    /// Settings of every pod the operator makes for this ensemble: the members (whose pods
+    /// also run the restore init container) and the backup Jobs. A change rolls the members.
+    #[serde(default, skip_serializing_if = "PodsSpec::is_empty")]
+    pub pods: PodsSpec,
+    /// The ServiceAccount `NAME` the members and the backup Jobs run as.
+    #[serde(default, skip_serializing_if = "ServiceAccountSpec::is_empty")]
+    pub service_account: ServiceAccountSpec,
     /// Defaults for sidecars injected into pods that use this ensemble (served by issue 6's webhook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sidecar: Option<SidecarDefaults>,
@@ -292,6 +299,54 @@ impl Default for SchedulingSpec {
     }
 }
 
+/// Pod settings shared by the members and the backup Jobs (`spec.pods`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsSpec {
+    /// Secrets of the ensemble's namespace to pull the image with (a private registry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 16))]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The pods' PriorityClass (e.g. `system-cluster-critical`, or one of your own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub priority_class_name: Option<String>,
+    /// Labels added to the pods (cost allocation, policy selectors). The operator's own keys
+    /// (`app.kubernetes.io/name`, `instance`, `component`, `managed-by`) are refused: the
+    /// Services, the PodDisruptionBudget and the NetworkPolicy select pods by them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations added to the pods (e.g. a service mesh's or a log shipper's).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl PodsSpec {
+    fn is_empty(&self) -> bool {
+        *self == PodsSpec::default()
+    }
+}
+
+/// The members' ServiceAccount (`spec.serviceAccount`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountSpec {
+    /// Annotations of the ServiceAccount `NAME`, e.g. `eks.amazonaws.com/role-arn` (IRSA):
+    /// EKS then gives its pods (members, backup Jobs) a web-identity token for that IAM role,
+    /// which S3 backups and restores use when no `credentialsSecret` is named.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ServiceAccountSpec {
+    fn is_empty(&self) -> bool {
+        self.annotations.is_empty()
+    }
+}
+
 /// How strongly two members avoid sharing a node.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum AntiAffinity {
@@ -382,9 +437,12 @@ pub struct S3Backup {
     #[schemars(length(max = 64))]
     pub region: Option<String>,
     /// A Secret of the ensemble's namespace with the keys `AWS_ACCESS_KEY_ID` and
-    /// `AWS_SECRET_ACCESS_KEY`.
+    /// `AWS_SECRET_ACCESS_KEY`. Without it the credentials come from the pod's environment: a
+    /// web identity (`AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`) that IRSA puts there for
+    /// a ServiceAccount annotated `eks.amazonaws.com/role-arn` (`spec.serviceAccount`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
-    pub credentials_secret: String,
+    pub credentials_secret: Option<String>,
 }
 
 /// The backup a new ensemble starts from: exactly one of `pvc` and `s3`.
@@ -420,9 +478,12 @@ pub struct S3Object {
     #[schemars(length(max = 64))]
     pub region: Option<String>,
     /// A Secret of the ensemble's namespace with the keys `AWS_ACCESS_KEY_ID` and
-    /// `AWS_SECRET_ACCESS_KEY`.
+    /// `AWS_SECRET_ACCESS_KEY`. Without it the credentials come from the pod's environment: a
+    /// web identity (`AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`) that IRSA puts there for
+    /// a ServiceAccount annotated `eks.amazonaws.com/role-arn` (`spec.serviceAccount`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
-    pub credentials_secret: String,
+    pub credentials_secret: Option<String>,
 }
 
 /// A namespace name as Kubernetes allows it (RFC 1123 label); `*` does not match.

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use baton_operator::build::OperatorPods;
+use baton_operator::build::{OperatorPods, ScraperPods};
 use baton_operator::ensemble::HttpAdmins;
 use baton_operator::events::EventSink;
 use baton_operator::leader_lease::{LeaderLease, LeaseConfig};
@@ -73,9 +73,35 @@ struct RenderArgs {
     /// Labels of the operator's pods (`k=v,k=v`).
     #[arg(long, default_value = "app.kubernetes.io/name=baton-operator", value_parser = parse_labels)]
     operator_pod_labels: BTreeMap<String, String>,
+    #[command(flatten)]
+    scraper: ScraperArgs,
     /// Directory to write into (created if missing).
     #[arg(long)]
     out: PathBuf,
+}
+
+/// The monitoring stack's pods that scrape the members' `/metrics` (admin port).
+#[derive(clap::Args, Debug)]
+struct ScraperArgs {
+    /// The namespace of the pods that scrape the members' /metrics: each ensemble's
+    /// NetworkPolicy opens the admin port to them too. None: only the operator's pods (and the
+    /// backup Jobs) reach it.
+    #[arg(long, env = "BATON_METRICS_SCRAPER_NAMESPACE")]
+    metrics_scraper_namespace: Option<String>,
+    /// Labels of those pods (`k=v,k=v`); empty: every pod of that namespace.
+    #[arg(long, env = "BATON_METRICS_SCRAPER_POD_LABELS", default_value = "", value_parser = parse_labels)]
+    metrics_scraper_pod_labels: BTreeMap<String, String>,
+}
+
+impl ScraperArgs {
+    fn pods(&self) -> Option<ScraperPods> {
+        let namespace = self.metrics_scraper_namespace.clone()?;
+        Some(ScraperPods {
+            namespace,
+            labels: self.metrics_scraper_pod_labels.clone(),
+        })
+        .filter(|s| !s.namespace.is_empty())
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -129,15 +155,13 @@ struct RunArgs {
     /// no CoordinationEnsemble can choose what runs inside other workloads' pods.
     #[arg(long, env = "BATON_SIDECAR_IMAGE")]
     sidecar_image: Option<String>,
-    /// Inject native sidecars (Kubernetes 1.29+); `false` injects plain containers, for older
-    /// clusters. A pod's `baton.dev/native-sidecar` annotation overrides it.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    native_sidecar: bool,
     /// Labels of the operator's own pods (`k=v,k=v`): each ensemble's NetworkPolicy opens the
     /// admin port to these pods in the operator's namespace (--lease-namespace) only. Empty:
     /// every pod of that namespace.
     #[arg(long, env = "BATON_OPERATOR_POD_LABELS", default_value = "", value_parser = parse_labels)]
     operator_pod_labels: BTreeMap<String, String>,
+    #[command(flatten)]
+    scraper: ScraperArgs,
 }
 
 /// `k=v,k=v` as a label map.
@@ -174,6 +198,7 @@ fn main() -> anyhow::Result<()> {
             let operator = OperatorPods {
                 namespace: args.operator_namespace,
                 labels: args.operator_pod_labels,
+                metrics_scraper: args.scraper.pods(),
             };
             let files = baton_operator::render::render(
                 &yaml,
@@ -215,14 +240,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("listen on {}", args.metrics_addr))?;
-    tokio::spawn(http_server::serve(listener, metrics.clone()));
+    let readiness = http_server::Readiness::new(args.webhook_addr.is_some());
+    tokio::spawn(http_server::serve(
+        listener,
+        metrics.clone(),
+        readiness.clone(),
+    ));
 
     let client = kube::Client::try_default()
         .await
         .context("no Kubernetes access (in-cluster or KUBECONFIG)")?;
     if let Some(addr) = args.webhook_addr {
         // Every replica serves the webhook, leader or not: the Service spreads reviews over them.
-        start_webhook(addr, &args, client.clone(), metrics.clone()).await?;
+        let cert = start_webhook(addr, &args, client.clone(), metrics.clone()).await?;
+        readiness.webhook_listening(cert);
     }
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
@@ -252,6 +283,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         operator_pods: OperatorPods {
             namespace: args.lease_namespace.clone(),
             labels: args.operator_pod_labels.clone(),
+            metrics_scraper: args.scraper.pods(),
         },
         ..Settings::default()
     };
@@ -304,18 +336,19 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Serves the webhook; returns the certificate it serves (interim until the stored one is read).
 async fn start_webhook(
     addr: SocketAddr,
     args: &RunArgs,
     client: kube::Client,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Arc<ReloadableCert>> {
     let settings = InjectSettings {
         image: args
             .sidecar_image
             .clone()
             .unwrap_or_else(|| args.default_image.clone()),
-        native_sidecar: args.native_sidecar,
+        native_sidecar: true,
     };
     let cert = match &args.webhook_cert_dir {
         Some(dir) => {
@@ -342,7 +375,7 @@ async fn start_webhook(
             // as the Secret is read, and the API server trusts only that one's CA anyway.
             let interim = certs::new_bundle(&store.dns_names, None, Timestamp::now())
                 .context("make an interim webhook certificate")?;
-            let cert = ReloadableCert::new(server::certified_key(
+            let cert = ReloadableCert::interim(server::certified_key(
                 interim.cert_pem.as_bytes(),
                 interim.key_pem.as_bytes(),
                 "interim certificate",
@@ -354,12 +387,12 @@ async fn start_webhook(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listen on {addr}"))?;
-    let tls = server::tls_config(cert).context("webhook TLS configuration")?;
+    let tls = server::tls_config(cert.clone()).context("webhook TLS configuration")?;
     let injector =
         Arc::new(Injector::new(KubeEnsembles::new(client), settings).with_metrics(metrics));
     tracing::info!(%addr, "serving the sidecar-injection webhook");
     tokio::spawn(server::serve(listener, tls, injector, shutdown_signal()));
-    Ok(())
+    Ok(cert)
 }
 
 async fn shutdown_signal() {

@@ -561,7 +561,7 @@ mod tests {
                 key: "prod/".into(),
                 endpoint: None,
                 region: None,
-                credentials_secret: "c".into(),
+                credentials_secret: Some("c".into()),
             },
             pending: true,
         };

@@ -85,7 +85,9 @@ combos=(
   "cert-manager|--set webhook.certManager.enabled=true"
   "cert-manager-issuer|--set webhook.certManager.enabled=true --set webhook.certManager.issuerRef.name=my-ca --set webhook.certManager.issuerRef.kind=ClusterIssuer"
   "no-webhook|--set webhook.enabled=false"
-  "plain-sidecar|--set webhook.nativeSidecar=false --set webhook.failurePolicy=Ignore"
+  "failure-ignore|--set webhook.failurePolicy=Ignore"
+  "operator-ha|--set operator.priorityClassName=system-cluster-critical --set operator.nodeSpread=DoNotSchedule"
+  "one-operator|--set operator.replicas=1 --set operator.nodeSpread="
   "sidecar-rbac|--set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web --set sidecarRbac.serviceAccounts[1].namespace=prod --set sidecarRbac.serviceAccounts[1].name=api --set sidecarRbac.serviceAccounts[2].namespace=staging --set sidecarRbac.serviceAccounts[2].name=web --set sidecarRbac.leases=true"
   "pod-label-policy-exempt|--set podLabelPolicy.exemptServiceAccounts[0].namespace=prod --set podLabelPolicy.exemptServiceAccounts[0].name=mgr --set sidecarRbac.serviceAccounts[0].namespace=prod --set sidecarRbac.serviceAccounts[0].name=web"
   "no-pod-label-policy|--set podLabelPolicy.enabled=false"
@@ -101,9 +103,10 @@ for combo in "${combos[@]}"; do
     --include-crds "${flags[@]}" --output-dir "$out/chart-$name" >/dev/null
 done
 
-# Settings the chart must refuse: too-broad sidecar RBAC.
+# Settings the chart must refuse: too-broad sidecar RBAC, a value that is gone, a bad spread.
 for refused in "--set sidecarRbac.scope=cluster" "--set sidecarRbac.namespaces={prod}" \
-               "--set sidecarRbac.serviceAccounts[0].namespace=prod"; do
+               "--set sidecarRbac.serviceAccounts[0].namespace=prod" \
+               "--set webhook.nativeSidecar=false" "--set operator.nodeSpread=Sometimes"; do
   read -r -a flags <<<"$refused"
   if helm template baton "$chart" --namespace baton-system --kube-version "$KUBE_VERSION" \
        "${flags[@]}" >/dev/null 2>&1; then
@@ -133,6 +136,10 @@ for case in backup-pvc backup-s3 restore-pvc; do
   grep -q '^  \(backup\|restoreFrom\): {' "$out/$case.yaml" || { echo "$case: nothing uncommented" >&2; exit 1; }
   "$operator" render --file "$out/$case.yaml" --namespace prod --out "$out/operator-$case"
 done
+"$operator" render --file operator/examples/coordinationensemble.yaml --namespace prod \
+  --metrics-scraper-namespace monitoring --metrics-scraper-pod-labels app.kubernetes.io/name=prometheus \
+  --out "$out/operator-scraped"
+grep -q 'prometheus' "$out/operator-scraped/"*networkpolicy-demo-members.yaml || { echo "scraper: not in the NetworkPolicy" >&2; exit 1; }
 for case in backup-pvc backup-s3; do
   ls "$out/operator-$case" | grep -q 'cronjob-demo-backup' || { echo "$case: no CronJob rendered" >&2; exit 1; }
 done
@@ -167,6 +174,28 @@ for monitor in (d for d in docs if d["kind"] == "PodMonitor"):
     assert monitor["metadata"]["labels"].get("release") == "prom", monitor["metadata"]
 PY
 echo "alerts: promtool check and test rules passed; dashboard and PodMonitors rendered" >&2
+
+# The operator's Deployment: the scraper's flags only with the PodMonitors, readiness on /readyz
+# (the webhook serving) apart from liveness, and a PodDisruptionBudget only with two replicas.
+"$tools/venv/bin/python" - "$out" <<'PY'
+import sys, yaml
+def docs(combo):
+    return [d for d in yaml.safe_load_all(open(f"{sys.argv[1]}/chart-{combo}/baton/templates/deployment.yaml")) if d]
+def args(combo):
+    deployment = next(d for d in docs(combo) if d["kind"] == "Deployment")
+    return deployment["spec"]["template"]["spec"]["containers"][0]
+scraped = args("monitoring")["args"]
+assert "--metrics-scraper-namespace=monitoring" in scraped, scraped
+assert "--metrics-scraper-pod-labels=app.kubernetes.io/name=prometheus" in scraped, scraped
+assert not any(a.startswith("--metrics-scraper") for a in args("defaults")["args"])
+probes = args("defaults")
+assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz", probes["readinessProbe"]
+assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz", probes["livenessProbe"]
+pdbs = [d for d in docs("defaults") if d["kind"] == "PodDisruptionBudget"]
+assert len(pdbs) == 1 and pdbs[0]["spec"]["minAvailable"] == 1, pdbs
+assert not [d for d in docs("one-operator") if d["kind"] == "PodDisruptionBudget"]
+PY
+echo "operator Deployment: scraper flags, probes and PodDisruptionBudget as configured" >&2
 
 # The check must be able to fail: an unknown field is an error under --strict.
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nunknownField: 1\n' >"$out/bad.yaml"

@@ -15,7 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::BOOTSTRAP_KEY;
 use super::statefulset::{
-    DATA_DIR, container_security_context, plain_env, pod_security_context, secret_volume,
+    DATA_DIR, container_security_context, image_pull_secrets, plain_env, pod_meta,
+    pod_security_context, secret_volume,
 };
 use crate::crd::CoordinationEnsembleSpec;
 use crate::names::{DATA_VOLUME, EnsembleNames, MEMBER_TLS_DIR};
@@ -165,7 +166,13 @@ pub(super) fn cron_job(
             region,
             credentials_secret,
         } => {
-            env.extend(s3_credentials(credentials_secret));
+            env.extend(
+                credentials_secret
+                    .as_deref()
+                    .map(s3_credentials)
+                    .into_iter()
+                    .flatten(),
+            );
             args.push(format!("--s3-url=s3://{bucket}/{key}"));
             args.extend(s3_flags(endpoint, region));
             args.push(format!("--keep={}", backup.keep));
@@ -191,8 +198,12 @@ pub(super) fn cron_job(
         containers: vec![container],
         restart_policy: Some("Never".into()),
         security_context: Some(pod_security_context()),
-        // It talks to the members only, never to the API server.
+        // The members' ServiceAccount, for what its annotations give a pod (an IRSA web
+        // identity for S3); its API token is not mounted: the Job talks to the members only.
+        service_account_name: Some(names.service_account()),
         automount_service_account_token: Some(false),
+        image_pull_secrets: image_pull_secrets(crd),
+        priority_class_name: crd.pods.priority_class_name.clone(),
         enable_service_links: Some(false),
         node_selector: crd.scheduling.node_selector.clone(),
         tolerations: crd.scheduling.tolerations.clone(),
@@ -221,10 +232,7 @@ pub(super) fn cron_job(
                     backoff_limit: Some(2),
                     active_deadline_seconds: Some(3600),
                     template: PodTemplateSpec {
-                        metadata: Some(ObjectMeta {
-                            labels: Some(labels),
-                            ..ObjectMeta::default()
-                        }),
+                        metadata: Some(pod_meta(crd, labels)),
                         spec: Some(pod),
                     },
                     ..JobSpec::default()
@@ -303,7 +311,13 @@ pub(super) fn restore_container(
             credentials_secret,
         } => {
             env.push(plain_env("RESTORE_FROM", &format!("s3://{bucket}/{key}")));
-            env.extend(s3_credentials(credentials_secret));
+            env.extend(
+                credentials_secret
+                    .as_deref()
+                    .map(s3_credentials)
+                    .into_iter()
+                    .flatten(),
+            );
             args.extend(s3_flags(endpoint, region));
         }
     }

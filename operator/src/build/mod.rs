@@ -27,7 +27,7 @@ use crate::validate::ValidSpec;
 pub use backup::{BACKUP_SCRIPT, RESTORE_SCRIPT};
 pub use config::{BOOTSTRAP_KEY, REPLICAS_KEY, StoredMembership};
 pub use identity::SuperCredentials;
-pub use network::OperatorPods;
+pub use network::{OperatorPods, ScraperPods};
 pub use statefulset::{DATA_DIR, START_SCRIPT};
 
 /// Why objects could not be built.
@@ -101,7 +101,11 @@ pub fn build(
     Ok(Built {
         secrets: secrets::secrets(pki, &names, meta),
         super_secret: new_super.map(|c| identity::super_secret(meta(names.super_secret()), c)),
-        service_account: identity::service_account(meta(names.service_account())),
+        service_account: identity::service_account(ObjectMeta {
+            annotations: Some(ce.spec.service_account.annotations.clone())
+                .filter(|a| !a.is_empty()),
+            ..meta(names.service_account())
+        }),
         token_review_binding: identity::token_review_binding(&names),
         ca_config_map: ConfigMap {
             metadata: meta(names.ca_config_map()),

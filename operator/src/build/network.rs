@@ -2,7 +2,8 @@
 //! many clusters enforce none, so the ports authenticate by TLS anyway).
 //!
 //! Ingress to member pods only: the peer port from the ensemble's own members, the admin port
-//! from the operator's pods (and the ensemble's backup Jobs), the client ports from the namespaces the ensemble serves. Egress
+//! from the operator's pods (and the ensemble's backup Jobs, and the metrics scraper when one
+//! is named), the client ports from the namespaces the ensemble serves. Egress
 //! is left alone (members resolve DNS and reach each other). Kubelet probes of the admin port
 //! come from the node, which most network plugins let through whatever the policy says (the
 //! policy API cannot name the node), so the probes keep working.
@@ -21,12 +22,25 @@ use crate::names::{ADMIN_PORT, CLIENT_PORT, EnsembleNames, PEER_PORT, SECURE_CLI
 /// Label every namespace carries with its own name (Kubernetes 1.22+).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// Where the operator runs: the only pods allowed to the admin port.
+/// Where the operator runs: the pods allowed to the admin port, with the metrics scraper.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OperatorPods {
     /// The operator's namespace.
     pub namespace: String,
     /// Labels of the operator's pods; empty: every pod of that namespace.
+    pub labels: BTreeMap<String, String>,
+    /// The monitoring stack's scraper (`--metrics-scraper-namespace`, `-pod-labels`; the chart
+    /// sets them with its PodMonitors): also let through to the admin port, for `/metrics`.
+    /// Everything else on that port needs the admin certificate anyway.
+    pub metrics_scraper: Option<ScraperPods>,
+}
+
+/// Pods of one namespace that scrape the members' `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScraperPods {
+    /// Their namespace (exactly one: never every namespace).
+    pub namespace: String,
+    /// Their labels; empty: every pod of that namespace.
     pub labels: BTreeMap<String, String>,
 }
 
@@ -79,14 +93,18 @@ pub fn network_policy(names: &EnsembleNames, meta: ObjectMeta, reach: &Reach<'_>
         }]),
         ports: ports(&[PEER_PORT]),
     };
-    let mut admin_from = vec![NetworkPolicyPeer {
-        namespace_selector: Some(namespace(vec![reach.operator.namespace.clone()])),
+    let pods_in = |ns: &str, labels: &BTreeMap<String, String>| NetworkPolicyPeer {
+        namespace_selector: Some(namespace(vec![ns.to_string()])),
         pod_selector: Some(LabelSelector {
-            match_labels: Some(reach.operator.labels.clone()).filter(|labels| !labels.is_empty()),
+            match_labels: Some(labels.clone()).filter(|labels| !labels.is_empty()),
             ..LabelSelector::default()
         }),
         ..NetworkPolicyPeer::default()
-    }];
+    };
+    let mut admin_from = vec![pods_in(&reach.operator.namespace, &reach.operator.labels)];
+    if let Some(scraper) = &reach.operator.metrics_scraper {
+        admin_from.push(pods_in(&scraper.namespace, &scraper.labels));
+    }
     if reach.backup {
         // No namespace selector: the policy's own namespace, where the CronJob runs.
         admin_from.push(NetworkPolicyPeer {

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
-    EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
+    EnvVarSource, HTTPGetAction, LocalObjectReference, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
     PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
     TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements,
@@ -88,10 +88,7 @@ pub(super) fn statefulset(
                 ..LabelSelector::default()
             },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(names.labels()),
-                    ..ObjectMeta::default()
-                }),
+                metadata: Some(pod_meta(crd, names.labels())),
                 spec: Some(pod_spec(names, crd, spec, &selector)),
             },
             volume_claim_templates: Some(vec![volume_claim(crd)]),
@@ -99,6 +96,28 @@ pub(super) fn statefulset(
         }),
         status: None,
     }
+}
+
+/// A pod template's labels and annotations: `spec.pods`' with the operator's `labels` (which
+/// validation keeps `spec.pods.labels` from naming) on top.
+pub(super) fn pod_meta(
+    crd: &CoordinationEnsembleSpec,
+    labels: BTreeMap<String, String>,
+) -> ObjectMeta {
+    let mut all = crd.pods.labels.clone();
+    all.extend(labels);
+    ObjectMeta {
+        labels: Some(all),
+        annotations: Some(crd.pods.annotations.clone()).filter(|a| !a.is_empty()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// `spec.pods.imagePullSecrets`, as a pod spec takes them.
+pub(super) fn image_pull_secrets(
+    crd: &CoordinationEnsembleSpec,
+) -> Option<Vec<LocalObjectReference>> {
+    Some(crd.pods.image_pull_secrets.clone()).filter(|s| !s.is_empty())
 }
 
 fn pod_spec(
@@ -126,6 +145,9 @@ fn pod_spec(
         }),
         node_selector: crd.scheduling.node_selector.clone(),
         tolerations: crd.scheduling.tolerations.clone(),
+        // For the restore init container too: it runs Baton's image in this pod.
+        image_pull_secrets: image_pull_secrets(crd),
+        priority_class_name: crd.pods.priority_class_name.clone(),
         // The member checks sidecars' tokens with the TokenReview API as this ServiceAccount
         // (bound to system:auth-delegator), through the token mounted here.
         service_account_name: Some(names.service_account()),

@@ -29,6 +29,7 @@ fn operator() -> OperatorPods {
     OperatorPods {
         namespace: "baton-system".into(),
         labels: BTreeMap::from([("app.kubernetes.io/name".into(), "baton-operator".into())]),
+        metrics_scraper: None,
     }
 }
 
@@ -427,6 +428,7 @@ fn network_policy_builder_takes_a_list_of_client_namespaces() {
     let anyone_there = OperatorPods {
         namespace: "ops".into(),
         labels: BTreeMap::new(),
+        metrics_scraper: None,
     };
     let served = ["team-b".to_string(), "prod".into(), "team-b".into()];
     let policy = json(&network_policy(
@@ -464,6 +466,54 @@ fn network_policy_builder_takes_a_list_of_client_namespaces() {
         nobody["spec"]["ingress"][2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
         json!(["prod"])
     );
+}
+
+/// With a metrics scraper named (the chart's PodMonitors on), the admin port is open to its
+/// pods in its one namespace as well, and nothing else changes; without one it is not.
+#[test]
+fn network_policy_admits_the_named_metrics_scraper_to_the_admin_port_only() {
+    use super::network::{Reach, ScraperPods, network_policy};
+    let names = EnsembleNames::new("zk", "prod");
+    let mut operator = operator();
+    let reach = |operator: &OperatorPods| {
+        json(&network_policy(
+            &names,
+            Default::default(),
+            &Reach {
+                operator,
+                client_namespaces: &["prod".to_string()],
+                plain_client_port: false,
+                backup: false,
+            },
+        ))
+    };
+    let without = reach(&operator);
+    assert_eq!(
+        without["spec"]["ingress"][1]["from"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    operator.metrics_scraper = Some(ScraperPods {
+        namespace: "monitoring".into(),
+        labels: BTreeMap::from([("app.kubernetes.io/name".into(), "prometheus".into())]),
+    });
+    let with = reach(&operator);
+    let ingress = &with["spec"]["ingress"];
+    assert_eq!(
+        ingress[1]["ports"],
+        json!([{"port": 8080, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        ingress[1]["from"][1],
+        json!({"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                   "operator": "In", "values": ["monitoring"]}]},
+               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}})
+    );
+    // The peer and client rules do not let it in.
+    for rule in [0, 2] {
+        assert_eq!(ingress[rule], without["spec"]["ingress"][rule]);
+    }
 }
 
 #[test]

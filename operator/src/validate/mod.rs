@@ -85,7 +85,20 @@ pub enum InvalidSpec {
          set it back or remove it, or create a new CoordinationEnsemble from {now}"
     )]
     RestoreChanged { was: String, now: String },
+    #[error(
+        "spec.pods.labels sets {0:?}, a label the operator selects its pods by: leave the \
+         app.kubernetes.io/name, instance, component and managed-by labels to it"
+    )]
+    ReservedPodLabel(String),
 }
+
+/// Pod labels the operator sets itself and selects by (members and backup Jobs alike).
+pub const RESERVED_POD_LABELS: [&str; 4] = [
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+];
 
 /// A spec that passed validation, with defaults resolved: what `build` works from.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +132,8 @@ pub enum Location {
         key: String,
         endpoint: Option<String>,
         region: Option<String>,
-        credentials_secret: String,
+        /// None: the pod's own credentials (a web identity from the ServiceAccount).
+        credentials_secret: Option<String>,
     },
 }
 
@@ -254,10 +268,11 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
                     )?,
                     endpoint: s3.endpoint.clone().filter(|e| !e.trim().is_empty()),
                     region: s3.region.clone().filter(|r| !r.trim().is_empty()),
-                    credentials_secret: object_name(
-                        "spec.backup.target.s3.credentialsSecret",
-                        &s3.credentials_secret,
-                    )?,
+                    credentials_secret: s3
+                        .credentials_secret
+                        .as_deref()
+                        .map(|s| object_name("spec.backup.target.s3.credentialsSecret", s))
+                        .transpose()?,
                 },
                 _ => return Err(InvalidSpec::Target("spec.backup.target")),
             };
@@ -269,6 +284,14 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
             })
         }
     };
+    if let Some(key) = spec
+        .pods
+        .labels
+        .keys()
+        .find(|k| RESERVED_POD_LABELS.contains(&k.as_str()))
+    {
+        return Err(InvalidSpec::ReservedPodLabel(key.clone()));
+    }
     let restore = match &spec.restore_from {
         None => None,
         Some(source) => Some(restore(source, ce.status.as_ref())?),
@@ -302,10 +325,11 @@ fn restore(
             key: s3_key("spec.restoreFrom.s3.key", &s3.key, false)?,
             endpoint: s3.endpoint.clone().filter(|e| !e.trim().is_empty()),
             region: s3.region.clone().filter(|r| !r.trim().is_empty()),
-            credentials_secret: object_name(
-                "spec.restoreFrom.s3.credentialsSecret",
-                &s3.credentials_secret,
-            )?,
+            credentials_secret: s3
+                .credentials_secret
+                .as_deref()
+                .map(|s| object_name("spec.restoreFrom.s3.credentialsSecret", s))
+                .transpose()?,
         },
         _ => return Err(InvalidSpec::Target("spec.restoreFrom")),
     };

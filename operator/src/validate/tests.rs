@@ -258,3 +258,52 @@ fn restore_from_is_taken_only_at_creation() {
         assert!(validate(&ce, "i").is_err(), "{bad}");
     }
 }
+
+#[test]
+fn pod_labels_may_not_take_the_labels_the_operator_selects_by() {
+    for key in RESERVED_POD_LABELS {
+        let spec = BASE.replace(
+            "spec: {}",
+            &format!("spec: {{pods: {{labels: {{{key}: x}}}}}}"),
+        );
+        let refused = validate(&parse(&spec), "i");
+        assert_eq!(
+            refused,
+            Err(InvalidSpec::ReservedPodLabel(key.into())),
+            "{key}"
+        );
+    }
+    let own = BASE.replace(
+        "spec: {}",
+        "spec: {pods: {labels: {team: a, app.kubernetes.io/part-of: shop}}}",
+    );
+    assert!(validate(&parse(&own), "i").is_ok());
+}
+
+#[test]
+fn s3_without_a_credentials_secret_uses_the_pods_own_credentials() {
+    let spec = BASE.replace(
+        "spec: {}",
+        "spec: {backup: {schedule: '@daily', target: {s3: {bucket: bkt}}}}",
+    );
+    let valid = validate(&parse(&spec), "i").expect("valid");
+    let target = valid.backup.expect("backup").target;
+    assert!(
+        matches!(
+            target,
+            Location::S3 {
+                credentials_secret: None,
+                ..
+            }
+        ),
+        "{target:?}"
+    );
+    let bad = BASE.replace(
+        "spec: {}",
+        "spec: {backup: {schedule: '@daily', target: {s3: {bucket: bkt, credentialsSecret: Bad_Name}}}}",
+    );
+    assert!(matches!(
+        validate(&parse(&bad), "i"),
+        Err(InvalidSpec::ObjectName { .. })
+    ));
+}

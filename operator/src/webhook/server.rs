@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -66,13 +67,25 @@ pub enum TlsError {
 #[derive(Debug)]
 pub struct ReloadableCert {
     current: RwLock<Arc<CertifiedKey>>,
+    /// False while an interim certificate is served, which no caBundle names: the API server
+    /// cannot call this replica yet (its readiness waits for it).
+    trusted: AtomicBool,
 }
 
 impl ReloadableCert {
-    /// Serves `key` until `replace`d.
+    /// Serves `key` (the real certificate) until `replace`d.
     pub fn new(key: CertifiedKey) -> Arc<Self> {
         Arc::new(ReloadableCert {
             current: RwLock::new(Arc::new(key)),
+            trusted: AtomicBool::new(true),
+        })
+    }
+
+    /// Serves a throw-away `key` until the real one is given to `replace`.
+    pub fn interim(key: CertifiedKey) -> Arc<Self> {
+        Arc::new(ReloadableCert {
+            current: RwLock::new(Arc::new(key)),
+            trusted: AtomicBool::new(false),
         })
     }
 
@@ -80,6 +93,12 @@ impl ReloadableCert {
     pub fn replace(&self, key: CertifiedKey) {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         *current = Arc::new(key);
+        self.trusted.store(true, Ordering::Release);
+    }
+
+    /// Whether the certificate served is a real one (not [`ReloadableCert::interim`]'s).
+    pub fn is_trusted(&self) -> bool {
+        self.trusted.load(Ordering::Acquire)
     }
 
     /// The certificate handshakes get now.
@@ -287,11 +306,27 @@ mod tests {
     }
 
     #[test]
+    fn an_interim_certificate_is_untrusted_until_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path());
+        let (interim, _) = certified_key_from_dir(dir.path()).expect("load");
+        let cert = ReloadableCert::interim(interim);
+        assert!(!cert.is_trusted());
+        let (stored, _) = certified_key_from_dir(dir.path()).expect("load");
+        cert.replace(stored);
+        assert!(cert.is_trusted());
+    }
+
+    #[test]
     fn a_cert_dir_is_reloaded_when_its_files_change_and_kept_when_they_break() {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = write(dir.path());
         let (key, seen) = certified_key_from_dir(dir.path()).expect("load");
         let cert = ReloadableCert::new(key);
+        assert!(
+            cert.is_trusted(),
+            "a cert dir's certificate is the real one"
+        );
         let seen = reload_if_changed(dir.path(), &cert, seen);
         assert_eq!(
             cert.current().cert[0],

@@ -611,6 +611,7 @@ pub fn operator_pods() -> OperatorPods {
     OperatorPods {
         namespace: "baton-system".into(),
         labels: BTreeMap::from([("app.kubernetes.io/name".into(), "baton-operator".into())]),
+        metrics_scraper: None,
     }
 }
 

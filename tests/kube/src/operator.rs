@@ -191,12 +191,7 @@ impl Operator {
         let out = File::create(&log)?;
         // The webhook's flags stay out (see above); --log-json too: text reads better in a
         // failure message.
-        let left_out = [
-            "--webhook-",
-            "--sidecar-image",
-            "--native-sidecar",
-            "--log-json",
-        ];
+        let left_out = ["--webhook-", "--sidecar-image", "--log-json"];
         let args = release
             .args
             .iter()

@@ -298,6 +298,7 @@ async fn operator_may_apply_what_it_builds(kube: &Kube, release: &str) -> Result
     let pods = baton_operator::build::OperatorPods {
         namespace: kube.namespace.clone(),
         labels: Default::default(),
+        metrics_scraper: None,
     };
     let rendered = baton_operator::render::render(&example, &kube.namespace, "baton:test", &pods)?;
     ensure!(rendered.len() > 10, "rendered {} objects", rendered.len());
@@ -338,9 +339,7 @@ combos! {
         "--set", "webhook.certManager.issuerRef.kind=ClusterIssuer"
     ],
     no_webhook => "no-webhook": ["--set", "webhook.enabled=false"],
-    plain_sidecar => "plain-sidecar": [
-        "--set", "webhook.nativeSidecar=false", "--set", "webhook.failurePolicy=Ignore"
-    ],
+    failure_ignore => "failure-ignore": ["--set", "webhook.failurePolicy=Ignore"],
     sidecar_rbac => "sidecar-rbac": [
         "--set", "sidecarRbac.serviceAccounts[0].namespace=prod",
         "--set", "sidecarRbac.serviceAccounts[0].name=web",

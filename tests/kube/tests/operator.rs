@@ -121,6 +121,7 @@ async fn story(kube: &Kube, release: &Release, served: &str, theirs: &str) -> Re
     let operator_pods = OperatorPods {
         namespace: release.namespace.clone(),
         labels: BTreeMap::new(),
+        metrics_scraper: None,
     };
     let owned: Vec<Value> = rendered_objects(&yaml, &kube.namespace, &operator_pods)?
         .into_iter()

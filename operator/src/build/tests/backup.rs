@@ -541,3 +541,90 @@ fn the_restore_script_takes_the_newest_backup_of_a_folder() {
     assert_eq!(out.status.code(), Some(66), "{out:?}");
     assert!(calls(empty.path()).is_empty());
 }
+
+/// `spec.pods` reaches every pod the operator makes: the members' (where the restore init
+/// container runs) and the backup Jobs'; `spec.serviceAccount.annotations` reach the
+/// ServiceAccount both run as. Without `credentialsSecret` no static key is passed, so the S3
+/// client takes the pod's web identity (IRSA).
+#[test]
+fn pod_settings_reach_the_members_the_restore_and_the_backup_jobs() {
+    let spec = "{pods: {imagePullSecrets: [{name: regcred}], priorityClassName: baton-critical, \
+                labels: {team: storage}, annotations: {mesh.example/inject: 'false'}}, \
+                serviceAccount: {annotations: {eks.amazonaws.com/role-arn: 'arn:aws:iam::1:role/b'}}, \
+                backup: {schedule: '@daily', target: {s3: {bucket: bkt, region: eu-1}}}, \
+                restoreFrom: {s3: {bucket: bkt, key: prod/}}}";
+    let b = built(spec, 3, 3);
+    let sts = json(&b.statefulset);
+    let cj = json(&b.backup.expect("a CronJob"));
+    let members = &sts["spec"]["template"];
+    let jobs = &cj["spec"]["jobTemplate"]["spec"]["template"];
+    for (what, template) in [("members", members), ("backup Jobs", jobs)] {
+        let meta = &template["metadata"];
+        assert_eq!(meta["labels"]["team"], "storage", "{what}: {meta}");
+        assert_eq!(
+            meta["annotations"]["mesh.example/inject"], "false",
+            "{what}: {meta}"
+        );
+        let pod = &template["spec"];
+        assert_eq!(
+            pod["imagePullSecrets"],
+            json!([{"name": "regcred"}]),
+            "{what}"
+        );
+        assert_eq!(pod["priorityClassName"], "baton-critical", "{what}");
+        assert_eq!(pod["serviceAccountName"], "zk", "{what}");
+    }
+    // The operator's own labels stay, so its selectors still find the pods.
+    assert_eq!(
+        members["metadata"]["labels"]["app.kubernetes.io/name"],
+        "baton-ensemble"
+    );
+    assert_eq!(
+        jobs["metadata"]["labels"]["app.kubernetes.io/name"],
+        "baton-backup"
+    );
+    // The restore runs in the members' pods, under those pod settings.
+    let init = &members["spec"]["initContainers"];
+    assert_eq!(init[0]["name"], "restore", "{init}");
+    assert_eq!(jobs["spec"]["automountServiceAccountToken"], false);
+    for container in [&init[0], &jobs["spec"]["containers"][0]] {
+        let env = env_of(container);
+        assert!(
+            !env.keys().any(|k| k.starts_with("AWS_")),
+            "no static S3 key without credentialsSecret: {env:?}"
+        );
+    }
+    let sa = json(&b.service_account);
+    assert_eq!(
+        sa["metadata"]["annotations"],
+        json!({"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/b"})
+    );
+}
+
+/// Without `spec.pods` nothing extra is set: no pull secrets, no priority class, no pod
+/// annotations, no ServiceAccount annotations.
+#[test]
+fn without_pod_settings_the_pods_get_none() {
+    let b = built(S3_BACKUP, 3, 3);
+    let sts = json(&b.statefulset);
+    let cj = json(&b.backup.expect("a CronJob"));
+    for template in [
+        &sts["spec"]["template"],
+        &cj["spec"]["jobTemplate"]["spec"]["template"],
+    ] {
+        assert!(
+            template["metadata"].get("annotations").is_none(),
+            "{template}"
+        );
+        assert!(template["spec"].get("imagePullSecrets").is_none());
+        assert!(template["spec"].get("priorityClassName").is_none());
+    }
+    assert!(
+        json(&b.service_account)["metadata"]
+            .get("annotations")
+            .is_none()
+    );
+    // With a credentials Secret, its two keys are the Job's environment.
+    let env = env_of(&cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]);
+    assert_eq!(env["AWS_ACCESS_KEY_ID"]["secretKeyRef"]["name"], "s3-creds");
+}
