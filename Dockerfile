@@ -10,8 +10,10 @@ WORKDIR /src
 COPY . .
 # Caches keep the registry and target dir between builds; the binaries are copied out of the
 # cached target dir inside the same step (a cache mount is not part of the image).
-# --workspace: every feature of every binary (S3 backups, Kubernetes TokenReview, pod labels and
-# Leases, the sidecar's TLS), resolved as for `cargo build --workspace` and the tests.
+# -p for each program, never --workspace: cargo unifies features over the packages selected, and
+# the test crates turn on baton-ensemble's `testing` (test-only flags, deliberate bugs). Each
+# program gets its own default features (S3 backups, Kubernetes TokenReview, pod labels and
+# Leases, the sidecar's TLS). tests/e2e/tests/product_build.rs checks this selection.
 # Stripped of debug info (the release profile's line tables), symbols kept: a panic still prints
 # its message and file:line (those are constants in the binary, not debug info), and a
 # RUST_BACKTRACE backtrace still names its functions (without file:line). The line tables were
@@ -20,7 +22,8 @@ COPY . .
 # the operator's objects run.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    CARGO_PROFILE_RELEASE_STRIP=debuginfo cargo build --release --locked --workspace \
+    CARGO_PROFILE_RELEASE_STRIP=debuginfo cargo build --release --locked \
+        -p baton-ensemble -p baton-sidecar -p baton-operator \
         --bin baton-ensemble --bin baton-sidecar --bin baton-operator \
  && mkdir -p /out \
  && cp target/release/baton-ensemble target/release/baton-sidecar target/release/baton-operator /out/

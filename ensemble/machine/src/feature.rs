@@ -17,7 +17,6 @@
 //! - **2**: null data is kept apart from empty data, as Apache ZooKeeper does: getData
 //!   answers the null buffer (length -1).
 
-use std::cell::Cell;
 use std::ops::RangeInclusive;
 
 /// The levels this build can apply: from the oldest a data dir may be at to the newest.
@@ -55,7 +54,9 @@ impl FeatureLevel {
     /// the same entry stores the same bytes.
     pub fn stored_data(self, data: Option<Vec<u8>>) -> Option<Vec<u8>> {
         match data {
-            None if !self.keeps_null_data() && !NULL_DATA_EARLY.get() => Some(Vec::new()),
+            None if !self.keeps_null_data() && !crate::deliberate::null_data_early() => {
+                Some(Vec::new())
+            }
             data => data,
         }
     }
@@ -76,25 +77,6 @@ pub struct LevelTooHigh {
     pub max: u32,
     /// The index at which the level was reached, when known.
     pub index: Option<i64>,
-}
-
-thread_local! {
-    /// The simulation's deliberate bug `early-feature` (never set in production).
-    static NULL_DATA_EARLY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `apply` with null data kept whatever the level, when `on`: the simulation's deliberate
-/// bug of a member applying level-2 behaviour before the level entry, which its check of the
-/// replicas' trees must catch. A thread-local, so no production type carries the switch.
-#[doc(hidden)]
-pub fn with_null_data_early<R>(on: bool, apply: impl FnOnce() -> R) -> R {
-    if !on {
-        return apply();
-    }
-    NULL_DATA_EARLY.set(true);
-    let out = apply();
-    NULL_DATA_EARLY.set(false);
-    out
 }
 
 #[cfg(test)]

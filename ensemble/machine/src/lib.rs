@@ -8,6 +8,7 @@
 pub mod acl;
 mod children;
 pub mod command;
+pub mod deliberate;
 pub mod feature;
 pub mod path;
 pub mod quota;

@@ -126,7 +126,7 @@ impl TenancyPolicy {
     /// Whether `access` to `path` is allowed by the policy (ACLs are checked separately, see
     /// [`TenancyPolicy::waives_acl`]).
     pub fn check(&self, path: &str, access: Access, auth: &[Id]) -> Result<(), Refusal> {
-        if !self.check_identities || is_super(auth) || POLICY_IGNORED.get() {
+        if !self.check_identities || is_super(auth) || crate::deliberate::policy_ignored() {
             return Ok(());
         }
         match scope(path) {
@@ -173,26 +173,6 @@ impl TenancyPolicy {
             Ok(())
         }
     }
-}
-
-thread_local! {
-    /// The simulation's deliberate bug `local-policy` (never set in production).
-    static POLICY_IGNORED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `apply` with the namespace policy off whatever the replicated setting says, when `on`:
-/// the simulation's deliberate bug of a member deciding writes by its own flag (issue 26's
-/// rolling `--check-identities`), which its check of the replicas' trees must catch. A
-/// thread-local, so no production type carries the switch.
-#[doc(hidden)]
-pub fn with_policy_ignored<R>(on: bool, apply: impl FnOnce() -> R) -> R {
-    if !on {
-        return apply();
-    }
-    POLICY_IGNORED.set(true);
-    let out = apply();
-    POLICY_IGNORED.set(false);
-    out
 }
 
 /// Owner-only deletion, always on: deleting the node at `path`, whose ephemeral owner is

@@ -178,6 +178,7 @@ pub async fn route(
         );
     }
     let command = match (&method, path.as_str()) {
+        #[cfg(feature = "testing")]
         (&Method::POST, "/v1/testing/raw-proposal") if ctx.raw_proposals => {
             match http_body_util::Limited::new(req.into_body(), MAX_BODY)
                 .collect()

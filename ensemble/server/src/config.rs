@@ -117,12 +117,16 @@ pub struct Config {
     pub handshake_timeout: Duration,
 
     /// Test-only: an admin endpoint that appends raw bytes to the Raft log, skipping every
-    /// check, to prove that an entry nobody can apply does not stop the ensemble.
+    /// check, to prove that an entry nobody can apply does not stop the ensemble. Only in
+    /// builds with the `testing` feature.
+    #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     pub unsafe_testing_raw_proposals: bool,
 
     /// Test-only: read this member's free disk bytes from this file (a decimal number) instead
-    /// of the data volume, so a test can fill and free a "disk" without filling one.
+    /// of the data volume, so a test can fill and free a "disk" without filling one. Only in
+    /// builds with the `testing` feature.
+    #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     pub unsafe_testing_free_disk_bytes_file: Option<PathBuf>,
 
@@ -408,6 +412,24 @@ pub(crate) fn parse_member(s: &str) -> Result<(u64, String), String> {
         return Err(format!("member address {addr:?} is not HOST:PORT"));
     }
     Ok((id, addr.to_string()))
+}
+
+impl Config {
+    /// Whether the test-only raw proposal endpoint is served (never without `testing`).
+    pub fn raw_proposals(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.unsafe_testing_raw_proposals;
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
+    /// The test-only file that stands for the volume's free space (never without `testing`).
+    pub fn free_disk_bytes_file(&self) -> Option<PathBuf> {
+        #[cfg(feature = "testing")]
+        return self.unsafe_testing_free_disk_bytes_file.clone();
+        #[cfg(not(feature = "testing"))]
+        None
+    }
 }
 
 /// `--four-letter-words`: a comma-separated allow-list (checked here, so a typo fails at start).

@@ -286,7 +286,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
 
     let disk_watcher = tokio::spawn(disk_space::watch(
         cfg.data_dir.clone(),
-        cfg.unsafe_testing_free_disk_bytes_file.clone(),
+        cfg.free_disk_bytes_file(),
         core_tx.clone(),
     ));
 
@@ -326,7 +326,7 @@ pub async fn run(cfg: Config, mut shutdown: watch::Receiver<bool>) -> Result<(),
         status: status_rx,
         metrics,
         core: core_tx.clone(),
-        raw_proposals: cfg.unsafe_testing_raw_proposals,
+        raw_proposals: cfg.raw_proposals(),
     };
     let admin_tls = match &member_tls {
         Some(tls) => Some(admin_api::AdminTls {

@@ -32,6 +32,7 @@ pub enum AdminCommand {
         to: Option<u64>,
     },
     /// Test-only (`--unsafe-testing-raw-proposals`): append `data` to the log unchecked.
+    #[cfg(feature = "testing")]
     RawProposal {
         data: Vec<u8>,
     },
@@ -125,6 +126,7 @@ impl Core {
                 tracing::info!(to = target, "transferring leadership");
                 Ok(json!({ "status": "transferring", "to": target }))
             }
+            #[cfg(feature = "testing")]
             AdminCommand::RawProposal { data } => {
                 tracing::warn!(
                     bytes = data.len(),

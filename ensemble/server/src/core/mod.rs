@@ -29,6 +29,7 @@ mod clients;
 pub mod clock;
 mod connect;
 mod control;
+mod deliberate_bugs;
 mod feature_level;
 mod freed_memory;
 mod gate;
@@ -73,6 +74,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use connect::HANDSHAKE_TIMEOUT;
 use connect::PendingConnects;
 pub(crate) use control::Control;
+pub use deliberate_bugs::DeliberateBugs;
 use gate::ProposalGate;
 pub use inbox::CoreInbox;
 use leader_change::LeaderWatch;
@@ -124,7 +126,8 @@ pub struct CoreConfig {
     /// reconnect before the connection is closed (the client retries).
     pub handshake_timeout: Duration,
     /// Deliberate bugs for proving the simulation's checkers catch them. Always
-    /// `DeliberateBugs::NONE` outside tests; no flag reaches it.
+    /// `DeliberateBugs::NONE` outside tests; no flag reaches it, and without the `testing`
+    /// feature there are none to switch on.
     pub bugs: DeliberateBugs,
 }
 
@@ -134,35 +137,6 @@ pub struct RaftView {
     pub is_leader: bool,
     pub term: u64,
     pub applied: u64,
-}
-
-/// Known-wrong behaviours the simulation switches on to prove its checkers find them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeliberateBugs {
-    /// Answer `sync` at once from this member's state, skipping the leader's ReadIndex, so a
-    /// read after `sync` can be stale.
-    pub sync_without_read_index: bool,
-    /// Members with an even id apply alarm entries as no-ops, as if each member decided the
-    /// alarm from its own view: the members' settings then differ at the same index.
-    pub alarms_on_odd_members_only: bool,
-    /// Members with an even id store null znode data as null below feature level 2, as if
-    /// they switched the level-2 behaviour on by their build rather than by the level entry:
-    /// their trees then differ from the others' at the same index.
-    pub null_data_before_level: bool,
-    /// Members with an even id apply writes with the namespace policy off whatever the
-    /// replicated setting says, as a member going by its own `--check-identities` flag did:
-    /// their trees then differ from the others' at the same index.
-    pub policy_off_on_even_members: bool,
-}
-
-impl DeliberateBugs {
-    /// None of them: the only setting production uses.
-    pub const NONE: DeliberateBugs = DeliberateBugs {
-        sync_without_read_index: false,
-        alarms_on_odd_members_only: false,
-        null_data_before_level: false,
-        policy_off_on_even_members: false,
-    };
 }
 
 /// Why the core stopped.

@@ -89,7 +89,7 @@ impl Core {
     pub(super) fn start_sync(&mut self, conn_id: ConnId, xid: i32, path: String) {
         let ctx = self.reads.start(conn_id);
         let term = self.term();
-        let stale = self.cfg.bugs.sync_without_read_index;
+        let stale = self.cfg.bugs.sync_without_read_index();
         if !stale {
             self.node.read_index(encode_context(self.cfg.id, ctx));
         }

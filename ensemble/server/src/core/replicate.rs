@@ -306,22 +306,17 @@ impl Core {
                 }
                 EntryType::EntryNormal => match Command::decode(&entry.data) {
                     Ok(cmd)
-                        if self.cfg.bugs.alarms_on_odd_members_only
+                        if self.cfg.bugs.alarms_on_odd_members_only()
                             && self.cfg.id.is_multiple_of(2)
                             && matches!(cmd.kind, CommandKind::Alarm { .. }) =>
                     {
                         self.sm.apply(index as i64, &NOOP);
                     }
                     Ok(cmd) => {
-                        let even = self.cfg.id.is_multiple_of(2);
-                        let early = self.cfg.bugs.null_data_before_level && even;
-                        let no_policy = self.cfg.bugs.policy_off_on_even_members && even;
-                        let sm = &mut self.sm;
-                        let applied = baton_machine::feature::with_null_data_early(early, || {
-                            baton_machine::tenancy::with_policy_ignored(no_policy, || {
-                                sm.apply(index as i64, &cmd)
-                            })
-                        });
+                        let applied =
+                            self.cfg
+                                .bugs
+                                .apply(self.cfg.id, &mut self.sm, index as i64, &cmd);
                         let settings_changed = applied.settings_changed;
                         self.route(&cmd, applied);
                         if settings_changed {
