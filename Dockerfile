@@ -30,9 +30,16 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # --- run: Debian slim (glibc like the builder, and /bin/sh for the members' start script) ----------
 FROM debian:bookworm-slim
+# ca-certificates: the system's CA bundle (/etc/ssl/certs/ca-certificates.crt), which
+# baton-ensemble's S3 client trusts for backups over HTTPS; without it no public endpoint is
+# trusted. SSL_CERT_FILE (or SSL_CERT_DIR) in a container's environment replaces the bundle with
+# another, e.g. a private CA's (README, "Operations").
 # uid/gid 65532 ("nonroot"), as the chart's and the StatefulSet's securityContext expect; no
 # home, no login shell.
-RUN groupadd --gid 65532 nonroot \
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 COPY --from=build /out/ /usr/local/bin/
 # What the image holds, for registries and `docker inspect`: the release (the workspace version)

@@ -1,10 +1,11 @@
 //! A real S3-compatible server for backup tests: moto's `moto_server` (PyPI `moto[server]`) on
-//! a loopback port. `tests/scripts/test.sh` installs it into the tools' virtualenv,
+//! a loopback port, over plain HTTP or over HTTPS with a certificate of the test's own CA.
+//! `tests/scripts/test.sh` installs it into the tools' virtualenv,
 //! `${BATON_TOOLS:-$HOME/.cache/baton-tools}/venv`; `BATON_MOTO_SERVER` names another one.
 
 use std::fs::OpenOptions;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -53,9 +54,26 @@ pub struct Moto {
     http: HttpClient,
 }
 
+/// The certificate and key moto serves HTTPS with, and the CA this harness's own requests to
+/// it trust.
+pub struct MotoTls<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+    pub ca: &'a Path,
+}
+
 impl Moto {
     /// Starts moto on a free loopback port and waits until it answers.
     pub async fn start() -> Result<Moto> {
+        Moto::spawn(None).await
+    }
+
+    /// As `start`, serving HTTPS only (`moto_server --ssl-cert --ssl-key`).
+    pub async fn start_tls(tls: MotoTls<'_>) -> Result<Moto> {
+        Moto::spawn(Some(tls)).await
+    }
+
+    async fn spawn(tls: Option<MotoTls<'_>>) -> Result<Moto> {
         let binary = moto_server_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("baton-tests-moto-")
@@ -70,8 +88,22 @@ impl Moto {
             .append(true)
             .open(dir.path().join("moto.log"))
             .context("open moto's log")?;
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let mut command = Command::new(&binary);
+        command.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        let http = match &tls {
+            Some(tls) => {
+                command
+                    .arg("--ssl-cert")
+                    .arg(tls.cert)
+                    .arg("--ssl-key")
+                    .arg(tls.key);
+                let config = baton_tls::client_config(tls.ca, None)
+                    .context("a TLS client of moto trusting the test CA")?;
+                HttpClient::tls(config, Duration::from_secs(10))
+            }
+            None => HttpClient::plain(Duration::from_secs(10)),
+        };
+        let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone().context("clone the log handle")?)
             .stderr(log)
@@ -81,7 +113,7 @@ impl Moto {
             child,
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             dir,
-            http: HttpClient::plain(Duration::from_secs(10)),
+            http,
         };
         let deadline = Instant::now() + START_DEADLINE;
         loop {
@@ -105,9 +137,10 @@ impl Moto {
         }
     }
 
-    /// `http://127.0.0.1:PORT`, for `--s3-endpoint`.
+    /// `http://127.0.0.1:PORT` (`https://` when started with `start_tls`), for `--s3-endpoint`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.http.is_tls() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// What moto printed.

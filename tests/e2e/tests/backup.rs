@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use baton_tests::cluster::{Cluster, Member, Method};
 use baton_tests::command::{self, Finished};
-use baton_tests::moto::Moto;
+use baton_tests::moto::{Moto, MotoTls};
 use baton_tests::pki::Pki;
 use baton_tests::{EPHEMERAL, PERSISTENT};
 use serde_json::Value;
@@ -154,10 +154,15 @@ async fn read_all(
     Ok(found)
 }
 
-/// Runs `baton-ensemble snapshot ARGS` with `env` added.
+/// Runs `baton-ensemble snapshot ARGS` with `env` added. The S3 client's extra trust
+/// (`SSL_CERT_FILE`, `SSL_CERT_DIR`) is only what `env` gives, never the test runner's.
 async fn snapshot_cmd(args: Vec<OsString>, env: &[(&str, String)]) -> Result<Finished> {
     let mut command = Command::new(baton_tests::baton_binary()?);
-    command.arg("snapshot").args(args);
+    command
+        .arg("snapshot")
+        .args(args)
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR");
     for (key, value) in env {
         command.env(key, value);
     }
@@ -682,4 +687,125 @@ async fn an_s3_backup_restores_the_newest_and_keep_prunes() {
         Ok(())
     })
     .await;
+}
+
+/// An S3 endpoint over HTTPS with a certificate of a private CA (MinIO or Ceph inside a
+/// company): `baton-ensemble snapshot` trusts the system's roots (the image's
+/// ca-certificates), which do not hold that CA, so the save is refused; with `SSL_CERT_FILE`
+/// naming the CA, as a pod's env would, the save and a restore from it go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_backup_over_https_trusts_the_ca_in_ssl_cert_file() {
+    with_deadline(async || {
+        // The endpoint's CA, made here: not the ensemble's, and in no system store. Its member
+        // certificate names 127.0.0.1, where moto serves it.
+        let endpoint_pki = Pki::new("baton-tests-s3-endpoint", &[1])?;
+        let dir = endpoint_pki.dir();
+        let moto = Moto::start_tls(MotoTls {
+            cert: &dir.join("member-1.crt"),
+            key: &dir.join("member-1.key"),
+            ca: &endpoint_pki.ca(),
+        })
+        .await?;
+        ensure!(
+            moto.endpoint().starts_with("https://"),
+            "{}",
+            moto.endpoint()
+        );
+        let bucket = "baton-backups-tls";
+        moto.create_bucket(bucket).await?;
+        let s3 = os(&[
+            &"--s3-endpoint",
+            &moto.endpoint(),
+            &"--s3-region",
+            &baton_tests::moto::REGION,
+        ]);
+        let system_roots = moto.env();
+        let mut private_ca = moto.env();
+        private_ca.push(("SSL_CERT_FILE", endpoint_pki.ca().display().to_string()));
+
+        let old = Cluster::start(1).await?;
+        old.connect()
+            .await?
+            .create("/over-https", b"round trip", &PERSISTENT)
+            .await?;
+        let mut save = save_args(&old, 1, "admin")?;
+        save.extend(os(&[&"--s3-url", &format!("s3://{bucket}/tls/")]));
+        save.extend(s3.iter().cloned());
+
+        let refused = snapshot_cmd(save.clone(), &system_roots).await?;
+        ensure!(
+            !refused.success(),
+            "saved over HTTPS to an endpoint whose CA only the test knows:\n{refused}"
+        );
+        ensure!(
+            refused.stderr.to_lowercase().contains("certificate"),
+            "refused, but not for the certificate:\n{refused}"
+        );
+        let keys = moto.keys(bucket, "tls/").await?;
+        ensure!(keys.is_empty(), "a refused save stored {keys:?}");
+
+        let saved = report(
+            "save to S3 over HTTPS",
+            &snapshot_cmd(save, &private_ca).await?,
+        )?;
+        let location = saved["location"].as_str().context("location")?.to_string();
+        let keys = moto.keys(bucket, "tls/").await?;
+        ensure!(
+            keys.len() == 1 && location == format!("s3://{bucket}/{}", keys[0]),
+            "saved {location}, the bucket holds {keys:?}"
+        );
+
+        let pki = Pki::new("baton-tests-s3-tls-restored", &[1])?;
+        let new = Cluster::start_prepared(1, pki, &[], async |member: &Member| {
+            let mut args = os(&[
+                &"restore",
+                &"--from",
+                &location,
+                &"--data-dir",
+                &member.data_dir(),
+                &"--id",
+                &"1",
+                &"--members",
+                &member.members_flag(),
+                &"--cluster-id",
+                &"baton-tests-s3-tls-restored",
+            ]);
+            args.extend(s3.iter().cloned());
+            let restored = report(
+                "restore from S3 over HTTPS",
+                &snapshot_cmd(args, &private_ca).await?,
+            )?;
+            ensure!(restored["from"] == location.as_str(), "{restored}");
+            Ok(())
+        })
+        .await?;
+        let (data, _) = new.connect().await?.get_data("/over-https").await?;
+        ensure!(data == b"round trip", "restored data {data:?}");
+        Ok(())
+    })
+    .await;
+}
+
+/// The trust the test above relies on is in the image: its run stage (the last `FROM`) installs
+/// Debian's `ca-certificates`, the bundle the S3 client reads when `SSL_CERT_FILE` is not set.
+#[test]
+fn the_image_has_the_system_ca_bundle() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile"))?;
+    let run_stage = dockerfile
+        .rsplit("\nFROM ")
+        .next()
+        .context("the Dockerfile has no FROM")?;
+    let commands = run_stage.replace("\\\n", " ");
+    let installs = commands.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        line.trim_start().starts_with("RUN ")
+            && words.windows(2).any(|w| w == ["apt-get", "install"])
+            && words.contains(&"ca-certificates")
+    });
+    ensure!(
+        installs,
+        "the image's run stage does not install ca-certificates:\n{run_stage}"
+    );
+    Ok(())
 }

@@ -24,6 +24,23 @@ pub struct Bucket {
     name: String,
 }
 
+/// `error` and the causes under it: object_store's own message of a failed request ends at
+/// "error sending request", and the reason (a certificate no trusted root signed, a refused
+/// connection) is only in its sources.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
 fn has_env(key: &str) -> bool {
     std::env::var_os(key).is_some_and(|v| !v.is_empty())
 }
@@ -52,7 +69,7 @@ impl Bucket {
         }
         let store = builder
             .build()
-            .map_err(|e| format!("S3 settings for bucket {bucket}: {e}"))?;
+            .map_err(|e| format!("S3 settings for bucket {bucket}: {}", with_causes(&e)))?;
         Ok(Bucket {
             store,
             name: bucket.to_string(),
@@ -69,14 +86,14 @@ impl Bucket {
             .put(&ObjectPath::from(key), PutPayload::from(bytes))
             .await
             .map(drop)
-            .map_err(|e| format!("upload {}: {e}", self.url(key)))
+            .map_err(|e| format!("upload {}: {}", self.url(key), with_causes(&e)))
     }
 
     /// Reads one object.
     pub async fn get(&self, key: &str) -> Result<Bytes, String> {
         let read = async { self.store.get(&ObjectPath::from(key)).await?.bytes().await };
         read.await
-            .map_err(|e| format!("download {}: {e}", self.url(key)))
+            .map_err(|e| format!("download {}: {}", self.url(key), with_causes(&e)))
     }
 
     /// The backups directly under `prefix` (empty or ending in `/`), newest first: by the time
@@ -87,7 +104,7 @@ impl Bucket {
             .store
             .list_with_delimiter(dir.as_ref())
             .await
-            .map_err(|e| format!("list {}: {e}", self.url(prefix)))?;
+            .map_err(|e| format!("list {}: {}", self.url(prefix), with_causes(&e)))?;
         let mut found: Vec<(String, BackupName)> = listed
             .objects
             .into_iter()
@@ -119,7 +136,7 @@ impl Bucket {
             self.store
                 .delete(&ObjectPath::from(key.as_str()))
                 .await
-                .map_err(|e| format!("delete {} (pruning): {e}", self.url(&key)))?;
+                .map_err(|e| format!("delete {} (pruning): {}", self.url(&key), with_causes(&e)))?;
             deleted.push(key);
         }
         Ok(deleted)
