@@ -44,8 +44,11 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 # What the image holds, for registries and `docker inspect`: the release (the workspace version)
 # and the ensemble feature levels its baton-ensemble supports (MIN-MAX, as `--version` prints
-# them; README, "Upgrades"). tests/e2e/tests/upgrade.rs checks both against the build.
+# them; README, "Upgrades"). tests/e2e/tests/upgrade.rs checks both against the build. The
+# licence is the workspace's (Cargo.toml, LICENSE).
 LABEL org.opencontainers.image.title="baton" \
+      org.opencontainers.image.description="Leader election and distributed locks for Kubernetes: a ZooKeeper-compatible, Raft-replicated ensemble (baton-ensemble), its operator (baton-operator) and the app sidecar (baton-sidecar)" \
+      org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0" \
       baton.dev/feature-levels="1-2"
 USER 65532:65532
