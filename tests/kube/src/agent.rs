@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{Kube, repo_root, unique};
+use serde_json::json;
+
+use crate::{Kube, TEST_LABEL, repo_root, unique};
 
 /// How long the agent may take to register its Node.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -317,25 +319,87 @@ impl Drop for Release {
 /// would about theirs.
 pub const INJECTION_LABEL: &str = "baton.dev/injection-test";
 
+/// Namespaces a test makes besides its own, labelled for injection by this test's webhook only
+/// ([`INJECTION_LABEL`]); deleted when dropped.
+pub struct Namespaces {
+    client: kube::Client,
+    pub names: Vec<String>,
+}
+
+impl Namespaces {
+    pub async fn create(kube: &Kube, suffixes: &[&str]) -> Result<Namespaces> {
+        let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.client.clone());
+        let mut names = Vec::new();
+        for suffix in suffixes {
+            let name = format!("{}-{suffix}", kube.namespace);
+            let ns: k8s_openapi::api::core::v1::Namespace =
+                serde_json::from_value(json!({"metadata": {
+                "name": name,
+                "labels": {TEST_LABEL: "true", INJECTION_LABEL: kube.namespace}}}))?;
+            api.create(&kube::api::PostParams::default(), &ns)
+                .await
+                .with_context(|| format!("create namespace {name}"))?;
+            names.push(name);
+        }
+        Ok(Namespaces {
+            client: kube.client.clone(),
+            names,
+        })
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // As Kube's own: from a runtime of its own (the test's is blocked in this drop).
+        let (client, names) = (self.client.clone(), self.names.clone());
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client);
+                for name in names {
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        api.delete(&name, &kube::api::DeleteParams::default()),
+                    )
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
 /// `helm install` of the chart (one operator replica, the webhook selecting namespaces
 /// labelled [`INJECTION_LABEL`]`=NAMESPACE`) and its Deployment available: the operator
 /// running as the pod the agent runs for it.
 pub async fn install_operator(kube: &Kube, agent: &NodeAgent) -> Result<Release> {
+    install_operator_with(kube, agent, &[]).await
+}
+
+/// [`install_operator`] with more values (`key=value` each, as `helm --set` takes them).
+pub async fn install_operator_with(
+    kube: &Kube,
+    agent: &NodeAgent,
+    set: &[&str],
+) -> Result<Release> {
     remove_orphan_webhooks(kube).await?;
     let selector = format!(
         "webhook.namespaceSelector.matchLabels.{}={}",
         INJECTION_LABEL.replace('.', "\\."),
         kube.namespace
     );
-    let release = Release::install(
-        kube,
-        &kube.namespace,
-        &[
-            "operator.replicas=1",
-            "webhook.namespaceSelector.matchLabels.baton\\.dev/injection=null",
-            &selector,
-        ],
-    )?;
+    let mut values = vec![
+        "operator.replicas=1",
+        "webhook.namespaceSelector.matchLabels.baton\\.dev/injection=null",
+        &selector,
+    ];
+    values.extend_from_slice(set);
+    let release = Release::install(kube, &kube.namespace, &values)?;
     let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
         kube.client.clone(),
         &kube.namespace,

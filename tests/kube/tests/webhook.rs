@@ -8,69 +8,15 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use baton_kube_tests::Kube;
 use baton_kube_tests::agent::{
-    EnsembleCleanup, INJECTION_LABEL, NodeAgent, OperatorLock, install_operator,
+    EnsembleCleanup, Namespaces, NodeAgent, OperatorLock, install_operator,
     require_aggregator_routing, wait_for,
 };
-use baton_kube_tests::{Kube, TEST_LABEL};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-/// Namespaces a test makes besides its own, labelled for injection by this test's webhook only
-/// ([`INJECTION_LABEL`]); deleted when dropped.
-struct Namespaces {
-    client: kube::Client,
-    names: Vec<String>,
-}
-
-impl Namespaces {
-    async fn create(kube: &Kube, suffixes: &[&str]) -> Result<Namespaces> {
-        let api = Api::<Namespace>::all(kube.client.clone());
-        let mut names = Vec::new();
-        for suffix in suffixes {
-            let name = format!("{}-{suffix}", kube.namespace);
-            let ns: Namespace = serde_json::from_value(json!({"metadata": {
-                "name": name,
-                "labels": {TEST_LABEL: "true", INJECTION_LABEL: kube.namespace}}}))?;
-            api.create(&PostParams::default(), &ns)
-                .await
-                .with_context(|| format!("create namespace {name}"))?;
-            names.push(name);
-        }
-        Ok(Namespaces {
-            client: kube.client.clone(),
-            names,
-        })
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        // As Kube's own: from a runtime of its own (the test's is blocked in this drop).
-        let (client, names) = (self.client.clone(), self.names.clone());
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                let api = Api::<Namespace>::all(client);
-                for name in names {
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(10),
-                        api.delete(&name, &DeleteParams::default()),
-                    )
-                    .await;
-                }
-            });
-        })
-        .join();
-    }
-}
 
 fn app_pod(name: &str, annotations: Value, labels: Value) -> Result<Pod> {
     Ok(serde_json::from_value(json!({
