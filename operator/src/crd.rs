@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 /// Kubernetes quantity for volume sizes: a number with an optional binary or decimal suffix.
 pub const SIZE_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$";
-/// Durations as `baton-ensemble` parses them: `250ms`, `10s`, `2m`.
-pub const DURATION_PATTERN: &str = r"^[0-9]+(ms|s|m)$";
+/// Durations as every Baton binary reads them (`baton_duration`, Go's style): `500ms`, `30s`,
+/// `1m30s`, `2h`, `1.5s`, or `0`. No bare number other than `0`, no spaces, no other units.
+pub const DURATION_PATTERN: &str = r"^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ms|h|m|s))+)$";
 
 /// A Baton ensemble: a ZooKeeper-compatible, Raft-replicated coordination service run as a
 /// StatefulSet of 1, 3, 5 or 7 members.
@@ -224,11 +225,13 @@ impl Default for LimitsSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionTimeoutSpec {
-    /// Smallest session timeout granted, e.g. `4s`.
+    /// Smallest session timeout granted: a duration such as `4s`, `1.5s` or `1m30s` (Go's
+    /// style; units h, m, s, ms; a bare number is refused), at most `24h`.
     #[serde(default = "default_min_session_timeout")]
     #[schemars(pattern(DURATION_PATTERN))]
     pub min: String,
-    /// Largest session timeout granted, e.g. `40s`.
+    /// Largest session timeout granted: a duration such as `40s` or `1m30s` (Go's style; units
+    /// h, m, s, ms; a bare number is refused), at most `24h`.
     #[serde(default = "default_max_session_timeout")]
     #[schemars(pattern(DURATION_PATTERN))]
     pub max: String,
@@ -244,11 +247,11 @@ impl Default for SessionTimeoutSpec {
 }
 
 fn default_min_session_timeout() -> String {
-    "4s".into()
+    baton_duration::format(std::time::Duration::from_secs(4))
 }
 
 fn default_max_session_timeout() -> String {
-    "40s".into()
+    baton_duration::format(std::time::Duration::from_secs(40))
 }
 
 /// The PodDisruptionBudget (maxUnavailable 1).
@@ -495,7 +498,8 @@ pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SidecarDefaults {
-    /// Session timeout the sidecar asks for, e.g. `10s`.
+    /// Session timeout the sidecar asks for: a duration from `1s` to `10m` such as `10s` or
+    /// `1m30s` (Go's style; units h, m, s, ms; a bare number is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(DURATION_PATTERN))]
     pub session_timeout: Option<String>,

@@ -125,13 +125,14 @@ struct RunArgs {
     /// This replica's identity in the Lease (POD_NAME in a pod).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Look for pods annotated baton.dev/inject that run without the sidecar (in namespaces
-    /// labelled baton.dev/injection=enabled) every this many seconds.
-    #[arg(long, env = "BATON_SIDECAR_AUDIT_SECS", default_value_t = 60)]
-    sidecar_audit_secs: u64,
-    /// Report a membership or rollout step as stuck (Degraded) after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    stuck_after_secs: u64,
+    /// How often to look for pods annotated baton.dev/inject that run without the sidecar (in
+    /// namespaces labelled baton.dev/injection=enabled): a duration such as 1m or 30s.
+    #[arg(long, env = "BATON_SIDECAR_AUDIT_INTERVAL", default_value = "1m", value_parser = at_least_a_second)]
+    sidecar_audit_interval: Duration,
+    /// Report a membership or rollout step as stuck (Degraded) after this long: a duration
+    /// such as 10m or 1h30m.
+    #[arg(long, default_value = "10m", value_parser = at_least_a_second)]
+    stuck_after: Duration,
     /// Log one JSON object per line (for log pipelines) instead of text.
     #[arg(long, env = "BATON_LOG_JSON")]
     log_json: bool,
@@ -162,6 +163,11 @@ struct RunArgs {
     operator_pod_labels: BTreeMap<String, String>,
     #[command(flatten)]
     scraper: ScraperArgs,
+}
+
+/// A duration flag (`baton_duration`'s grammar, as every Baton flag) of at least a second.
+fn at_least_a_second(s: &str) -> Result<Duration, baton_duration::DurationError> {
+    baton_duration::parse_within(s, Duration::from_secs(1)..=baton_duration::MAX)
 }
 
 /// `k=v,k=v` as a label map.
@@ -279,7 +285,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let settings = Settings {
         default_image: args.default_image,
-        stuck_after: Duration::from_secs(args.stuck_after_secs),
+        stuck_after: args.stuck_after,
         operator_pods: OperatorPods {
             namespace: args.lease_namespace.clone(),
             labels: args.operator_pod_labels.clone(),
@@ -296,8 +302,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.clone(),
         missing.clone(),
     );
-    let audit =
-        tokio::spawn(audit.run(Duration::from_secs(args.sidecar_audit_secs.max(1)), changed));
+    let audit = tokio::spawn(audit.run(args.sidecar_audit_interval, changed));
     let ctx = Arc::new(
         Context::new(
             client,
@@ -407,5 +412,34 @@ async fn shutdown_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, String> {
+        let cli = Cli::try_parse_from(["baton-operator", "run"].iter().chain(extra))
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Run(args) => Ok(*args),
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn duration_flags_take_go_style_durations_only() {
+        let defaults = run_args(&[]).expect("the defaults parse");
+        assert_eq!(defaults.stuck_after, Duration::from_secs(600));
+        assert_eq!(defaults.sidecar_audit_interval, Duration::from_secs(60));
+        let args = run_args(&["--stuck-after=1h30m", "--sidecar-audit-interval=1.5s"])
+            .expect("Go-style durations");
+        assert_eq!(args.stuck_after, Duration::from_secs(5400));
+        assert_eq!(args.sidecar_audit_interval, Duration::from_millis(1500));
+        let err = run_args(&["--stuck-after=600"]).expect_err("a bare number");
+        assert!(err.contains("write 600s"), "{err}");
+        let err = run_args(&["--sidecar-audit-interval=0s"]).expect_err("zero");
+        assert!(err.contains("from 1s to 720h"), "{err}");
     }
 }

@@ -17,7 +17,6 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::duration::format_duration;
 use crate::leases::{Ending, LockTable};
 use crate::metrics::Metrics;
 use crate::recipe::ElectionRecipe;
@@ -109,7 +108,7 @@ pub async fn check(url: &HealthUrl, bound: Duration) -> Result<(), String> {
     match tokio::time::timeout(bound, attempt).await {
         Err(_) => Err(format!(
             "no answer from {url} within {}",
-            format_duration(bound)
+            baton_duration::format(bound)
         )),
         Ok(Ok(status)) if status.is_success() => Ok(()),
         Ok(Ok(status)) => Err(format!("{url} answered {status}")),
@@ -175,7 +174,7 @@ pub async fn watch_app(
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
-    tracing::info!(url = %health.url, interval = %format_duration(health.interval),
+    tracing::info!(url = %health.url, interval = %baton_duration::format(health.interval),
         failures = health.threshold, "checking the app's health");
     let mut verdict = Verdict::new(health.threshold);
     let mut ticks = tokio::time::interval(health.interval);

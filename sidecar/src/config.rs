@@ -3,14 +3,18 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use baton_duration::DurationError;
 use clap::Parser;
 
 use crate::app_health::HealthUrl;
-use crate::duration::parse_duration;
 use crate::recipe::{DigestCredentials, Namespace, ResourceName};
 
 /// Longest accepted --release-grace: it must fit in the pod's terminationGracePeriodSeconds.
 pub const MAX_RELEASE_GRACE: Duration = Duration::from_secs(300);
+
+/// The --session-timeout values the sidecar accepts.
+pub const SESSION_TIMEOUT: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(600);
 
 /// When this pod stands in its elections (`--candidacy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -240,28 +244,21 @@ fn parse_namespace(value: &str) -> Result<Namespace, String> {
     Namespace::new(value).map_err(|e| e.to_string())
 }
 
-fn parse_health_interval(value: &str) -> Result<Duration, String> {
-    let d = parse_duration(value).map_err(|e| e.to_string())?;
-    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&d) {
-        return Err("must be between 100ms and 1m".into());
-    }
-    Ok(d)
+fn parse_health_interval(value: &str) -> Result<Duration, DurationError> {
+    baton_duration::parse_within(value, Duration::from_millis(100)..=Duration::from_secs(60))
 }
 
 fn parse_release_grace(value: &str) -> Result<Duration, String> {
-    let d = parse_duration(value).map_err(|e| e.to_string())?;
-    if d > MAX_RELEASE_GRACE {
-        return Err("must be at most 5m (and fit in terminationGracePeriodSeconds)".into());
-    }
-    Ok(d)
+    baton_duration::parse_within(value, Duration::ZERO..=MAX_RELEASE_GRACE).map_err(|e| match e {
+        DurationError::OutOfRange { .. } => {
+            format!("{e}, and it must fit in the pod's terminationGracePeriodSeconds")
+        }
+        e => e.to_string(),
+    })
 }
 
-fn parse_session_timeout(value: &str) -> Result<Duration, String> {
-    let d = parse_duration(value).map_err(|e| e.to_string())?;
-    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
-        return Err("must be between 1s and 10m".into());
-    }
-    Ok(d)
+fn parse_session_timeout(value: &str) -> Result<Duration, DurationError> {
+    baton_duration::parse_within(value, SESSION_TIMEOUT)
 }
 
 #[cfg(test)]
@@ -343,8 +340,24 @@ mod tests {
         assert!(with(&[]).is_ok());
         assert!(with(&["--election", "ready"]).is_err());
         assert!(with(&["--election", "a/b"]).is_err());
-        assert!(with(&["--session-timeout", "10"]).is_err());
-        assert!(with(&["--session-timeout", "0"]).is_err());
+        let err = with(&["--session-timeout", "10"]).expect_err("a bare number");
+        assert!(err.to_string().contains("write 10s"), "{err}");
+        let err = with(&["--session-timeout", "0"]).expect_err("below 1s");
+        assert!(err.to_string().contains("from 1s to 10m"), "{err}");
+        let grace = with(&["--release-grace", "6m"]).expect_err("past 5m");
+        assert!(
+            grace.to_string().contains("terminationGracePeriodSeconds"),
+            "{grace}"
+        );
+        let ok = with(&[
+            "--session-timeout",
+            "1m30s",
+            "--app-health-interval",
+            "1.5s",
+        ])
+        .expect("Go-style durations parse");
+        assert_eq!(ok.session_timeout, Duration::from_secs(90));
+        assert_eq!(ok.app_health_interval, Duration::from_millis(1500));
         assert!(with(&["--pod", "p"]).is_err(), "--pod needs --namespace");
         assert!(parse(&["--ensemble", "a", "--identity", "x"]).is_err());
         assert!(parse(&["--ensemble", "a:0", "--identity", "x"]).is_err());

@@ -15,7 +15,6 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::duration::format_duration;
 use crate::events::EventHub;
 use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{ElectionRecipe, ResourceName};
@@ -133,7 +132,7 @@ impl HandOff {
                 continue;
             }
             let release_by = SystemTime::now() + self.grace;
-            tracing::info!(election = %view.election, grace = %format_duration(self.grace),
+            tracing::info!(election = %view.election, grace = %baton_duration::format(self.grace),
                 "stepping down: the app follows this election; waiting for POST /leader/{}/release", view.election);
             hub.publish(
                 "stepping-down",
@@ -154,7 +153,7 @@ impl HandOff {
                         tracing::info!(election = %name, "no longer the leader while stepping down");
                     }
                     _ = tokio::time::sleep(grace) => {
-                        tracing::warn!(election = %name, grace = %format_duration(grace),
+                        tracing::warn!(election = %name, grace = %baton_duration::format(grace),
                             "the app did not release the election within --release-grace; resigning");
                     }
                 }

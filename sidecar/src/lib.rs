@@ -7,7 +7,9 @@
 pub mod app_health;
 pub mod cli;
 pub mod config;
-pub mod duration;
+/// The duration grammar of every flag and query parameter (the crate `baton-duration`, shared
+/// with the ensemble and the operator), re-exported for the fuzz targets.
+pub use baton_duration as duration;
 pub mod events;
 pub mod handoff;
 pub mod http;

@@ -12,6 +12,7 @@ use clap::Parser;
 /// connect to --client-addr. Every write is durable on a quorum's disks before it is acknowledged.
 /// Members authenticate each other with certificates of the ensemble's CA (--tls-*); make them
 /// with `baton-ensemble certs --help`. Back up and restore with `baton-ensemble snapshot --help`.
+/// Durations are written as in Go and Kubernetes: 500ms, 30s, 1m30s, 2h.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "baton-ensemble", version = version_text(), about, long_about)]
 pub struct Config {
@@ -56,11 +57,11 @@ pub struct Config {
     pub join: bool,
 
     /// Smallest session timeout granted to clients.
-    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    #[arg(long, default_value = "4s", value_parser = parse_session_timeout)]
     pub min_session_timeout: Duration,
 
     /// Largest session timeout granted to clients.
-    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    #[arg(long, default_value = "40s", value_parser = parse_session_timeout)]
     pub max_session_timeout: Duration,
 
     /// Largest frame a client may send, in bytes (ZooKeeper's jute.maxbuffer, 1 MiB - 1 by
@@ -77,11 +78,11 @@ pub struct Config {
     pub snapshot_entries: u64,
 
     /// Raft tick; elections time out after 10 ticks, heartbeats every 2.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = baton_duration::parse)]
     pub tick: Duration,
 
     /// How often the leader deletes empty containers and expired TTL nodes (ZooKeeper: 60s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = baton_duration::parse)]
     pub housekeeping_interval: Duration,
 
     /// Skip fsync. Acknowledged writes can be lost on power failure: for throwaway tests only.
@@ -113,7 +114,7 @@ pub struct Config {
     /// Test-only: how long a handshake may wait for its new session to apply, or for the leader
     /// to confirm a reconnect, before the connection closes and the client retries. A backstop
     /// that a leader change never waits for; tests set it past their own deadline to prove it.
-    #[arg(long, hide = true, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, hide = true, default_value = "5s", value_parser = baton_duration::parse)]
     pub handshake_timeout: Duration,
 
     /// Test-only: an admin endpoint that appends raw bytes to the Raft log, skipping every
@@ -176,7 +177,7 @@ pub struct Config {
 
     /// Time a client has from connecting to having its session: TLS handshake, ConnectRequest
     /// and the ensemble's answer (or a whole four-letter word). Slower ones are closed.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = baton_duration::parse)]
     pub client_handshake_timeout: Duration,
 
     /// Requests one connection may have awaiting their replies; past it the connection is not
@@ -432,27 +433,20 @@ impl Config {
     }
 }
 
+/// What --min-session-timeout and --max-session-timeout accept: ZooKeeper's protocol carries
+/// session timeouts as 32-bit milliseconds (24.8 days); the operator checks its CRD against the
+/// same bound (`ENSEMBLE_SESSION_TIMEOUT`).
+pub const SESSION_TIMEOUT: std::ops::RangeInclusive<Duration> =
+    Duration::ZERO..=Duration::from_secs(24 * 3600);
+
+fn parse_session_timeout(s: &str) -> Result<Duration, baton_duration::DurationError> {
+    baton_duration::parse_within(s, SESSION_TIMEOUT)
+}
+
 /// `--four-letter-words`: a comma-separated allow-list (checked here, so a typo fails at start).
 fn parse_four_letter_words(s: &str) -> Result<crate::server::four_letter::AllowedWords, String> {
     let items: Vec<&str> = s.split(',').collect();
     crate::server::four_letter::AllowedWords::parse(&items)
-}
-
-/// Parses durations like `250ms`, `10s`, `2m`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 250ms, 10s or 2m"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        _ => return Err(format!("{s:?} has unknown unit {unit:?}: use ms, s or m")),
-    };
-    Ok(d)
 }
 
 #[cfg(test)]
@@ -460,12 +454,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5h").is_err());
+    fn duration_flags_take_go_style_durations_only() {
+        let base = ["baton-ensemble", "--id", "1", "--data-dir", "d"];
+        let parse = |extra: &[&str]| {
+            Config::try_parse_from(base.iter().chain(extra)).map_err(|e| e.to_string())
+        };
+        let cfg = parse(&[
+            "--tick",
+            "50ms",
+            "--min-session-timeout",
+            "1.5s",
+            "--max-session-timeout",
+            "1m30s",
+            "--housekeeping-interval",
+            "1h",
+        ])
+        .expect("Go-style durations parse");
+        assert_eq!(cfg.tick, Duration::from_millis(50));
+        assert_eq!(cfg.min_session_timeout, Duration::from_millis(1500));
+        assert_eq!(cfg.max_session_timeout, Duration::from_secs(90));
+        assert_eq!(cfg.housekeeping_interval, Duration::from_secs(3600));
+        let defaults = parse(&[]).expect("the defaults parse");
+        assert_eq!(defaults.tick, Duration::from_millis(100));
+        assert_eq!(defaults.max_session_timeout, Duration::from_secs(40));
+        // A bare number used to mean seconds: now it is refused, saying what to write.
+        let err = parse(&["--tick", "100"]).expect_err("a bare number");
+        assert!(err.contains("write 100s"), "{err}");
+        let err = parse(&["--client-handshake-timeout", "10 s"]).expect_err("a space");
+        assert!(err.contains("1m30s"), "{err}");
+        let err = parse(&["--max-session-timeout", "25h"]).expect_err("past 24h");
+        assert!(err.contains("from 0s to 24h"), "{err}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Stage 2 of the reconcile pipeline: checks what the CRD schema already enforces (a client may
 //! bypass it, e.g. an older CRD) and what it cannot express, and fills in operator defaults.
 
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
 use crate::crd::{CoordinationEnsemble, CoordinationEnsembleStatus, PvcLocation, RestoreSource};
 
 mod limits;
@@ -17,8 +20,11 @@ pub enum InvalidSpec {
     Replicas(i32),
     #[error("spec.storage.size {0:?} is not a Kubernetes quantity like 1Gi or 500Mi")]
     StorageSize(String),
-    #[error("{field} {value:?} is not a duration like 250ms, 10s or 2m")]
-    Duration { field: &'static str, value: String },
+    #[error("{field}: {error}")]
+    Duration {
+        field: &'static str,
+        error: baton_duration::DurationError,
+    },
     #[error("spec.sessionTimeout.min ({min}) is larger than spec.sessionTimeout.max ({max})")]
     SessionTimeoutBounds { min: String, max: String },
     #[error("the object has no {0}")]
@@ -211,8 +217,16 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
     if !is_quantity(&spec.storage.size) {
         return Err(InvalidSpec::StorageSize(spec.storage.size.clone()));
     }
-    let min = duration_ms("spec.sessionTimeout.min", &spec.session_timeout.min)?;
-    let max = duration_ms("spec.sessionTimeout.max", &spec.session_timeout.max)?;
+    let min = duration(
+        "spec.sessionTimeout.min",
+        &spec.session_timeout.min,
+        ENSEMBLE_SESSION_TIMEOUT,
+    )?;
+    let max = duration(
+        "spec.sessionTimeout.max",
+        &spec.session_timeout.max,
+        ENSEMBLE_SESSION_TIMEOUT,
+    )?;
     if min > max {
         return Err(InvalidSpec::SessionTimeoutBounds {
             min: spec.session_timeout.min.clone(),
@@ -224,7 +238,11 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
         .as_ref()
         .and_then(|s| s.session_timeout.as_ref())
     {
-        duration_ms("spec.sidecar.sessionTimeout", timeout)?;
+        duration(
+            "spec.sidecar.sessionTimeout",
+            timeout,
+            SIDECAR_SESSION_TIMEOUT,
+        )?;
     }
     let image = spec
         .image
@@ -564,22 +582,25 @@ fn is_quantity(s: &str) -> bool {
         && number.bytes().any(|b| b.is_ascii_digit() && b != b'0')
 }
 
-/// Milliseconds of a duration in `baton-ensemble`'s syntax (`250ms`, `10s`, `2m`).
-fn duration_ms(field: &'static str, value: &str) -> Result<u64, InvalidSpec> {
-    let bad = || InvalidSpec::Duration {
-        field,
-        value: value.to_string(),
-    };
-    let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (number, unit) = value.split_at(split);
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    let factor = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(factor).ok_or_else(bad)
+/// What `baton-ensemble --min-session-timeout`/`--max-session-timeout` accept (its
+/// `SESSION_TIMEOUT`): ZooKeeper's protocol carries session timeouts as 32-bit milliseconds.
+pub const ENSEMBLE_SESSION_TIMEOUT: RangeInclusive<Duration> =
+    Duration::ZERO..=Duration::from_secs(24 * 3600);
+
+/// What `baton-sidecar --session-timeout` accepts (its `SESSION_TIMEOUT`): a value outside
+/// would make every injected sidecar refuse to start.
+pub const SIDECAR_SESSION_TIMEOUT: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(600);
+
+/// A duration field, read as every Baton binary reads durations (`baton_duration`) and kept in
+/// the range of the flag it becomes.
+fn duration(
+    field: &'static str,
+    value: &str,
+    range: RangeInclusive<Duration>,
+) -> Result<Duration, InvalidSpec> {
+    baton_duration::parse_within(value, range)
+        .map_err(|error| InvalidSpec::Duration { field, error })
 }
 
 #[cfg(test)]

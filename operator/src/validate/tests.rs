@@ -65,9 +65,46 @@ fn sizes_and_durations_are_checked() {
     let ce = parse(&BASE.replace("spec: {}", "spec: {sessionTimeout: {min: 1h}}"));
     assert!(matches!(
         validate(&ce, "i"),
-        Err(InvalidSpec::Duration { .. })
+        Err(InvalidSpec::SessionTimeoutBounds { .. })
     ));
-    assert_eq!(duration_ms("f", "2m"), Ok(120_000));
+    let ce = parse(&BASE.replace(
+        "spec: {}",
+        "spec: {sessionTimeout: {min: 1.5s, max: 1m30s}}",
+    ));
+    let valid = validate(&ce, "i").expect("Go-style durations");
+    // Passed on to the members as written, so a spec that did not change rolls nothing.
+    assert_eq!(
+        (
+            valid.min_session_timeout.as_str(),
+            valid.max_session_timeout.as_str()
+        ),
+        ("1.5s", "1m30s")
+    );
+    assert_eq!(
+        duration("f", "2m", Duration::ZERO..=Duration::MAX),
+        Ok(Duration::from_secs(120))
+    );
+}
+
+#[test]
+fn durations_the_members_or_sidecars_would_refuse_are_refused_with_an_example() {
+    let refused = |spec: &str| {
+        let ce = parse(&BASE.replace("spec: {}", spec));
+        validate(&ce, "i").expect_err(spec).to_string()
+    };
+    // A bare number once meant seconds to baton-ensemble; no member could start with it now.
+    let err = refused("spec: {sessionTimeout: {max: \"40\"}}");
+    assert!(err.starts_with("spec.sessionTimeout.max: "), "{err}");
+    assert!(err.contains("write 40s"), "{err}");
+    let err = refused("spec: {sessionTimeout: {max: 25h}}");
+    assert!(err.contains("from 0s to 24h"), "{err}");
+    let err = refused("spec: {sessionTimeout: {min: 4 s}}");
+    assert!(err.contains("1m30s"), "{err}");
+    let err = refused("spec: {sidecar: {sessionTimeout: 30m}}");
+    assert!(err.starts_with("spec.sidecar.sessionTimeout: "), "{err}");
+    assert!(err.contains("from 1s to 10m"), "{err}");
+    let err = refused("spec: {sidecar: {sessionTimeout: \"10\"}}");
+    assert!(err.contains("write 10s"), "{err}");
 }
 
 #[test]
@@ -306,4 +343,36 @@ fn s3_without_a_credentials_secret_uses_the_pods_own_credentials() {
         validate(&parse(&bad), "i"),
         Err(InvalidSpec::ObjectName { .. })
     ));
+}
+
+#[test]
+fn the_crd_pattern_accepts_exactly_the_grammar() {
+    // The API server checks the pattern before the operator sees a spec: it must refuse what
+    // baton_duration refuses, and never what it reads.
+    let pattern = regex::Regex::new(crate::crd::DURATION_PATTERN).expect("a valid pattern");
+    let read = [
+        "0",
+        "0s",
+        "500ms",
+        "30s",
+        "1m30s",
+        "2h",
+        "1.5s",
+        ".5s",
+        "5.s",
+        "1h2m3s4ms",
+        "30s1m",
+    ];
+    let refused = [
+        "", "10", "1.5", "s", "-1s", "+1s", " 10s", "10s ", "10 s", "10S", "1d", "10us", "1e3s",
+        "1m30", "1.2.3s", ".s", "00",
+    ];
+    for text in read {
+        assert!(baton_duration::parse(text).is_ok(), "{text}");
+        assert!(pattern.is_match(text), "the pattern refuses {text:?}");
+    }
+    for text in refused {
+        assert!(baton_duration::parse(text).is_err(), "{text}");
+        assert!(!pattern.is_match(text), "the pattern accepts {text:?}");
+    }
 }

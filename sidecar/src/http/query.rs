@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use super::reply::ApiError;
-use crate::duration::{format_duration, parse_duration};
 
 /// The parameters of one request, each at most once and each known to the route.
 #[derive(Debug, Default)]
@@ -61,19 +60,8 @@ impl Query {
         let Some(value) = self.get(key) else {
             return Ok(default);
         };
-        let d = parse_duration(value)
-            .map_err(|e| ApiError::bad_request("InvalidDuration", format!("{key}: {e}")))?;
-        if d < min || d > max {
-            return Err(ApiError::bad_request(
-                "InvalidDuration",
-                format!(
-                    "{key}: {value} is out of range; use {} to {}",
-                    format_duration(min),
-                    format_duration(max)
-                ),
-            ));
-        }
-        Ok(d)
+        baton_duration::parse_within(value, min..=max)
+            .map_err(|e| ApiError::bad_request("InvalidDuration", format!("{key}: {e}")))
     }
 }
 

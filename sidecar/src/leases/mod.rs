@@ -22,7 +22,6 @@ mod table;
 
 use std::time::{Duration, SystemTime};
 
-use crate::duration::format_duration;
 use crate::recipe::timestamp::rfc3339;
 use crate::recipe::{LockMode, RecipeError, ResourceName};
 
@@ -141,7 +140,7 @@ pub enum LeaseError {
     AlreadyHeld { lock: ResourceName, token: i64 },
     #[error("this pod is already acquiring lock {lock}")]
     AcquireInProgress { lock: ResourceName },
-    #[error("lock {lock} was not granted within wait={}", format_duration(*.waited))]
+    #[error("lock {lock} was not granted within wait={}", baton_duration::format(*.waited))]
     NotGranted {
         lock: ResourceName,
         waited: Duration,

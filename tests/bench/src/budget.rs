@@ -51,30 +51,6 @@ impl Budget {
     }
 }
 
-/// Parses a duration such as `10s`, `500ms`, `2m` or `1.5s`; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10s, 500ms or 2m"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "m" | "min" => value * 60.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {other:?} in {text:?} (use ms, s or m)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,17 +72,5 @@ mod tests {
         assert!(!budget.claim(1));
         let budget = Budget::start(Limit::Duration(Duration::from_secs(3600)));
         assert!(budget.claim(1_000_000));
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("").is_err());
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use baton_bench::app_child;
-use baton_bench::budget::{Limit, parse_duration};
+use baton_bench::budget::Limit;
 use baton_bench::ensemble::Ensemble;
 use baton_bench::members::MemberControl;
 use baton_bench::sidecar::SidecarLauncher;
@@ -43,10 +43,10 @@ struct Cli {
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
 
-    /// Stop after this long (e.g. 10s, 500ms, 2m). Default 10s, except election-failover and
+    /// Stop after this long (e.g. 10s, 500ms, 1m30s; a bare number is refused). Default 10s, except election-failover and
     /// sidecar-handover (--ops 20), ensemble-failover (--ops 5), populate (--ops 100000),
     /// fsync (--ops 1000) and loopback-rtt (--ops 10000).
-    #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
+    #[arg(long, value_parser = baton_duration::parse, conflicts_with = "ops")]
     duration: Option<Duration>,
 
     /// Stop after this many operations (hand-overs for election-failover and sidecar-handover,
@@ -203,4 +203,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         println!("{report}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_takes_go_style_durations_only() {
+        let parse = |value: &str| {
+            Cli::try_parse_from([
+                "baton-bench",
+                "--workload",
+                "create-delete",
+                "--duration",
+                value,
+            ])
+            .map(|cli| cli.duration)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse("1m30s"), Ok(Some(Duration::from_secs(90))));
+        assert_eq!(parse("1.5s"), Ok(Some(Duration::from_millis(1500))));
+        let err = parse("10").expect_err("a bare number");
+        assert!(err.contains("write 10s"), "{err}");
+    }
 }

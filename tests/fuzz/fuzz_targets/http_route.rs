@@ -4,7 +4,7 @@
 //! JSON error envelope `{"error": {"code", "message"}}` (with `Allow` on 405).
 //!
 //! Input: one byte choosing the method (a known one, or the bytes up to the first space as a
-//! token), then UTF-8 text `PATH` or `PATH?QUERY`. The same bytes also go to `parse_duration`.
+//! token), then UTF-8 text `PATH` or `PATH?QUERY`. The same bytes also go to `baton_duration::parse`.
 #![no_main]
 
 use std::future::Future;
@@ -12,7 +12,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use baton_sidecar::duration::parse_duration;
+use baton_sidecar::duration;
 use baton_sidecar::http::{
     ApiError, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, Query, Route, route,
 };
@@ -142,7 +142,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(rest) else {
         return;
     };
-    if let Ok(d) = parse_duration(text) {
+    if let Ok(d) = duration::parse(text) {
         assert!(
             d <= Duration::from_secs(30 * 24 * 3600),
             "{text:?} -> {d:?}"

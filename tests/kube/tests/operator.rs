@@ -87,7 +87,7 @@ async fn the_chart_operator_reconciles_fails_over_and_cleans_up_as_its_service_a
 async fn story(kube: &Kube, release: &Release, served: &str, theirs: &str) -> Result<()> {
     let user = release.user();
     // The missing-sidecar audit every second instead of every minute (a flag of its own).
-    let audit_every = ["--sidecar-audit-secs=1"];
+    let audit_every = ["--sidecar-audit-interval=1s"];
     let first = Operator::start(kube, release, "operator-a", &audit_every).await?;
     wait_for("operator-a holds the Lease", LIMIT, || async {
         first.running().ok();

@@ -96,7 +96,7 @@ pub(super) async fn barrier(
             "NotPassed",
             format!(
                 "fewer than {parties} pods entered barrier {name} within wait={}",
-                crate::duration::format_duration(wait)
+                baton_duration::format(wait)
             ),
         )),
         Err(e @ BarrierError::PartiesMismatch { .. }) => Err(ApiError::new(
