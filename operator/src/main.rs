@@ -107,7 +107,7 @@ impl ScraperArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Address of /metrics and /healthz.
-    #[arg(long, env = "BATON_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "BATON_METRICS_ADDR", default_value = "[::]:8080")]
     metrics_addr: SocketAddr,
     /// Image for ensembles whose spec names none (the chart sets its own image).
     #[arg(
@@ -243,7 +243,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+    let listener = baton_listen::bind(args.metrics_addr)
         .await
         .with_context(|| format!("listen on {}", args.metrics_addr))?;
     let readiness = http_server::Readiness::new(args.webhook_addr.is_some());
@@ -389,7 +389,7 @@ async fn start_webhook(
             cert
         }
     };
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = baton_listen::bind(addr)
         .await
         .with_context(|| format!("listen on {addr}"))?;
     let tls = server::tls_config(cert.clone()).context("webhook TLS configuration")?;

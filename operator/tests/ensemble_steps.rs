@@ -640,7 +640,7 @@ fn start_pod_once(
                 format!("--data-dir={}", dir.path().join("data").display())
             } else if arg.starts_with("--admin-addr=") {
                 format!("--admin-addr={admin}")
-            } else if let Some((flag, _)) = arg.split_once("=0.0.0.0:") {
+            } else if let Some((flag, _)) = arg.split_once("=[::]:") {
                 format!("{flag}=127.0.0.1:{}", free_port().unwrap_or(0))
             } else {
                 arg

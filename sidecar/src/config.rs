@@ -88,9 +88,10 @@ pub struct Config {
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:4040")]
     pub listen: SocketAddr,
 
-    /// A second, read-only listener for the kubelet's probes and Prometheus, e.g.
-    /// 0.0.0.0:4041 (probes reach the pod IP, never its localhost): GET /healthz, /readyz,
-    /// /leader[/NAME], /leader[/NAME]/ready and /metrics; everything else is refused with 403.
+    /// A second, read-only listener for the kubelet's probes and Prometheus, e.g. `[::]:4041`
+    /// (probes reach the pod IP, never its localhost; `[::]` takes IPv6 and IPv4): GET /healthz,
+    /// /readyz, /leader[/NAME], /leader[/NAME]/ready and /metrics; everything else is refused
+    /// with 403.
     /// Absent: no second listener.
     #[arg(long, env = "BATON_PROBE_LISTEN")]
     pub probe_listen: Option<SocketAddr>,

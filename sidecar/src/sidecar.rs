@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -61,7 +60,7 @@ pub async fn run_with_leases(
     if let Some(path) = &config.token_file {
         crate::recipe::access::read_token(path)?;
     }
-    let listener = TcpListener::bind(config.listen)
+    let listener = baton_listen::bind(config.listen)
         .await
         .map_err(|source| RunError::Bind {
             addr: config.listen,
@@ -75,7 +74,7 @@ pub async fn run_with_leases(
     let probe_listener = match config.probe_listen {
         Some(probe_addr) => {
             let listener =
-                TcpListener::bind(probe_addr)
+                baton_listen::bind(probe_addr)
                     .await
                     .map_err(|source| RunError::Bind {
                         addr: probe_addr,

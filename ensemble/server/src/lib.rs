@@ -102,7 +102,7 @@ fn load_member_tls(cfg: &Config) -> Result<Option<baton_tls::MemberTls>, RunErro
 }
 
 async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, RunError> {
-    TcpListener::bind(addr)
+    baton_listen::bind(addr)
         .await
         .map_err(|source| RunError::Bind { what, addr, source })
 }

@@ -252,13 +252,13 @@ fn container(names: &EnsembleNames, crd: &CoordinationEnsembleSpec, spec: &Valid
         args: Some(vec![
             format!("--data-dir={DATA_DIR}"),
             if spec.plain_client_port {
-                format!("--client-addr=0.0.0.0:{CLIENT_PORT}")
+                format!("--client-addr=[::]:{CLIENT_PORT}")
             } else {
                 "--client-addr=off".into()
             },
-            format!("--secure-client-addr=0.0.0.0:{SECURE_CLIENT_PORT}"),
-            format!("--peer-addr=0.0.0.0:{PEER_PORT}"),
-            format!("--admin-addr=0.0.0.0:{ADMIN_PORT}"),
+            format!("--secure-client-addr=[::]:{SECURE_CLIENT_PORT}"),
+            format!("--peer-addr=[::]:{PEER_PORT}"),
+            format!("--admin-addr=[::]:{ADMIN_PORT}"),
             format!("--min-session-timeout={}", spec.min_session_timeout),
             format!("--max-session-timeout={}", spec.max_session_timeout),
             // Each member's own watermark (not replicated): a change rolls the members.

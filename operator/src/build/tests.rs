@@ -92,8 +92,8 @@ fn statefulset_runs_members_by_ordinal_with_join_beyond_bootstrap() {
         .filter_map(|a| a.as_str())
         .collect();
     assert!(args.contains(&"--data-dir=/var/lib/baton/data"));
-    assert!(args.contains(&"--admin-addr=0.0.0.0:8080"));
-    assert!(args.contains(&"--secure-client-addr=0.0.0.0:2281"));
+    assert!(args.contains(&"--admin-addr=[::]:8080"));
+    assert!(args.contains(&"--secure-client-addr=[::]:2281"));
     assert!(
         args.contains(&"--client-addr=off"),
         "plain clients are off by default"
@@ -360,8 +360,8 @@ fn the_plain_client_port_is_served_only_when_the_spec_asks() {
         .iter()
         .filter_map(|a| a.as_str())
         .collect();
-    assert!(args.contains(&"--client-addr=0.0.0.0:2181"));
-    assert!(args.contains(&"--secure-client-addr=0.0.0.0:2281"));
+    assert!(args.contains(&"--client-addr=[::]:2181"));
+    assert!(args.contains(&"--secure-client-addr=[::]:2281"));
     let client = json(&b.client_service);
     let ports: Vec<i64> = client["spec"]["ports"]
         .as_array()

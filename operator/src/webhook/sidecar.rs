@@ -22,7 +22,7 @@ pub const LISTEN: &str = "127.0.0.1:4040";
 /// metrics, so nothing on the network can take a lock or resign through it.
 pub const PROBE_PORT: i32 = 4041;
 /// `--probe-listen`: every address of the pod (IPv4; the probes come to the pod IP).
-pub const PROBE_LISTEN: &str = "0.0.0.0:4041";
+pub const PROBE_LISTEN: &str = "[::]:4041";
 /// Name of the probe port in the pod spec.
 pub const PROBE_PORT_NAME: &str = "baton-probe";
 /// Volume holding the ensemble's CA certificate (the ConfigMap `ENSEMBLE-ca`).

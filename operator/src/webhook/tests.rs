@@ -157,7 +157,7 @@ fn a_deployment_pod_gets_a_native_sidecar_first_among_init_containers() {
         env(&c, "BATON_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.namespace"
     );
-    assert_eq!(env(&c, "BATON_PROBE_LISTEN")["value"], "0.0.0.0:4041");
+    assert_eq!(env(&c, "BATON_PROBE_LISTEN")["value"], "[::]:4041");
     let probe = c
         .readiness_probe
         .clone()

@@ -62,9 +62,21 @@ impl Member {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Member> {
+        Member::start_listening_on(listeners, extra, env, None).await
+    }
+
+    /// As `start_with_env`, the member's client and peer listeners told `host` (e.g. `[::]`)
+    /// rather than 127.0.0.1, on the same ports; the admin port (readiness) stays on 127.0.0.1,
+    /// and so do the addresses kept here.
+    pub async fn start_listening_on(
+        listeners: Listeners,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        host: Option<&str>,
+    ) -> Result<Member> {
         let mut attempt = 1;
         loop {
-            match Member::start_once(listeners, extra, env).await {
+            match Member::start_once(listeners, extra, env, host).await {
                 Err(e)
                     if attempt < START_ATTEMPTS && format!("{e:#}").contains("cannot listen") =>
                 {
@@ -80,6 +92,7 @@ impl Member {
         listeners: Listeners,
         extra: &[&str],
         env: &[(&str, &str)],
+        host: Option<&str>,
     ) -> Result<Member> {
         // rustls needs one process-wide provider once aws-lc sits beside ring (see Cargo.toml).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -107,14 +120,18 @@ impl Member {
             .create(true)
             .append(true)
             .open(dir.path().join("member.log"))?;
+        let on = |a: SocketAddr| match host {
+            Some(host) => format!("{host}:{}", a.port()),
+            None => a.to_string(),
+        };
         let mut command = Command::new(baton_tests::baton_binary()?);
         command
             .args(["--id", "1", "--data-dir"])
             .arg(dir.path().join("data"))
             .arg("--client-addr")
-            .arg(client.map_or("off".to_string(), |a| a.to_string()))
+            .arg(client.map_or("off".to_string(), on))
             .arg("--peer-addr")
-            .arg(peer.to_string())
+            .arg(on(peer))
             .arg("--admin-addr")
             .arg(admin.to_string())
             .arg("--tls-ca")
@@ -130,7 +147,7 @@ impl Member {
             .stdout(log.try_clone()?)
             .stderr(log);
         if let Some(secure) = secure {
-            command.arg("--secure-client-addr").arg(secure.to_string());
+            command.arg("--secure-client-addr").arg(on(secure));
         }
         let child = command
             .spawn()
