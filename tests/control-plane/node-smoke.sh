@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Checks that the node started by `tests/scripts/control-plane.sh up DIR --node` runs pods as a
+# real cluster's node does: the Node Ready and untainted, a pod of the local sandbox image
+# Running under containerd and runc, a pod resolving kubernetes.default.svc.cluster.local through
+# CoreDNS and calling the API server through the `kubernetes` Service, a Service in front of a
+# pod reached by its DNS name, `kubectl logs` (the API server calling the kubelet), and, when
+# the project's image was imported, a container of it running `baton-ensemble --version`.
+# Usage: tests/control-plane/node-smoke.sh DIR     Exits non-zero at the first check that fails.
+#
+# Needs kubectl. The test image (Debian's busybox-static, apt-installed if missing, packed with
+# umoci and skopeo) is cached in ${BATON_TOOLS:-~/.cache/baton-tools}/busybox/ and imported into
+# the node's containerd: nothing is pulled.
+set -euo pipefail
+[ $# -eq 1 ] || {
+  echo "usage: $0 DIR" >&2
+  exit 2
+}
+dir=$(cd "$1" && pwd -P)
+tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
+export KUBECONFIG=$dir/admin.kubeconfig
+sock=$dir/node/containerd/containerd.sock
+node=baton-test-node
+ns=node-smoke-$$
+image=localhost/baton-test/busybox:1
+project_image=ghcr.io/baton-dev/baton:$(awk '$1 == "appVersion:" {gsub(/"/, "", $2); print $2}' \
+  "$(dirname "$0")/../../charts/baton/Chart.yaml")
+passed=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+ok() {
+  passed=$((passed + 1))
+  echo "ok: $*"
+}
+command -v kubectl >/dev/null || fail "kubectl not found"
+[ -S "$sock" ] || fail "no node in $dir (start it with tests/scripts/control-plane.sh up DIR --node)"
+
+# The test image: busybox (sh, nslookup, wget, httpd) and nothing else.
+if ! command -v busybox >/dev/null || ! busybox --list | grep -qx nslookup; then
+  apt-get update >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >&2
+fi
+busybox=$(command -v busybox)
+tools_linked="sh nslookup wget httpd sleep cat echo mkdir"
+hash=$({ sha256sum <"$busybox"; echo "$tools_linked"; } | sha256sum | cut -c1-12)
+archive=$tools/busybox/$hash/busybox.tar
+if [ ! -s "$archive" ]; then
+  mkdir -p "${archive%/*}"
+  tmp=$(mktemp -d "${archive%/*}/tmp.XXXXXX")
+  umoci init --layout "$tmp/oci" >&2
+  umoci new --image "$tmp/oci:1" >&2
+  umoci unpack --image "$tmp/oci:1" "$tmp/bundle" >&2
+  mkdir -p "$tmp/bundle/rootfs/bin"
+  install -m 0755 "$busybox" "$tmp/bundle/rootfs/bin/busybox"
+  for tool in $tools_linked; do ln -s busybox "$tmp/bundle/rootfs/bin/$tool"; done
+  umoci repack --image "$tmp/oci:1" "$tmp/bundle" >&2
+  umoci config --image "$tmp/oci:1" --config.cmd /bin/sh --config.env PATH=/bin >&2
+  skopeo copy -q "oci:$tmp/oci:1" "docker-archive:$archive.tmp:$image" >&2
+  mv "$archive.tmp" "$archive"
+  rm -rf "$tmp"
+fi
+ctr --address "$sock" -n k8s.io images import "$archive" >/dev/null
+
+trap 'kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true' EXIT
+
+[ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
+  fail "node $node not Ready"
+[ -z "$(kubectl get node "$node" -o jsonpath='{.spec.taints}')" ] ||
+  fail "node $node still tainted: $(kubectl get node "$node" -o jsonpath='{.spec.taints}')"
+ok "node $node Ready, no taints"
+
+kubectl create namespace "$ns" >/dev/null
+# Waits until POD's phase is PHASE (Running or Succeeded); prints its events when it is not.
+wait_phase() { # POD PHASE
+  local phase
+  for _ in $(seq 1 120); do
+    phase=$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')
+    [ "$phase" = "$2" ] && return 0
+    [ "$phase" = Failed ] && break
+    sleep 0.5
+  done
+  kubectl -n "$ns" describe pod "$1" | sed -n '/^Events/,$p' >&2
+  fail "pod $1 is $phase, not $2"
+}
+
+kubectl -n "$ns" run pause --image=localhost/baton-test/pause:3.10 --image-pull-policy=Never >/dev/null
+wait_phase pause Running
+ok "a pod of the local sandbox image Running under containerd and runc"
+
+kubectl -n "$ns" run web --image="$image" --image-pull-policy=Never --labels=app=web --port=8080 \
+  --command -- sh -c 'mkdir -p /www && echo hello from web >/www/index.html && exec httpd -f -p 8080 -h /www' >/dev/null
+kubectl -n "$ns" expose pod web --port=80 --target-port=8080 >/dev/null
+wait_phase web Running
+
+kubectl -n "$ns" run client --image="$image" --image-pull-policy=Never --restart=Never --command -- sh -c "
+  nslookup kubernetes.default.svc.cluster.local || exit 1
+  wget -q -O- --no-check-certificate https://kubernetes.default.svc/version || exit 2
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    wget -q -O- http://web.$ns.svc.cluster.local/ && exit 0
+    sleep 1
+  done
+  exit 3" >/dev/null
+wait_phase client Succeeded
+logs=$(kubectl -n "$ns" logs client)
+grep -q 'Address: 10.0.0.1' <<<"$logs" || fail "kubernetes.default.svc.cluster.local did not resolve to 10.0.0.1: $logs"
+ok "a pod resolves kubernetes.default.svc.cluster.local to 10.0.0.1 through CoreDNS (and kubectl logs works)"
+grep -q '"gitVersion"' <<<"$logs" || fail "no /version from the API server through its Service: $logs"
+ok "a pod calls the API server through the kubernetes Service"
+grep -q 'hello from web' <<<"$logs" || fail "no answer from the web Service: $logs"
+ok "a pod reaches another pod through its Service's DNS name"
+
+if ctr --address "$sock" -n k8s.io images ls -q | grep -qx "$project_image"; then
+  kubectl -n "$ns" run baton --image="$project_image" --image-pull-policy=Never --command -- \
+    /bin/sh -c 'baton-ensemble --version && exec sleep infinity' >/dev/null
+  wait_phase baton Running
+  for _ in $(seq 1 20); do
+    out=$(kubectl -n "$ns" logs baton 2>/dev/null) && [ -n "$out" ] && break
+    sleep 0.5
+  done
+  [ -n "$out" ] || fail "no output from baton-ensemble --version"
+  ok "the project's image $project_image runs: $out"
+else
+  echo "skipped: $project_image not imported (tests/scripts/image.sh build target/image, then up --node)"
+fi
+echo "node-smoke: $passed checks passed"
