@@ -3,8 +3,9 @@
 # real cluster's node does: the Node Ready and untainted, a pod of the local sandbox image
 # Running under containerd and runc, a pod resolving kubernetes.default.svc.cluster.local through
 # CoreDNS and calling the API server through the `kubernetes` Service, a Service in front of a
-# pod reached by its DNS name, `kubectl logs` (the API server calling the kubelet), and, when
-# the project's image was imported, a container of it running `baton-ensemble --version`.
+# pod reached by its DNS name, `kubectl logs` (the API server calling the kubelet), a
+# NetworkPolicy refusing one client and admitting another, and, when the project's image was
+# imported, a container of it running `baton-ensemble --version`.
 # Usage: tests/control-plane/node-smoke.sh DIR     Exits non-zero at the first check that fails.
 #
 # Needs kubectl. The test image (Debian's busybox-static, apt-installed if missing, packed with
@@ -38,12 +39,14 @@ command -v kubectl >/dev/null || fail "kubectl not found"
 [ -S "$sock" ] || fail "no node in $dir (start it with tests/scripts/control-plane.sh up DIR --node)"
 
 # The test image: busybox (sh, nslookup, wget, httpd) and nothing else.
-if ! command -v busybox >/dev/null || ! busybox --list | grep -qx nslookup; then
+# (Each listing is read whole before grep looks at it: grep -q stopping at the first match
+# would fail the pipeline, under pipefail, with the writer's SIGPIPE.)
+if ! command -v busybox >/dev/null || ! grep -qx nslookup <<<"$(busybox --list)"; then
   apt-get update >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >&2
 fi
 busybox=$(command -v busybox)
-tools_linked="sh nslookup wget httpd sleep cat echo mkdir"
+tools_linked="sh nslookup wget httpd sleep cat echo mkdir timeout seq"
 hash=$({ sha256sum <"$busybox"; echo "$tools_linked"; } | sha256sum | cut -c1-12)
 archive=$tools/busybox/$hash/busybox.tar
 if [ ! -s "$archive" ]; then
@@ -75,7 +78,7 @@ kubectl create namespace "$ns" >/dev/null
 # Waits until POD's phase is PHASE (Running or Succeeded); prints its events when it is not.
 wait_phase() { # POD PHASE
   local phase
-  for _ in $(seq 1 120); do
+  for _ in $(seq 1 180); do
     phase=$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')
     [ "$phase" = "$2" ] && return 0
     [ "$phase" = Failed ] && break
@@ -111,7 +114,32 @@ ok "a pod calls the API server through the kubernetes Service"
 grep -q 'hello from web' <<<"$logs" || fail "no answer from the web Service: $logs"
 ok "a pod reaches another pod through its Service's DNS name"
 
-if ctr --address "$sock" -n k8s.io images ls -q | grep -qx "$project_image"; then
+# NetworkPolicy: web admits only pods labelled access=web. Policies take effect within a few
+# seconds of their creation (kube-router reacts to the watch event): each client retries.
+kubectl -n "$ns" apply -f - >/dev/null <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-access}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {access: web}}}]
+EOF
+url=http://web.$ns.svc.cluster.local/
+kubectl -n "$ns" run refused --image="$image" --image-pull-policy=Never --restart=Never --command -- \
+  sh -c "for i in \$(seq 1 20); do timeout 3 wget -q -O- $url || exit 0; sleep 1; done; exit 1" \
+  >/dev/null
+kubectl -n "$ns" run admitted --image="$image" --image-pull-policy=Never --restart=Never \
+  --labels=access=web --command -- \
+  sh -c "sleep 3; for i in \$(seq 1 20); do timeout 3 wget -q -O- $url && exit 0; sleep 1; done; exit 1" \
+  >/dev/null
+wait_phase refused Succeeded
+ok "a NetworkPolicy refuses a pod it does not admit"
+wait_phase admitted Succeeded
+ok "the NetworkPolicy admits the pod it selects"
+
+if grep -qx "$project_image" <<<"$(ctr --address "$sock" -n k8s.io images ls -q)"; then
   kubectl -n "$ns" run baton --image="$project_image" --image-pull-policy=Never --command -- \
     /bin/sh -c 'baton-ensemble --version && exec sleep infinity' >/dev/null
   wait_phase baton Running

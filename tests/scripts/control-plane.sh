@@ -140,15 +140,18 @@ build() {
 }
 
 # The node's helper programs, each its own Go module under tests/control-plane/NAME (so their
-# dependencies never move the control plane's): coredns. Prints the cached binary's path,
-# building it first if it is not there, cached like the control plane under
+# dependencies never move the control plane's): coredns (main.go) and netpol (kube-router's
+# main package, a `tool` of its go.mod). Prints the cached binary's path, building it first if
+# it is not there, cached like the control plane under
 # $tools/NAME/<version of MODULE>-<hash of the module>/.
-build_aux() { # NAME MODULE
-  local name=$1 src=$module/$1 version hash dir bin go
-  version=$(awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) && $NF ~ /^v/ {print $NF; exit}' \
+build_aux() { # NAME MODULE [PACKAGE]
+  local name=$1 src=$module/$1 pkg=${3:-.} version hash dir bin go
+  version=$(awk -v m="$2" '{for (i = 1; i < NF; i++) if ($i == m && $(i + 1) ~ /^v/) {print $(i + 1); exit}}' \
     "$src/go.mod")
   [ -n "$version" ] || die "no $2 version in $src/go.mod"
-  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
+  # shellcheck disable=SC2046 # the module's Go files, none or several
+  hash=$(cd "$src" && cat go.mod go.sum $(find . -maxdepth 1 -name '*.go' | sort) |
+    sha256sum | cut -c1-12)
   dir=$tools/$name/$version-$hash
   bin=$dir/$name
   if [ ! -x "$bin" ]; then
@@ -160,7 +163,7 @@ build_aux() { # NAME MODULE
       log "building $name ($2 $version) into $dir"
       local start=$SECONDS
       (cd "$src" && GOFLAGS="-mod=readonly -buildvcs=false" nice -n 19 "$go" build \
-        -trimpath -ldflags "-s -w" -o "$bin.tmp" .) >&2 || die "go build of $name failed"
+        -trimpath -ldflags "-s -w" -o "$bin.tmp" "$pkg") >&2 || die "go build of $name failed"
       mv "$bin.tmp" "$bin"
       log "built $name in $((SECONDS - start))s"
     fi
@@ -463,8 +466,9 @@ EOF
 # --- A real node: `up DIR --node` ------------------------------------------------------------
 # kubelet, kube-proxy and kube-scheduler (the node binary, built from the same module as the
 # control plane), containerd and runc (Debian's) with their state under DIR/node, Debian's CNI
-# plugins, and CoreDNS (tests/control-plane/coredns) as a host process. Nothing is pulled: the
-# sandbox image is built here from pause/pause.c and imported, as is the project's image.
+# plugins, CoreDNS (tests/control-plane/coredns) and kube-router's network policy controller
+# (tests/control-plane/netpol) as host processes. Nothing is pulled: the sandbox image is built
+# here from pause/pause.c and imported, as is the project's image.
 
 pod_cidr=10.250.0.0/24
 cni_bridge=baton-node0
@@ -485,8 +489,8 @@ default_ip() {
 # binary and CoreDNS in the background while the control plane builds and starts.
 node_prepare() {
   local missing=() p
-  for p in containerd runc containernetworking-plugins iptables conntrack jq umoci skopeo gcc \
-    libc6-dev; do
+  for p in containerd runc containernetworking-plugins iptables ipset conntrack jq umoci skopeo \
+    gcc libc6-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -503,8 +507,11 @@ node_prepare() {
   done
   mkdir -p "$dir/node"
   : >"$dir/node-build.log"
-  (build node >"$dir/node/node.path" && build_aux coredns github.com/coredns/coredns \
-    >"$dir/node/coredns.path") 2>>"$dir/node-build.log" &
+  (build node >"$dir/node/node.path" &&
+    build_aux coredns github.com/coredns/coredns >"$dir/node/coredns.path" &&
+    build_aux netpol github.com/cloudnativelabs/kube-router/v2 \
+      github.com/cloudnativelabs/kube-router/v2/cmd/kube-router >"$dir/node/netpol.path") \
+    2>>"$dir/node-build.log" &
   node_build_pid=$!
 }
 
@@ -567,16 +574,17 @@ admin_send() { # METHOD PATH [JSON]: fails unless the API server answers 2xx
 }
 
 node_ready() {
-  admin_curl "/api/v1/nodes/$node_name" |
-    jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' | grep -qx true
+  [ "$(admin_curl "/api/v1/nodes/$node_name" |
+    jq '.status.conditions[] | select(.type == "Ready") | .status == "True"')" = true ]
 }
 containerd_up() { ctr --address "$dir/node/containerd/containerd.sock" version; }
 scheduler_healthy() { [ "$(curl -ksS --max-time 5 "https://127.0.0.1:$sched_port/healthz")" = ok ]; }
 proxy_healthy() { curl -fsS --max-time 5 "http://127.0.0.1:$proxy_healthz/healthz"; }
+netpol_healthy() { curl -fsS --max-time 5 "http://127.0.0.1:$netpol_health/healthz"; }
 coredns_ready() { curl -fsS --max-time 5 "http://127.0.0.1:$dns_ready/ready"; }
 
 node_up() {
-  local nd=$dir/node pki=$dir/pki t1=$SECONDS ports s v node_bin coredns_bin pause_tar
+  local nd=$dir/node pki=$dir/pki t1=$SECONDS ports s v node_bin coredns_bin netpol_bin pause_tar
   local sock=$dir/node/containerd/containerd.sock
   if ! wait "$node_build_pid"; then
     tail -n 30 "$dir/node-build.log" >&2 || true
@@ -585,9 +593,11 @@ node_up() {
   fi
   node_bin=$(cat "$nd/node.path")
   coredns_bin=$(cat "$nd/coredns.path")
-  log "node binary $node_bin, CoreDNS $coredns_bin"
+  netpol_bin=$(cat "$nd/netpol.path")
+  log "node binary $node_bin, CoreDNS $coredns_bin, kube-router $netpol_bin"
   pause_tar=$(build_pause)
-  mapfile -t ports < <("$bin" free-ports 8)
+  mapfile -t ports < <("$bin" free-ports 9)
+  netpol_health=${ports[8]}
   local kubelet_port=${ports[0]} kubelet_healthz=${ports[1]} proxy_metrics=${ports[4]}
   local dns_port=${ports[5]} dns_health=${ports[6]}
   sched_port=${ports[2]} proxy_healthz=${ports[3]} dns_ready=${ports[7]}
@@ -786,6 +796,14 @@ EOF
   )" >/dev/null || { down "$dir"; die "creating the kube-dns EndpointSlice failed"; }
 
   wait_for "$dir" kubelet "a Ready Node $node_name" node_ready
+  # NetworkPolicy: kube-router's controller alone (no routing, no service proxy, no CNI of its
+  # own), iptables chains and ipsets in the host's namespace filtering the node's pods. It
+  # starts once the Node exists: it reads the node's address from it.
+  start_cmd "$dir" netpol "$netpol_bin" --run-firewall=true --run-router=false \
+    --run-service-proxy=false --enable-cni=false --kubeconfig="$dir/admin.kubeconfig" \
+    --hostname-override="$node_name" --service-cluster-ip-range="$service_cidr" \
+    --health-port="$netpol_health" --metrics-port=0
+  wait_for "$dir" netpol "/healthz ok" netpol_healthy
   wait_for "$dir" kube-proxy "/healthz ok" proxy_healthy
   wait_for "$dir" coredns "/ready ok" coredns_ready
   log "node $node_name ($node_ip) Ready in $((SECONDS - t1))s: pods in $pod_cidr, cluster DNS $dns_ip"
@@ -817,6 +835,7 @@ node_down() {
   local dir=$1 nd=$1/node sock=$1/node/containerd/containerd.sock node_bin="" pid m s cg
   node_bin=$(cat "$nd/node.path" 2>/dev/null) || true
   # The kubelet and kube-proxy first, so that nothing recreates what is removed next.
+  stop_one "$dir" netpol
   stop_one "$dir" coredns
   stop_one "$dir" kube-proxy
   stop_one "$dir" kubelet
@@ -838,13 +857,21 @@ node_down() {
   if [ -x "$node_bin" ]; then "$node_bin" kube-proxy --cleanup >>"$dir/kube-proxy.log" 2>&1 || true; fi
   drop_chains KUBE-
   drop_chains CNI-HOSTPORT-
+  # kube-router's ipsets (KUBE-SRC-*, KUBE-DST-*, kube-router-*), unused once its chains are gone.
+  if command -v ipset >/dev/null; then
+    for s in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?(KUBE-|kube-router-)' || true); do
+      ipset destroy "$s" 2>/dev/null || true
+    done
+  fi
   # iptables-nft leaves its tables behind, empty: those with no rule and no chain of their own go.
   local fam t
   if command -v nft >/dev/null; then
     for fam in ip ip6; do
       for t in filter nat mangle raw; do
         nft list table "$fam" "$t" >/dev/null 2>&1 || continue
-        if ! nft list table "$fam" "$t" | grep -vE '^\s*(table|chain|type|}|$)' | grep -q .; then
+        # Read whole first: grep -q stopping early would fail the pipeline (pipefail).
+        # shellcheck disable=SC2143
+        if [ -z "$(nft list table "$fam" "$t" | grep -vE '^\s*(table|chain|type|}|$)')" ]; then
           nft delete table "$fam" "$t" 2>/dev/null || true
         fi
       done
