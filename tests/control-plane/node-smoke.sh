@@ -4,20 +4,19 @@
 # Running under containerd and runc, a pod resolving kubernetes.default.svc.cluster.local through
 # CoreDNS and calling the API server through the `kubernetes` Service, a Service in front of a
 # pod reached by its DNS name, `kubectl logs` (the API server calling the kubelet), a
-# NetworkPolicy refusing one client and admitting another, and, when the project's image was
-# imported, a container of it running `baton-ensemble --version`.
+# NetworkPolicy refusing one client and admitting another, a claim of the default StorageClass
+# provisioned and written by a non-root pod, and, when the project's image was imported, a
+# container of it running `baton-ensemble --version`.
 # Usage: tests/control-plane/node-smoke.sh DIR     Exits non-zero at the first check that fails.
 #
-# Needs kubectl. The test image (Debian's busybox-static, apt-installed if missing, packed with
-# umoci and skopeo) is cached in ${BATON_TOOLS:-~/.cache/baton-tools}/busybox/ and imported into
-# the node's containerd: nothing is pulled.
+# Needs kubectl. The pods run the images `up --node` imported (the sandbox image, busybox, the
+# project's): nothing is pulled.
 set -euo pipefail
 [ $# -eq 1 ] || {
   echo "usage: $0 DIR" >&2
   exit 2
 }
 dir=$(cd "$1" && pwd -P)
-tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
 export KUBECONFIG=$dir/admin.kubeconfig
 sock=$dir/node/containerd/containerd.sock
 node=baton-test-node
@@ -38,33 +37,9 @@ ok() {
 command -v kubectl >/dev/null || fail "kubectl not found"
 [ -S "$sock" ] || fail "no node in $dir (start it with tests/scripts/control-plane.sh up DIR --node)"
 
-# The test image: busybox (sh, nslookup, wget, httpd) and nothing else.
-# (Each listing is read whole before grep looks at it: grep -q stopping at the first match
-# would fail the pipeline, under pipefail, with the writer's SIGPIPE.)
-if ! command -v busybox >/dev/null || ! grep -qx nslookup <<<"$(busybox --list)"; then
-  apt-get update >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >&2
-fi
-busybox=$(command -v busybox)
-tools_linked="sh nslookup wget httpd sleep cat echo mkdir timeout seq"
-hash=$({ sha256sum <"$busybox"; echo "$tools_linked"; } | sha256sum | cut -c1-12)
-archive=$tools/busybox/$hash/busybox.tar
-if [ ! -s "$archive" ]; then
-  mkdir -p "${archive%/*}"
-  tmp=$(mktemp -d "${archive%/*}/tmp.XXXXXX")
-  umoci init --layout "$tmp/oci" >&2
-  umoci new --image "$tmp/oci:1" >&2
-  umoci unpack --image "$tmp/oci:1" "$tmp/bundle" >&2
-  mkdir -p "$tmp/bundle/rootfs/bin"
-  install -m 0755 "$busybox" "$tmp/bundle/rootfs/bin/busybox"
-  for tool in $tools_linked; do ln -s busybox "$tmp/bundle/rootfs/bin/$tool"; done
-  umoci repack --image "$tmp/oci:1" "$tmp/bundle" >&2
-  umoci config --image "$tmp/oci:1" --config.cmd /bin/sh --config.env PATH=/bin >&2
-  skopeo copy -q "oci:$tmp/oci:1" "docker-archive:$archive.tmp:$image" >&2
-  mv "$archive.tmp" "$archive"
-  rm -rf "$tmp"
-fi
-ctr --address "$sock" -n k8s.io images import "$archive" >/dev/null
+# The test image, busybox: `up --node` imports it (the local-path provisioner's helper pods run it).
+grep -qx "$image" <<<"$(ctr --address "$sock" -n k8s.io images ls -q)" ||
+  fail "no $image in the node's containerd (started by an older control-plane.sh?)"
 
 trap 'kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true' EXIT
 
@@ -138,6 +113,35 @@ wait_phase refused Succeeded
 ok "a NetworkPolicy refuses a pod it does not admit"
 wait_phase admitted Succeeded
 ok "the NetworkPolicy admits the pod it selects"
+
+# Storage: a claim of the default StorageClass, provisioned once a pod uses it, written by a
+# non-root user.
+kubectl -n "$ns" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 16Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true}
+  containers:
+  - name: writer
+    image: $image
+    imagePullPolicy: Never
+    command: [sh, -c, 'echo written >/data/file && cat /data/file']
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+EOF
+wait_phase writer Succeeded
+[ "$(kubectl -n "$ns" get pvc data -o jsonpath='{.status.phase}')" = Bound ] || fail "claim data not Bound"
+[ "$(kubectl -n "$ns" logs writer)" = written ] || fail "the writer did not read back what it wrote"
+ok "a claim of the default StorageClass bound, provisioned on the node and written by a non-root pod"
 
 if grep -qx "$project_image" <<<"$(ctr --address "$sock" -n k8s.io images ls -q)"; then
   kubectl -n "$ns" run baton --image="$project_image" --image-pull-policy=Never --command -- \

@@ -446,7 +446,12 @@ EOF
   # A real node registers with the node.kubernetes.io/not-ready taint, which the node lifecycle
   # controller lifts once it is Ready (and puts back, with taint-based eviction, if it stops
   # reporting): only with --node, as the node agent's Nodes post no heartbeats.
-  if ((with_node)); then controllers+=,node-lifecycle-controller,taint-eviction-controller; fi
+  # And the volume controllers: binding claims to volumes (and asking the node's provisioner for
+  # them), attach/detach bookkeeping.
+  if ((with_node)); then
+    controllers+=,node-lifecycle-controller,taint-eviction-controller
+    controllers+=,persistentvolume-binder-controller,persistentvolume-attach-detach-controller
+  fi
   # One instance: no leader election, so a restart on the same DIR does not wait out the
   # previous holder's lease.
   start "$dir" kube-controller-manager \
@@ -467,14 +472,17 @@ EOF
 # kubelet, kube-proxy and kube-scheduler (the node binary, built from the same module as the
 # control plane), containerd and runc (Debian's) with their state under DIR/node, Debian's CNI
 # plugins, CoreDNS (tests/control-plane/coredns) and kube-router's network policy controller
-# (tests/control-plane/netpol) as host processes. Nothing is pulled: the sandbox image is built
-# here from pause/pause.c and imported, as is the project's image.
+# (tests/control-plane/netpol) and Rancher's local-path-provisioner (tests/control-plane/storage)
+# as host processes. Nothing is pulled: the sandbox image is built here from pause/pause.c, a
+# busybox image (the provisioner's helper pods, tests) from Debian's busybox-static, and both are
+# imported, as is the project's image.
 
 pod_cidr=10.250.0.0/24
 cni_bridge=baton-node0
 dns_ip=10.0.0.10
 node_name=baton-test-node
 pause_image=localhost/baton-test/pause:3.10
+busybox_image=localhost/baton-test/busybox:1
 # Host-wide settings the kubelet (kernel tunables), CNI (forwarding) and kube-proxy change: `up`
 # saves them once, `down` puts them back.
 node_sysctls=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
@@ -490,7 +498,7 @@ default_ip() {
 node_prepare() {
   local missing=() p
   for p in containerd runc containernetworking-plugins iptables ipset conntrack jq umoci skopeo \
-    gcc libc6-dev; do
+    gcc libc6-dev busybox-static; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -510,7 +518,9 @@ node_prepare() {
   (build node >"$dir/node/node.path" &&
     build_aux coredns github.com/coredns/coredns >"$dir/node/coredns.path" &&
     build_aux netpol github.com/cloudnativelabs/kube-router/v2 \
-      github.com/cloudnativelabs/kube-router/v2/cmd/kube-router >"$dir/node/netpol.path") \
+      github.com/cloudnativelabs/kube-router/v2/cmd/kube-router >"$dir/node/netpol.path" &&
+    build_aux storage github.com/rancher/local-path-provisioner \
+      github.com/rancher/local-path-provisioner >"$dir/node/storage.path") \
     2>>"$dir/node-build.log" &
   node_build_pid=$!
 }
@@ -539,6 +549,33 @@ build_pause() {
     rm -rf "$tmp"
   fi
   echo "$out/pause.tar"
+}
+
+# A busybox image (sh, mkdir, rm, nslookup, wget, httpd, ...) from Debian's static busybox: the
+# local-path provisioner's helper pods run it, and tests may. Cached like the pause image.
+build_busybox() {
+  local busybox tools_linked hash out tmp tool
+  busybox=$(command -v busybox) || die "no busybox (Debian's busybox-static)"
+  tools_linked="sh mkdir rm rmdir chmod ls cat echo sleep seq timeout nslookup wget httpd"
+  hash=$({ sha256sum <"$busybox"; echo "$tools_linked $busybox_image"; } | sha256sum | cut -c1-12)
+  out=$tools/busybox/$hash
+  if [ ! -s "$out/busybox.tar" ]; then
+    mkdir -p "$out"
+    tmp=$(mktemp -d "$out/tmp.XXXXXX")
+    umoci init --layout "$tmp/oci" >&2
+    umoci new --image "$tmp/oci:1" >&2
+    umoci unpack --image "$tmp/oci:1" "$tmp/bundle" >&2
+    mkdir -p "$tmp/bundle/rootfs/bin" "$tmp/bundle/rootfs/tmp"
+    chmod 1777 "$tmp/bundle/rootfs/tmp"
+    install -m 0755 "$busybox" "$tmp/bundle/rootfs/bin/busybox"
+    for tool in $tools_linked; do ln -s busybox "$tmp/bundle/rootfs/bin/$tool"; done
+    umoci repack --image "$tmp/oci:1" "$tmp/bundle" >&2
+    umoci config --image "$tmp/oci:1" --config.cmd /bin/sh --config.env PATH=/bin >&2
+    skopeo copy -q "oci:$tmp/oci:1" "docker-archive:$out/busybox.tar.tmp:$busybox_image" >&2
+    mv "$out/busybox.tar.tmp" "$out/busybox.tar"
+    rm -rf "$tmp"
+  fi
+  echo "$out/busybox.tar"
 }
 
 # Like start, for a process that is not the control-plane binary: NAME's pid in DIR/NAME.pid.
@@ -585,6 +622,7 @@ coredns_ready() { curl -fsS --max-time 5 "http://127.0.0.1:$dns_ready/ready"; }
 
 node_up() {
   local nd=$dir/node pki=$dir/pki t1=$SECONDS ports s v node_bin coredns_bin netpol_bin pause_tar
+  local storage_bin busybox_tar
   local sock=$dir/node/containerd/containerd.sock
   if ! wait "$node_build_pid"; then
     tail -n 30 "$dir/node-build.log" >&2 || true
@@ -594,8 +632,11 @@ node_up() {
   node_bin=$(cat "$nd/node.path")
   coredns_bin=$(cat "$nd/coredns.path")
   netpol_bin=$(cat "$nd/netpol.path")
-  log "node binary $node_bin, CoreDNS $coredns_bin, kube-router $netpol_bin"
+  storage_bin=$(cat "$nd/storage.path")
+  log "node binary $node_bin, CoreDNS $coredns_bin, kube-router $netpol_bin," \
+    "local-path-provisioner $storage_bin"
   pause_tar=$(build_pause)
+  busybox_tar=$(build_busybox)
   mapfile -t ports < <("$bin" free-ports 9)
   netpol_health=${ports[8]}
   local kubelet_port=${ports[0]} kubelet_healthz=${ports[1]} proxy_metrics=${ports[4]}
@@ -655,7 +696,7 @@ EOF
 
   # The images: the sandbox's, and the project's (CONTROL_PLANE_IMAGES, or what
   # `tests/scripts/image.sh build target/image` wrote).
-  local images=("$pause_tar") extra a
+  local images=("$pause_tar" "$busybox_tar") extra a
   if [ -n "${CONTROL_PLANE_IMAGES:-}" ]; then
     read -ra extra <<<"$CONTROL_PLANE_IMAGES"
     images+=("${extra[@]}")
@@ -804,6 +845,45 @@ EOF
     --hostname-override="$node_name" --service-cluster-ip-range="$service_cidr" \
     --health-port="$netpol_health" --metrics-port=0
   wait_for "$dir" netpol "/healthz ok" netpol_healthy
+
+  # Storage: the default StorageClass `standard` (as kind names it), provisioned by Rancher's
+  # local-path-provisioner (as kind's is) into directories under DIR/node/local-path, which its
+  # helper pods (busybox) make and remove on the node. WaitForFirstConsumer: the scheduler picks
+  # the node, then the volume is made there.
+  mkdir -p "$nd/local-path"
+  local lp_ns=local-path-storage lp_sa=local-path-provisioner-service-account
+  cat >"$nd/local-path.json" <<EOF
+{"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$nd/local-path"]}]}
+EOF
+  cat >"$nd/local-path-helper.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: helper-pod}
+spec:
+  priorityClassName: system-node-critical
+  tolerations: [{key: node.kubernetes.io/disk-pressure, operator: Exists, effect: NoSchedule}]
+  containers:
+  - {name: helper-pod, image: $busybox_image, imagePullPolicy: Never}
+EOF
+  admin_send POST /api/v1/namespaces "{\"metadata\": {\"name\": \"$lp_ns\"}}" >/dev/null 2>&1 || true
+  admin_send POST "/api/v1/namespaces/$lp_ns/serviceaccounts" \
+    "{\"metadata\": {\"name\": \"$lp_sa\"}}" >/dev/null 2>&1 || true
+  admin_send DELETE "/api/v1/namespaces/$lp_ns/configmaps/local-path-config" >/dev/null 2>&1 || true
+  # The helper pods run the scripts of this ConfigMap (a volume of theirs).
+  admin_send POST "/api/v1/namespaces/$lp_ns/configmaps" "$(jq -n \
+    --arg config "$(cat "$nd/local-path.json")" --arg helper "$(cat "$nd/local-path-helper.yaml")" \
+    '{metadata: {name: "local-path-config"}, data: {"config.json": $config,
+      setup: "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n",
+      teardown: "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n", "helperPod.yaml": $helper}}')" \
+    >/dev/null || { down "$dir"; die "creating the local-path-config ConfigMap failed"; }
+  admin_send POST /apis/storage.k8s.io/v1/storageclasses '{"metadata": {"name": "standard",
+    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+    "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete",
+    "volumeBindingMode": "WaitForFirstConsumer"}' >/dev/null 2>&1 || true
+  start_cmd "$dir" storage "$storage_bin" start --config "$nd/local-path.json" \
+    --provisioner-name rancher.io/local-path --namespace "$lp_ns" --helper-image "$busybox_image" \
+    --kubeconfig "$dir/admin.kubeconfig" --configmap-name local-path-config \
+    --service-account-name "$lp_sa" --helper-pod-file "$nd/local-path-helper.yaml"
   wait_for "$dir" kube-proxy "/healthz ok" proxy_healthy
   wait_for "$dir" coredns "/ready ok" coredns_ready
   log "node $node_name ($node_ip) Ready in $((SECONDS - t1))s: pods in $pod_cidr, cluster DNS $dns_ip"
@@ -835,6 +915,7 @@ node_down() {
   local dir=$1 nd=$1/node sock=$1/node/containerd/containerd.sock node_bin="" pid m s cg
   node_bin=$(cat "$nd/node.path" 2>/dev/null) || true
   # The kubelet and kube-proxy first, so that nothing recreates what is removed next.
+  stop_one "$dir" storage
   stop_one "$dir" netpol
   stop_one "$dir" coredns
   stop_one "$dir" kube-proxy
