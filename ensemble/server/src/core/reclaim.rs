@@ -65,7 +65,11 @@ impl Core {
     /// Called with each measure of the volume: short of space with a tree that shrank, takes a
     /// snapshot now, or asks for an entry to take it at.
     pub(super) fn reclaim_if_shrunk(&mut self, free_bytes: u64, clears_at: u64) {
-        if free_bytes >= clears_at || self.snapshots.busy() || self.space_wait.is_waiting() {
+        if free_bytes >= clears_at
+            || self.snapshots.busy()
+            || self.space_wait.is_waiting()
+            || !self.space_wait.snapshot_may_start(self.now())
+        {
             return;
         }
         let tree = self.sm.approximate_data_size();
