@@ -391,6 +391,22 @@ impl Config {
         }
         Ok(())
     }
+
+    /// Whether the test-only raw proposal endpoint is served (never without `testing`).
+    pub fn raw_proposals(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.unsafe_testing_raw_proposals;
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
+    /// The test-only file that stands for the volume's free space (never without `testing`).
+    pub fn free_disk_bytes_file(&self) -> Option<PathBuf> {
+        #[cfg(feature = "testing")]
+        return self.unsafe_testing_free_disk_bytes_file.clone();
+        #[cfg(not(feature = "testing"))]
+        None
+    }
 }
 
 pub(crate) fn parse_member(s: &str) -> Result<(u64, String), String> {
@@ -413,24 +429,6 @@ pub(crate) fn parse_member(s: &str) -> Result<(u64, String), String> {
         return Err(format!("member address {addr:?} is not HOST:PORT"));
     }
     Ok((id, addr.to_string()))
-}
-
-impl Config {
-    /// Whether the test-only raw proposal endpoint is served (never without `testing`).
-    pub fn raw_proposals(&self) -> bool {
-        #[cfg(feature = "testing")]
-        return self.unsafe_testing_raw_proposals;
-        #[cfg(not(feature = "testing"))]
-        false
-    }
-
-    /// The test-only file that stands for the volume's free space (never without `testing`).
-    pub fn free_disk_bytes_file(&self) -> Option<PathBuf> {
-        #[cfg(feature = "testing")]
-        return self.unsafe_testing_free_disk_bytes_file.clone();
-        #[cfg(not(feature = "testing"))]
-        None
-    }
 }
 
 /// What --min-session-timeout and --max-session-timeout accept: ZooKeeper's protocol carries

@@ -166,13 +166,7 @@ pub(super) fn cron_job(
             region,
             credentials_secret,
         } => {
-            env.extend(
-                credentials_secret
-                    .as_deref()
-                    .map(s3_credentials)
-                    .into_iter()
-                    .flatten(),
-            );
+            env.extend(s3_credentials(credentials_secret.as_deref()));
             args.push(format!("--s3-url=s3://{bucket}/{key}"));
             args.extend(s3_flags(endpoint, region));
             args.push(format!("--keep={}", backup.keep));
@@ -311,13 +305,7 @@ pub(super) fn restore_container(
             credentials_secret,
         } => {
             env.push(plain_env("RESTORE_FROM", &format!("s3://{bucket}/{key}")));
-            env.extend(
-                credentials_secret
-                    .as_deref()
-                    .map(s3_credentials)
-                    .into_iter()
-                    .flatten(),
-            );
+            env.extend(s3_credentials(credentials_secret.as_deref()));
             args.extend(s3_flags(endpoint, region));
         }
     }
@@ -352,7 +340,10 @@ fn s3_flags(endpoint: &Option<String>, region: &Option<String>) -> Vec<String> {
 }
 
 /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` from the Secret's keys of those names.
-fn s3_credentials(secret: &str) -> Vec<EnvVar> {
+fn s3_credentials(secret: Option<&str>) -> Vec<EnvVar> {
+    let Some(secret) = secret else {
+        return Vec::new();
+    };
     S3_CREDENTIAL_KEYS
         .iter()
         .map(|key| EnvVar {

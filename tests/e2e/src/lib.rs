@@ -84,6 +84,16 @@ macro_rules! baton_only_tests {
     };
 }
 
+/// The workspace's root (tests/e2e sits two levels below it), for tests that read the
+/// repository's own files (the Dockerfile, the chart).
+pub fn workspace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/e2e sits two levels below the workspace")
+        .to_path_buf()
+}
+
 /// Starts a server for `target`, runs `case` on it within `CASE_DEADLINE`, and panics with the
 /// error and the server's log tail if the case fails.
 pub async fn run_case<F>(target: Target, case: F)

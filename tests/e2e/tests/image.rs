@@ -19,15 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use baton_tests::workspace;
 use serde_json::Value;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/e2e sits two levels below the workspace")
-        .to_path_buf()
-}
 
 fn image_dir() -> PathBuf {
     let dir = std::env::var_os("BATON_IMAGE_DIR")

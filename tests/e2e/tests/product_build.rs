@@ -6,16 +6,9 @@
 //! answer is read right. Asks cargo's feature resolver (`cargo tree`), offline and locked.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/e2e sits two levels below the workspace")
-        .to_path_buf()
-}
+use baton_tests::workspace;
 
 /// The Dockerfile's `cargo build` words, from `cargo` to the end of that command.
 fn dockerfile_build_args() -> Vec<String> {
