@@ -79,7 +79,7 @@ pub struct CoordinationEnsembleSpec {
     /// The ServiceAccount `NAME` the members and the backup Jobs run as.
     #[serde(default, skip_serializing_if = "ServiceAccountSpec::is_empty")]
     pub service_account: ServiceAccountSpec,
-    /// Defaults for sidecars injected into pods that use this ensemble (served by issue 6's webhook).
+    /// Defaults for sidecars that the operator's webhook injects into pods using this ensemble.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sidecar: Option<SidecarDefaults>,
     /// Other namespaces whose pods may use this ensemble (its own is always served): the
@@ -105,9 +105,9 @@ pub struct CoordinationEnsembleSpec {
     /// refused (a restore replaces what a running ensemble holds: create another ensemble).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<RestoreSource>,
-    /// What one tenant can take (README "What one tenant can take"): the quotas, kept in the
-    /// ensemble's replicated settings and changed by the operator through `PUT /v1/settings`
-    /// whenever they differ from these, and each member's free-space watermark (a flag).
+    /// What one tenant can take: the quotas, kept in the ensemble's replicated settings and
+    /// changed by the operator through `PUT /v1/settings` whenever they differ from these, and
+    /// each member's free-space watermark (a flag).
     #[serde(default)]
     pub limits: LimitsSpec,
 }
