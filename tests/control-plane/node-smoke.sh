@@ -82,8 +82,8 @@ kubectl -n "$ns" run client --image="$image" --image-pull-policy=Never --restart
   exit 3" >/dev/null
 wait_phase client Succeeded
 logs=$(kubectl -n "$ns" logs client)
-grep -q 'Address: 10.0.0.1' <<<"$logs" || fail "kubernetes.default.svc.cluster.local did not resolve to 10.0.0.1: $logs"
-ok "a pod resolves kubernetes.default.svc.cluster.local to 10.0.0.1 through CoreDNS (and kubectl logs works)"
+grep -q 'Address: 10.96.0.1' <<<"$logs" || fail "kubernetes.default.svc.cluster.local did not resolve to 10.96.0.1: $logs"
+ok "a pod resolves kubernetes.default.svc.cluster.local to 10.96.0.1 through CoreDNS (and kubectl logs works)"
 grep -q '"gitVersion"' <<<"$logs" || fail "no /version from the API server through its Service: $logs"
 ok "a pod calls the API server through the kubernetes Service"
 grep -q 'hello from web' <<<"$logs" || fail "no answer from the web Service: $logs"

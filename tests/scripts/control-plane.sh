@@ -31,9 +31,14 @@ module=$repo/tests/control-plane
 tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
 timeout=${CONTROL_PLANE_TIMEOUT:-180}
 
-# Cluster-internal ranges: only ever written into objects; nothing here routes or sends to them.
+# Cluster-internal ranges. Without a node they are only ever written into objects: nothing routes
+# or sends to them. A node's kube-proxy routes its range in the host's namespace, so a cluster
+# with a node takes another one (kind's), and the node agent's clusters on the same machine
+# (tests/kube runs both at once) never have a ClusterIP of theirs caught by this node's rules.
 service_cidr=10.0.0.0/24
 service_ip=10.0.0.1
+node_service_cidr=10.96.0.0/16
+node_service_ip=10.96.0.1
 issuer=https://kubernetes.default.svc.cluster.local
 # The controllers a test cluster needs: the five the tests rely on (service-account tokens,
 # garbage collection, StatefulSets, Deployments, ReplicaSets) plus those without which objects
@@ -256,7 +261,7 @@ EOF
   cert "$pki" etcd-server peer "/CN=etcd" "DNS:localhost,IP:127.0.0.1"
   cert "$pki" apiserver-etcd-client client "/CN=kube-apiserver-etcd-client"
   cert "$pki" apiserver server "/CN=kube-apiserver" \
-    "DNS:localhost,IP:127.0.0.1,IP:$service_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "DNS:localhost,IP:127.0.0.1,IP:$service_ip,IP:$node_service_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert "$pki" admin client "/O=system:masters/CN=baton-test-admin"
   # The aggregation layer's front proxy has a CA of its own: a certificate from it asserts any
   # user in headers, so none of the ordinary client certificates may be one.
@@ -479,7 +484,7 @@ EOF
 
 pod_cidr=10.250.0.0/24
 cni_bridge=baton-node0
-dns_ip=10.0.0.10
+dns_ip=10.96.0.10
 node_name=baton-test-node
 pause_image=localhost/baton-test/pause:3.10
 busybox_image=localhost/baton-test/busybox:1
@@ -993,6 +998,8 @@ up | down)
   with_node=0
   if [ "$1" = up ] && [ $# -eq 3 ] && { [ "$2" = --node ] || [ "$3" = --node ]; }; then
     with_node=1
+    service_cidr=$node_service_cidr
+    service_ip=$node_service_ip
     if [ "$2" = --node ]; then set -- "$1" "$3"; else set -- "$1" "$2"; fi
   fi
   [ $# -eq 2 ] || usage

@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod helm;
+pub mod node;
 pub mod operator;
 pub mod sidecar;
 
@@ -63,34 +64,52 @@ pub fn control_plane() -> Result<&'static ControlPlane> {
         Some(path) => PathBuf::from(path),
         None => start_own_control_plane()?,
     };
-    ensure!(
-        kubeconfig.is_file(),
-        "no kubeconfig at {} (BATON_KUBECONFIG)",
-        kubeconfig.display()
-    );
-    let dir = kubeconfig
-        .parent()
-        .context("the kubeconfig has no directory")?
-        .to_path_buf();
-    Ok(PLANE.get_or_init(|| ControlPlane { kubeconfig, dir }))
+    let plane = ControlPlane::at(kubeconfig, "BATON_KUBECONFIG")?;
+    Ok(PLANE.get_or_init(|| plane))
+}
+
+impl ControlPlane {
+    fn at(kubeconfig: PathBuf, variable: &str) -> Result<ControlPlane> {
+        ensure!(
+            kubeconfig.is_file(),
+            "no kubeconfig at {} ({variable})",
+            kubeconfig.display()
+        );
+        let dir = kubeconfig
+            .parent()
+            .context("the kubeconfig has no directory")?
+            .to_path_buf();
+        Ok(ControlPlane { kubeconfig, dir })
+    }
+}
+
+/// The workspace's target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
 }
 
 fn start_own_control_plane() -> Result<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
+    up_in_target("kube-control-plane", &[])
+}
+
+/// `control-plane.sh up target/NAME EXTRA...` under a lock of its own; the kubeconfig's path.
+pub(crate) fn up_in_target(name: &str, extra: &[&str]) -> Result<PathBuf> {
+    let target = target_dir();
     std::fs::create_dir_all(&target)?;
-    let dir = target.join("kube-control-plane");
+    let dir = target.join(name);
     let script = repo_root().join("tests/scripts/control-plane.sh");
     // flock(1): the first test process starts it, the others wait and get the path again.
     // `-o`: the script does not get the lock's descriptor, so the daemons it starts do not
     // inherit it and hold the lock for as long as they run (every later test would wait).
     let out = Command::new("flock")
         .arg("-o")
-        .arg(target.join("kube-control-plane.lock"))
+        .arg(target.join(format!("{name}.lock")))
         .arg(&script)
         .arg("up")
         .arg(&dir)
+        .args(extra)
         .output()
         .with_context(|| format!("run {} up {}", script.display(), dir.display()))?;
     if !out.status.success() {
@@ -131,11 +150,16 @@ pub struct Kube {
 }
 
 impl Kube {
-    /// Connects as admin and creates a fresh namespace named after `test`.
+    /// Connects as admin to the run's control plane and creates a fresh namespace named after
+    /// `test`.
     pub async fn new(test: &str) -> Result<Kube> {
+        Kube::in_plane(test, control_plane()?).await
+    }
+
+    /// As [`Kube::new`], on `plane` (e.g. the real node's, [`node::plane`]).
+    pub async fn in_plane(test: &str, plane: &'static ControlPlane) -> Result<Kube> {
         // Two rustls providers in one build (see Cargo.toml): make ring the process default.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let plane = control_plane()?;
         let kubeconfig = Kubeconfig::read_from(&plane.kubeconfig)
             .with_context(|| format!("read {}", plane.kubeconfig.display()))?;
         let cluster = kubeconfig

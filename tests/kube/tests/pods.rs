@@ -1,54 +1,37 @@
-//! Pods that run (issue 25, item 3): with the node agent (`tests/node-agent`, a stand-in
-//! kubelet) running the namespace's pods, `helm install` of `charts/baton` starts the operator
-//! as the pod the Deployment made, with the chart's ServiceAccount token, and the operator's
-//! paths run end to end on real Kubernetes objects: a CoordinationEnsemble of 3 comes up and
-//! elects a leader; a killed member is restarted and the ensemble keeps its data; 3→5→3; a
+//! Pods that run, on the real node (`tests/kube/src/node.rs`: a kubelet, containerd and runc
+//! running the project's image): with the chart installed as the README's quick start installs
+//! it, the operator's own pods (from the image, as the chart's ServiceAccount) bring a
+//! CoordinationEnsemble of 3 up and elect a leader, the members finding each other by their DNS
+//! names; a killed member is restarted by the kubelet and the ensemble keeps its data; 3→5→3; a
 //! spec change rolls the members one at a time.
 //!
-//! One test at a time holds an operator ([`OperatorLock`]): the operator watches every
-//! namespace.
+//! `#[ignore]`d: `tests/scripts/test.sh` runs them on the node it starts.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use baton_kube_tests::Kube;
-use baton_kube_tests::agent::{
-    EnsembleCleanup, NodeAgent, OperatorLock, Release, install_operator, wait_for,
-};
+use baton_kube_tests::node::{self, RELEASE, RELEASE_NAMESPACE, wait_for};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde_json::{Value, json};
 use zookeeper_client as zk;
 
-/// A test's cluster: the chart installed, the operator running on the agent.
-/// Fields drop in order: leftover ensembles' finalizers, the release (uninstalled), the agent,
-/// the namespace, the lock.
+/// A test's namespace on the node's cluster, the shared operator installed.
 struct Setup {
-    /// When this test got the operator lock (its own time starts there).
+    /// When this test's namespace was made and the chart found ready.
     started: Instant,
-    _cleanup: EnsembleCleanup,
-    release: Release,
-    agent: NodeAgent,
     kube: Kube,
-    _lock: OperatorLock,
 }
 
 impl Setup {
     async fn new(test: &str) -> Result<Setup> {
-        let lock = OperatorLock::acquire().await?;
-        let started = Instant::now();
-        let kube = Kube::new(test).await?;
-        let agent = NodeAgent::start(&kube)?;
-        eprintln!("node agent {} ready in {:?}", agent.node, agent.started_in);
-        let release = install_operator(&kube, &agent).await?;
+        let kube = Kube::on_node(test).await?;
+        node::chart(&kube, &[]).await?;
         Ok(Setup {
-            started,
-            _cleanup: EnsembleCleanup::new(&kube, &[&kube.namespace]),
-            release,
-            agent,
+            started: Instant::now(),
             kube,
-            _lock: lock,
         })
     }
 
@@ -78,7 +61,7 @@ impl Setup {
     async fn available(&self, name: &str, replicas: usize, timeout: Duration) -> Result<Value> {
         let api = self.ensembles()?;
         wait_for(
-            &self.agent,
+            &self.kube,
             &format!("ensemble {name} Available with {replicas} members"),
             timeout,
             || async {
@@ -108,7 +91,7 @@ impl Setup {
                 ensure!(status["leader"].as_i64().is_some(), "no leader in {status}");
                 // No step of a roll or membership change left.
                 ensure!(status["step"].is_null(), "step {}", status["step"]);
-                // And the agent (the kubelet) finds every member pod ready by its probe.
+                // And the kubelet finds every member pod ready by its probe.
                 let pods = self.members(name).await?;
                 ensure!(
                     pods.len() == replicas && pods.values().all(|(_, _, ready, ..)| *ready),
@@ -174,7 +157,7 @@ impl Setup {
         let api = self.ensembles()?;
         api.delete(name, &DeleteParams::default()).await?;
         wait_for(
-            &self.agent,
+            &self.kube,
             &format!("ensemble {name} deleted"),
             Duration::from_secs(60),
             || async {
@@ -234,26 +217,32 @@ fn small_ensemble(replicas: i32) -> Value {
 /// (1) The chart's operator runs as its own pod with the chart's ServiceAccount token, and a
 /// CoordinationEnsemble of 3 becomes Available with a leader.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
 async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
     let s = Setup::new("pods-create").await?;
     let operator_ready = s.started.elapsed();
 
-    // The operator's pod is the Deployment's, on the agent's node, with the chart's account.
-    let params =
-        ListParams::default().labels(&format!("app.kubernetes.io/instance={}", s.release.name));
-    let pods = s.pods().list(&params).await?.items;
-    ensure!(pods.len() == 1, "{} operator pods", pods.len());
-    let spec = pods[0].spec.clone().unwrap_or_default();
-    ensure!(
-        spec.node_name.as_deref() == Some(s.agent.node.as_str()),
-        "operator pod on {:?}",
-        spec.node_name
-    );
-    ensure!(
-        spec.service_account_name.as_deref() == Some(s.release.fullname.as_str()),
-        "operator's ServiceAccount {:?}",
-        spec.service_account_name
-    );
+    // The operator's pods are the chart's Deployment's: on the node, from the image, as the
+    // chart's ServiceAccount, every container running as the image's non-root user.
+    let operators = Api::<Pod>::namespaced(s.kube.client.clone(), RELEASE_NAMESPACE)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/instance={RELEASE}")))
+        .await?
+        .items;
+    ensure!(!operators.is_empty(), "no operator pods");
+    for pod in &operators {
+        let spec = pod.spec.clone().unwrap_or_default();
+        ensure!(
+            spec.node_name.as_deref() == Some(node::NODE),
+            "operator pod on {:?}",
+            spec.node_name
+        );
+        ensure!(
+            spec.service_account_name.as_deref() == Some(RELEASE),
+            "operator's ServiceAccount {:?}",
+            spec.service_account_name
+        );
+        node::runs_from_the_image(pod, "operator")?;
+    }
 
     s.apply_ensemble("demo", small_ensemble(3)).await?;
     let status = s.available("demo", 3, Duration::from_secs(240)).await?;
@@ -265,12 +254,35 @@ async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
         "member pods {pods:?}"
     );
 
-    // Everything the operator did, it did as its ServiceAccount (a real token the agent
-    // requested for its pod), and nothing it asked for was refused.
-    let user = format!(
-        "system:serviceaccount:{}:{}",
-        s.kube.namespace, s.release.fullname
+    // The members, likewise, found each other by their DNS names (the ConfigMap's members).
+    for pod in s
+        .pods()
+        .list(&ListParams::default().labels("app.kubernetes.io/instance=demo"))
+        .await?
+        .items
+    {
+        node::runs_from_the_image(&pod, "ensemble")?;
+    }
+    let config = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        s.kube.client.clone(),
+        &s.kube.namespace,
+    )
+    .get("demo-config")
+    .await?;
+    let peers = format!("demo-0.demo-peers.{}.svc", s.kube.namespace);
+    ensure!(
+        config
+            .data
+            .iter()
+            .flatten()
+            .any(|(_, v)| v.contains(&peers)),
+        "no member named {peers} in demo-config: {:?}",
+        config.data
     );
+
+    // Everything the operator did, it did as its ServiceAccount (the token the kubelet
+    // mounted), and nothing it asked for was refused.
+    let user = format!("system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}");
     let requests = s.kube.requests_of(&user)?;
     ensure!(
         requests.iter().any(|(r, _)| r.contains("statefulsets")),
@@ -287,9 +299,10 @@ async fn operator_pod_brings_up_an_ensemble_of_three() -> Result<()> {
     Ok(())
 }
 
-/// (2) A member's process is killed: the agent restarts it (restartCount), the ensemble is
+/// (2) A member's process is killed: the kubelet restarts it (restartCount), the ensemble is
 /// Available again, and what was written before is still there, on the killed member too.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
 async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
     let s = Setup::new("pods-kill").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
@@ -302,22 +315,23 @@ async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
     let before = s.session("demo", &ip).await?;
     before
         .create(
-            "/agent-kill",
+            "/kubelet-kill",
             b"written before the kill",
             &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
         )
         .await?;
     drop(before);
 
-    let pid = s.agent.pid(&victim, "ensemble")?;
+    let id = node::container_id(&s.kube, &victim, "ensemble").await?;
+    let pid = node::container_pids(&id)?[0];
     // SIGKILL: no clean shutdown.
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()?;
     ensure!(killed.success(), "kill -KILL {pid}");
     wait_for(
-        &s.agent,
-        &format!("{victim} restarted by the agent"),
+        &s.kube,
+        &format!("{victim} restarted by the kubelet"),
         Duration::from_secs(60),
         || async {
             let pods = s.members("demo").await?;
@@ -338,7 +352,7 @@ async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
     let after = s.session("demo", &ip).await?;
     // The restarted member serves the write of before (a sync first: it may still catch up).
     after.sync("/").await?;
-    let (data, _) = after.get_data("/agent-kill").await?;
+    let (data, _) = after.get_data("/kubelet-kill").await?;
     ensure!(
         data == b"written before the kill",
         "{victim} has {:?}",
@@ -351,6 +365,7 @@ async fn killed_member_is_restarted_and_keeps_its_data() -> Result<()> {
 
 /// (4) 3 → 5 → 3: the operator adds two members (joining, then voters) and removes them again.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
 async fn scale_three_five_three() -> Result<()> {
     let s = Setup::new("pods-scale").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
@@ -364,7 +379,7 @@ async fn scale_three_five_three() -> Result<()> {
     let members = member_ids(&status);
     ensure!(members == [1, 2, 3], "members back at 3: {members:?}");
     wait_for(
-        &s.agent,
+        &s.kube,
         "demo-3 and demo-4 gone",
         Duration::from_secs(60),
         || async {
@@ -389,11 +404,12 @@ async fn scale_three_five_three() -> Result<()> {
 /// next only once the ensemble reports the previous one back and its new pod is Ready, as the
 /// chart's PodDisruptionBudget (at most one unavailable) promises.
 ///
-/// Readiness is the agent's (the kubelet's): its probe, every 5 s, and it takes two failures
-/// in a row to mark a Ready pod unready, so a leader election's moment without a leader does
-/// not show. Whether a new pod's process runs comes from the agent's status reports, which lag
-/// the process, so it is only reported.
+/// Readiness is the kubelet's: the chart's probe, and it takes failures in a row to mark a
+/// Ready pod unready, so a leader election's moment without a leader does not show. Whether a
+/// new pod's process runs comes from the kubelet's status reports, which lag the process, so it
+/// is only reported.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
 async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
     let s = Setup::new("pods-roll").await?;
     s.apply_ensemble("demo", small_ensemble(3)).await?;
@@ -409,7 +425,7 @@ async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
     let most_unready = std::cell::RefCell::new((0usize, String::new()));
     let order = std::cell::RefCell::new(Vec::<String>::new());
     wait_for(
-        &s.agent,
+        &s.kube,
         "every member replaced",
         Duration::from_secs(300),
         || async {
