@@ -274,13 +274,11 @@ pub fn container_pids(id: &str) -> Result<Vec<i32>> {
 /// not only in the pod's spec.
 pub fn runs_from_the_image(pod: &Pod, container: &str) -> Result<()> {
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone());
+    let status = pod.status.clone().unwrap_or_default();
+    // Native sidecars (init containers that keep running) count too.
+    let statuses = status.init_container_statuses.into_iter().flatten();
     let status = statuses
-        .iter()
-        .flatten()
+        .chain(status.container_statuses.into_iter().flatten())
         .find(|c| c.name == container)
         .with_context(|| format!("{name} has no container {container}"))?;
     ensure!(

@@ -1,32 +1,38 @@
-//! README's "Sidecar injection" quick start, followed on the real API server with the node agent
-//! running the pods: the chart installed with exactly the `sidecarRbac` values the README passes
-//! (the example Deployment's ServiceAccount `web` in the namespace), the two example files
-//! applied as they are (`operator/examples/coordinationensemble.yaml`, three members, and
+//! The README's quick start and "Sidecar injection", followed on the real node (a kubelet,
+//! containerd and runc running the project's image; `tests/kube/src/node.rs`): the chart
+//! installed as `helm install baton charts/baton -n baton-system --create-namespace`, then
+//! `helm upgrade --reuse-values` with exactly the `sidecarRbac` values the README passes (the
+//! example Deployment's ServiceAccount `web` in the namespace), the namespace labelled
+//! `baton.dev/injection=enabled`, the two example files applied
+//! (`operator/examples/coordinationensemble.yaml`, three members, and
 //! `operator/examples/injected-deployment.yaml`, three `web` pods), and then what
 //! `kubectl get pods -l baton.dev/role=leader` shows: exactly one `web` pod, the others
 //! labelled `candidate`, and the leader the only Ready one (its app's readiness probe asks the
 //! sidecar's `/leader/ready`).
 //!
-//! The one departure from the README: the namespace is labelled for this test's webhook
-//! ([`baton_kube_tests::agent::INJECTION_LABEL`]) rather than `baton.dev/injection=enabled`,
-//! since tests run in parallel on one control plane.
+//! The one departure from the README is the one its local cluster section makes: the example
+//! app's `busybox:1.37` becomes the node's own busybox image, since nothing is pulled.
+//!
+//! `#[ignore]`d: `tests/scripts/test.sh` runs it on the node it starts.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use baton_kube_tests::agent::{
-    EnsembleCleanup, Namespaces, NodeAgent, OperatorLock, install_operator_with,
-    require_aggregator_routing, wait_for,
-};
+use baton_kube_tests::node::{self, wait_for};
 use baton_kube_tests::{Kube, parse_yaml, repo_root};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
 
-/// Applies an example file of `operator/examples/` into `namespace`, unchanged otherwise.
+/// The node's busybox (`control-plane.sh up --node` imports it).
+const LOCAL_BUSYBOX: &str = "localhost/baton-test/busybox:1";
+
+/// Applies an example file of `operator/examples/` into `namespace`, its app image swapped for
+/// the node's busybox as the README's local cluster section does.
 async fn apply_example(kube: &Kube, file: &str, namespace: &str) -> Result<()> {
     let path = repo_root().join("operator/examples").join(file);
     let yaml = std::fs::read_to_string(&path).with_context(|| format!("read {path:?}"))?;
+    let yaml = yaml.replace("image: busybox:1.37", &format!("image: {LOCAL_BUSYBOX}"));
     for mut object in parse_yaml(&yaml)? {
         object["metadata"]["namespace"] = Value::from(namespace);
         kube.apply(object, false).await?;
@@ -42,30 +48,34 @@ fn ready(pod: &Pod) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
 async fn readme_quick_start_shows_the_leader_pod() -> Result<()> {
-    let _lock = OperatorLock::acquire().await?;
-    let kube = Kube::new("quick-start").await?;
-    require_aggregator_routing(&kube)?;
-    let extra = Namespaces::create(&kube, &["prod"]).await?;
-    let prod = extra.names[0].clone();
-    let agent = NodeAgent::start_for(&kube, &[&prod])?;
-    // README: helm upgrade ... --set 'sidecarRbac.serviceAccounts[0].namespace=prod'
-    //                           --set 'sidecarRbac.serviceAccounts[0].name=web'
+    let kube = Kube::on_node("quick-start").await?;
+    let prod = kube.namespace.clone();
+    // README: helm upgrade ... --reuse-values
+    //   --set 'sidecarRbac.serviceAccounts[0].namespace=prod'
+    //   --set 'sidecarRbac.serviceAccounts[0].name=web'
     let namespace_value = format!("sidecarRbac.serviceAccounts[0].namespace={prod}");
-    let _release = install_operator_with(
+    node::chart(
         &kube,
-        &agent,
         &[&namespace_value, "sidecarRbac.serviceAccounts[0].name=web"],
     )
     .await?;
-    let _cleanup = EnsembleCleanup::new(&kube, &[&prod]);
+    // README: kubectl label namespace prod baton.dev/injection=enabled
+    Api::<Namespace>::all(kube.client.clone())
+        .patch(
+            &prod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"baton.dev/injection": "enabled"}}})),
+        )
+        .await?;
 
     apply_example(&kube, "coordinationensemble.yaml", &prod).await?;
     apply_example(&kube, "injected-deployment.yaml", &prod).await?;
 
     let pods = Api::<Pod>::namespaced(kube.client.clone(), &prod);
     let leader = wait_for(
-        &agent,
+        &kube,
         "one web pod labelled baton.dev/role=leader, the others candidate, the leader alone Ready",
         Duration::from_secs(300),
         || async {
@@ -101,10 +111,12 @@ async fn readme_quick_start_shows_the_leader_pod() -> Result<()> {
                 ready == [leader.clone()],
                 "leader {leader}, Ready {ready:?}"
             );
-            Ok(leader)
+            Ok(leaders.into_iter().next().context("leader")?)
         },
     )
     .await?;
-    eprintln!("leader pod: {leader}");
+    // The injected sidecar is the image's baton-sidecar, run as the image's user.
+    node::runs_from_the_image(&leader, "baton-sidecar")?;
+    eprintln!("leader pod: {}", leader.metadata.name.unwrap_or_default());
     Ok(())
 }
