@@ -66,7 +66,7 @@ impl FeatureLevel {
 /// snapshot and a backup get alike, naming the level needed and how to get on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{what} is at feature level {level}{reached}, but this baton-ensemble supports feature levels up to {max}{capped}: run a release that supports level {level} (baton-ensemble --version lists them), or restore a backup taken before the level was raised into an empty data dir (README, Upgrades)",
+    "{what} is at feature level {level}{reached}, but this baton-ensemble supports feature levels up to {max}{capped}: run a release that supports level {level} (baton-ensemble --version lists them), or restore a backup taken before the level was raised into an empty data dir (docs/src/tasks/upgrade.md)",
     reached = index.map(|i| format!(" (reached by index {i})")).unwrap_or_default(),
     capped = if *max < *SUPPORTED.end() { " (capped by --max-feature-level)" } else { "" }
 )]

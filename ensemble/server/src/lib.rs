@@ -52,12 +52,12 @@ pub enum RunError {
 }
 
 /// Exit status of a member whose data cannot be recovered from its own directory (sysexits'
-/// `EX_DATAERR`): restarting will not help; it must be reseeded (README, Operations).
+/// `EX_DATAERR`): restarting will not help; it must be reseeded (docs/src/troubleshooting.md).
 pub const EXIT_UNRECOVERABLE_DATA: u8 = 65;
 
 /// Exit status of a member whose data dir is at a feature level this build (or its
 /// `--max-feature-level`) does not support (sysexits' `EX_CONFIG`): a rollback past a level
-/// raise. Run a release that supports the level, or restore a backup (README, Upgrades).
+/// raise. Run a release that supports the level, or restore a backup (docs/src/tasks/upgrade.md).
 pub const EXIT_FEATURE_LEVEL: u8 = 78;
 
 impl RunError {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the documentation, the mdBook under docs/, into docs/book/ and checks every relative
+# link and #anchor in the built HTML and in the repository's Markdown files
+# (tests/scripts/docs-links.py). Fails on a warning or error from mdBook and on any broken link.
+#
+#   tests/scripts/docs.sh
+#
+# mdBook is installed when missing, at the version pinned below, with
+# `cargo install --locked` into ${BATON_TOOLS:-~/.cache/baton-tools}/bin (under `nice -n 19`;
+# without the `serve` and `watch` features, which only `mdbook serve` needs). Read the built book
+# from the checkout (docs/book/index.html): links out of the book reach the repository's files.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+tools=${BATON_TOOLS:-$HOME/.cache/baton-tools}
+mdbook_version=0.5.4
+mdbook=$tools/bin/mdbook
+
+if [ "$("$mdbook" --version 2>/dev/null)" != "mdbook v$mdbook_version" ]; then
+  echo "docs: installing mdbook $mdbook_version into $tools" >&2
+  nice -n 19 cargo install mdbook --version "$mdbook_version" --locked \
+    --no-default-features --features search --root "$tools"
+fi
+
+start=$(date +%s)
+rm -rf "$repo/docs/book"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! "$mdbook" build "$repo/docs" >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "docs: mdbook build failed" >&2
+  exit 1
+fi
+if grep -E ' (WARN|ERROR) ' "$log" >&2; then
+  echo "docs: mdbook build warned (above)" >&2
+  exit 1
+fi
+python3 "$repo/tests/scripts/docs-links.py" --repo "$repo" --book "$repo/docs/book"
+echo "docs: built docs/book and checked its links in $(($(date +%s) - start)) s"
