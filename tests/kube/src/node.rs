@@ -11,7 +11,8 @@
 //!
 //! Unlike the node agent's tests, these share one operator, as a real cluster does: the chart
 //! installed once per node the way the README's quick start installs it ([`RELEASE`] in
-//! [`RELEASE_NAMESPACE`]), reconciling every test's namespace at once.
+//! [`RELEASE_NAMESPACE`]) with its PodMonitors on ([`CHART_VALUES`]), reconciling every test's
+//! namespace at once.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -31,6 +32,8 @@ pub const NODE: &str = "baton-test-node";
 /// The chart's default image (`image.repository` and the workspace's version, which is the
 /// chart's appVersion), the name `up --node` imports the project's image under.
 pub const IMAGE: &str = concat!("ghcr.io/baton-dev/baton:", env!("CARGO_PKG_VERSION"));
+/// The node's busybox image (`control-plane.sh up --node` imports it; nothing is pulled).
+pub const BUSYBOX: &str = "localhost/baton-test/busybox:1";
 /// The image's user (the Dockerfile's `USER`).
 const IMAGE_UID: u32 = 65532;
 
@@ -60,54 +63,137 @@ impl Kube {
     }
 }
 
-/// Installs (or upgrades) `charts/baton` as the README's quick start does, `helm install baton
-/// charts/baton -n baton-system --create-namespace`, plus `set` (`KEY=VALUE` each, on top of the
-/// values the release already has), and waits until the operator's Deployment is available.
-/// Tests call it first: the first installs, the others find it (one at a time: a file lock).
-/// The CRDs are applied first, since Helm never upgrades `crds/` of a release it installed
-/// before.
+/// The values every test installs the chart with, on top of the quick start's: the PodMonitors
+/// (with a stand-in for the Prometheus Operator's CRD), so the members' NetworkPolicy opens the
+/// admin port to the scraper the chart names by default (pods labelled
+/// `app.kubernetes.io/name=prometheus` in `monitoring`). The same for all, so no test's install
+/// rolls the operator under another's feet.
+pub const CHART_VALUES: &[&str] = &["monitoring.podMonitors.enabled=true"];
+
+/// Installs `charts/baton` as the README's quick start does, `helm install baton charts/baton
+/// -n baton-system --create-namespace`, with [`CHART_VALUES`], and waits until the operator's
+/// Deployment is available; then, with `set` (`KEY=VALUE` each), upgrades it as the README does
+/// (`helm upgrade --reuse-values --set ...`). Tests call it first: the first installs, the
+/// others find it (one at a time: a file lock). It is installed again only when the chart
+/// changed since (a hash in the control plane's directory), never under a test that runs: a
+/// roll of the operator would be part of no test. The CRDs are applied first, since Helm never
+/// upgrades `crds/` of a release it installed before.
 pub async fn chart(kube: &Kube, set: &[&str]) -> Result<()> {
     let path = target_dir().join("kube-node-chart.lock");
     let file = std::fs::File::create(&path).with_context(|| format!("create {path:?}"))?;
     let _lock = tokio::task::spawn_blocking(move || file.lock().map(|()| file)).await??;
-    let crds = repo_root().join("charts/baton/crds");
-    for entry in std::fs::read_dir(&crds).with_context(|| format!("read {crds:?}"))? {
-        let path = entry?.path();
-        kube.apply_yaml(&std::fs::read_to_string(&path)?, false)
-            .await
-            .with_context(|| format!("apply {}", path.display()))?;
-    }
     let chart = repo_root().join("charts/baton");
-    let mut args = vec![
-        "upgrade".to_string(),
-        "--install".into(),
-        RELEASE.into(),
-        chart.to_str().context("chart path")?.into(),
-        "--namespace".into(),
-        RELEASE_NAMESPACE.into(),
-        "--create-namespace".into(),
-        "--reuse-values".into(),
-        "--wait".into(),
-        "--timeout".into(),
-        "5m".into(),
-        "--kubeconfig".into(),
-        kube.plane
-            .kubeconfig
-            .to_str()
-            .context("kubeconfig path")?
-            .into(),
-    ];
-    for value in set {
-        args.push("--set".into());
-        args.push(value.to_string());
-    }
+    let chart_arg = chart.to_str().context("chart path")?.to_string();
+    let kubeconfig = kube.plane.kubeconfig.to_str().context("kubeconfig path")?;
+    let marker = kube.plane.dir.join("kube-node-chart.hash");
+    let hash = chart_hash(&chart)?;
     let t = Instant::now();
-    helm::run(&args)?;
-    eprintln!(
-        "chart {RELEASE} ready in {RELEASE_NAMESPACE} in {:?}",
-        t.elapsed()
-    );
+    let installed = std::fs::read_to_string(&marker).is_ok_and(|h| h == hash)
+        && helm::run([
+            "status",
+            RELEASE,
+            "-n",
+            RELEASE_NAMESPACE,
+            "--kubeconfig",
+            kubeconfig,
+        ])
+        .is_ok();
+    if !installed {
+        let crds = chart.join("crds");
+        for entry in std::fs::read_dir(&crds).with_context(|| format!("read {crds:?}"))? {
+            let path = entry?.path();
+            kube.apply_yaml(&std::fs::read_to_string(&path)?, false)
+                .await
+                .with_context(|| format!("apply {}", path.display()))?;
+        }
+        kube.apply(pod_monitor_crd(), false).await?;
+        let mut args: Vec<&str> = vec![
+            "upgrade",
+            "--install",
+            RELEASE,
+            &chart_arg,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "5m",
+            "--kubeconfig",
+            kubeconfig,
+        ];
+        for value in CHART_VALUES {
+            args.extend(["--set", value]);
+        }
+        helm::run(&args)?;
+        std::fs::write(&marker, &hash)?;
+        eprintln!(
+            "chart {RELEASE} installed in {RELEASE_NAMESPACE} in {:?}",
+            t.elapsed()
+        );
+    }
+    if !set.is_empty() {
+        let mut args: Vec<&str> = vec![
+            "upgrade",
+            RELEASE,
+            &chart_arg,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--reuse-values",
+            "--wait",
+            "--kubeconfig",
+            kubeconfig,
+        ];
+        for value in set {
+            args.extend(["--set", value]);
+        }
+        helm::run(&args)?;
+    }
     Ok(())
+}
+
+/// A digest of every file of the chart and of [`CHART_VALUES`].
+fn chart_hash(chart: &std::path::Path) -> Result<String> {
+    use std::hash::{Hash, Hasher};
+    fn files(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                files(&path, out)?;
+            } else {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut paths = Vec::new();
+    files(chart, &mut paths)?;
+    paths.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for path in paths {
+        path.hash(&mut hasher);
+        std::fs::read(&path)?.hash(&mut hasher);
+    }
+    CHART_VALUES.hash(&mut hasher);
+    Ok(format!("{:016x}", hasher.finish()))
+}
+
+/// The Prometheus Operator's PodMonitor kind, schemaless: what the chart's PodMonitors need to
+/// be stored (no Prometheus reads them here).
+fn pod_monitor_crd() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podmonitors.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "scope": "Namespaced",
+            "names": {"kind": "PodMonitor", "listKind": "PodMonitorList",
+                      "plural": "podmonitors", "singular": "podmonitor"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                              "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
 }
 
 /// Polls `check` every half second until it answers `Ok`, at most `timeout`; the failure
@@ -316,4 +402,73 @@ pub fn runs_from_the_image(pod: &Pod, container: &str) -> Result<()> {
             bail!("{name}/{container}: its root filesystem is writable")
         }
     }
+}
+
+/// Whether a pod `name` with `labels` in `namespace` can open a TCP connection to each of
+/// `targets` (`HOST:PORT`; host names through the cluster's DNS), trying each up to `tries` times
+/// a second or so apart (a policy that admits a new pod takes effect once the enforcer has seen
+/// it; one that refuses it does from the start): `HOST:PORT` → reached. The pod runs busybox's
+/// `nc` and is deleted with the namespace.
+pub async fn reach(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+    targets: &[String],
+    tries: u32,
+) -> Result<BTreeMap<String, bool>> {
+    let mut script = String::new();
+    for target in targets {
+        let (host, port) = target
+            .rsplit_once(':')
+            .with_context(|| format!("{target} is not HOST:PORT"))?;
+        let _ = write!(
+            script,
+            "(r=closed; i=0; while [ $i -lt {tries} ]; do \
+               if nc -w 2 {host} {port} </dev/null >/dev/null 2>&1; then r=open; break; fi; \
+               i=$((i+1)); sleep 1; done; echo \"{target} $r\") & "
+        );
+    }
+    script.push_str("wait");
+    let pods = Api::<Pod>::namespaced(kube.client.clone(), namespace);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "nc", "image": BUSYBOX, "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", script]}],
+        },
+    }))?;
+    pods.create(&Default::default(), &pod)
+        .await
+        .with_context(|| format!("create pod {namespace}/{name}"))?;
+    let limit = Duration::from_secs(60 + 4 * u64::from(tries));
+    wait_for(
+        kube,
+        &format!("pod {namespace}/{name} done"),
+        limit,
+        || async {
+            let phase = pods
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_default();
+            ensure!(phase == "Succeeded", "phase {phase:?}");
+            Ok(())
+        },
+    )
+    .await?;
+    let log = pods.logs(name, &Default::default()).await?;
+    let mut reached = BTreeMap::new();
+    for line in log.lines() {
+        if let Some((target, result)) = line.split_once(' ') {
+            reached.insert(target.to_string(), result == "open");
+        }
+    }
+    ensure!(
+        reached.len() == targets.len(),
+        "{namespace}/{name} printed {log:?}"
+    );
+    Ok(reached)
 }
