@@ -491,3 +491,149 @@ async fn rolling_upgrade_replaces_one_member_at_a_time() -> Result<()> {
     eprintln!("timing: rolling upgrade test {:?}", s.started.elapsed());
     Ok(())
 }
+
+/// A one-member ensemble (what a restarted member serves is then what its own disk held) with
+/// `memory` as its limit, Available, holding `/before-restart`; its pod's (IP, restartCount).
+async fn one_member_with_a_write(s: &Setup, memory: &str) -> Result<(String, i32)> {
+    let mut spec = small_ensemble(1);
+    spec["resources"]["limits"] = json!({"memory": memory});
+    s.apply_ensemble("demo", spec).await?;
+    s.available("demo", 1, Duration::from_secs(180)).await?;
+    let pods = s.members("demo").await?;
+    let (_, ip, _, restarts, _) = pods.get("demo-0").cloned().context("demo-0")?;
+    s.session("demo", &ip)
+        .await?
+        .create(
+            "/before-restart",
+            b"acknowledged before the restart",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await?;
+    Ok((ip, restarts))
+}
+
+/// Waits until demo-0's ensemble container was restarted (same pod, restartCount above
+/// `restarts`, Ready again), and returns how its last run ended (`terminated.reason`); then
+/// checks the write of [`one_member_with_a_write`] is served.
+async fn restarted_with_its_data(s: &Setup, ip: &str, restarts: i32) -> Result<String> {
+    let pods = s.pods();
+    let reason = wait_for(
+        &s.kube,
+        "demo-0's member restarted in place and Ready",
+        Duration::from_secs(180),
+        || async {
+            let pod = pods.get("demo-0").await?;
+            let status = pod.status.unwrap_or_default();
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let member = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|c| c.name == "ensemble")
+                .cloned()
+                .context("no ensemble container status")?;
+            ensure!(
+                member.restart_count > restarts && ready,
+                "restartCount {}, Ready {ready}",
+                member.restart_count
+            );
+            Ok(member
+                .last_state
+                .and_then(|s| s.terminated)
+                .and_then(|t| t.reason)
+                .unwrap_or_default())
+        },
+    )
+    .await?;
+    let session = s.session("demo", ip).await?;
+    let (data, _) = session.get_data("/before-restart").await?;
+    ensure!(
+        data == b"acknowledged before the restart",
+        "after the restart /before-restart holds {:?}",
+        String::from_utf8_lossy(&data)
+    );
+    Ok(reason)
+}
+
+/// (6) A member that outgrows its memory limit is killed by the kernel (the container's
+/// cgroup is at its limit), restarted by the kubelet, and serves what it acknowledged before.
+/// The memory is a `tail /dev/zero` the test puts into the member's container cgroup, with the
+/// member itself made the OOM killer's first choice (`oom_score_adj` 1000), so the kill is the
+/// member's, as when its own tree outgrows the limit, without a crash loop afterwards.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
+async fn member_killed_at_its_memory_limit_restarts_with_its_data() -> Result<()> {
+    let s = Setup::new("pods-oom").await?;
+    let (ip, restarts) = one_member_with_a_write(&s, "160Mi").await?;
+    let id = node::container_id(&s.kube, "demo-0", "ensemble").await?;
+    let pid = node::container_pids(&id)?[0];
+    std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000")?;
+    let memory_cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))?
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (controllers, path) = rest.split_once(':')?;
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then(|| format!("/sys/fs/cgroup/memory{path}"))
+        })
+        .context("the member has no memory cgroup (cgroup v1 expected)")?;
+    let mut hog = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {memory_cgroup}/cgroup.procs && exec tail /dev/zero"
+        ))
+        .spawn()?;
+    let outcome = restarted_with_its_data(&s, &ip, restarts).await;
+    // The hog is the next in line once the member is gone; if it is not dead yet, end it.
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let reason = outcome?;
+    ensure!(
+        reason == "OOMKilled",
+        "the member's last run ended {reason:?}"
+    );
+    s.delete_ensemble("demo").await?;
+    eprintln!("timing: memory limit test {:?}", s.started.elapsed());
+    Ok(())
+}
+
+/// (7) A member that stops answering its liveness probe (stopped with SIGSTOP: alive, but
+/// serving nothing) is killed and restarted by the kubelet, and serves its data again.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a real node (root, the image): tests/scripts/test.sh runs it"]
+async fn member_failing_its_liveness_probe_is_restarted() -> Result<()> {
+    let s = Setup::new("pods-liveness").await?;
+    let (ip, restarts) = one_member_with_a_write(&s, "256Mi").await?;
+    let id = node::container_id(&s.kube, "demo-0", "ensemble").await?;
+    let pid = node::container_pids(&id)?[0];
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()?;
+    ensure!(stopped.success(), "kill -STOP {pid}");
+    restarted_with_its_data(&s, &ip, restarts).await?;
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+        s.kube.client.clone(),
+        &s.kube.namespace,
+    )
+    .list(&ListParams::default().fields("involvedObject.name=demo-0"))
+    .await?
+    .items;
+    ensure!(
+        events.iter().any(|e| e.reason.as_deref() == Some("Killing")
+            && e.message.as_deref().unwrap_or("").contains("liveness")),
+        "no Killing event for a failed liveness probe: {:?}",
+        events
+            .iter()
+            .map(|e| (e.reason.clone(), e.message.clone()))
+            .collect::<Vec<_>>()
+    );
+    s.delete_ensemble("demo").await?;
+    eprintln!("timing: liveness test {:?}", s.started.elapsed());
+    Ok(())
+}
