@@ -12,7 +12,11 @@
 #                                             tests/control-plane/README.md, "A real node"
 #   tests/scripts/control-plane.sh down DIR   stop what `up DIR` started (idempotent)
 #   tests/scripts/control-plane.sh build [node]
-#                                             build the binary if missing, print its path
+#                                             build the binary if missing, print its path;
+#                                             `node`: everything `up --node` runs (the node's
+#                                             programs, the pause and busybox images)
+#   tests/scripts/control-plane.sh packages [node]
+#                                             apt-install what `up [--node]` needs, if missing
 #
 # DIR holds everything of one control plane: pki/ (CA, serving and client certificates, the
 # service-account signing key), etcd/ (data), the kubeconfigs, audit-policy.yaml, audit.log,
@@ -64,7 +68,7 @@ die() {
 }
 
 usage() {
-  echo "usage: $0 up DIR [--node] | down DIR | build [node]" >&2
+  echo "usage: $0 up DIR [--node] | down DIR | build [node] | packages [node]" >&2
   exit 2
 }
 
@@ -501,6 +505,22 @@ default_ip() {
 # Before the control plane starts: packages, the node's address, and the builds of the node
 # binary and CoreDNS in the background while the control plane builds and starts.
 node_prepare() {
+  node_packages
+  node_ip=$(default_ip)
+  [ -n "$node_ip" ] || die "no IPv4 default route: the node needs an address pods reach the host at"
+  # The kubelet's cgroups (kubepods) and /var/log/containers are the host's: one node a machine.
+  local pid
+  for pid in $(pgrep -f -- ' kubelet --config=.*/node/kubelet.yaml' || true); do
+    die "a node already runs on this machine (kubelet $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-200))"
+  done
+  mkdir -p "$dir/node"
+  : >"$dir/node-build.log"
+  node_programs "$dir/node" 2>>"$dir/node-build.log" &
+  node_build_pid=$!
+}
+
+# The packages a node needs (apt-installed when missing).
+node_packages() {
   local missing=() p
   for p in containerd runc containernetworking-plugins iptables ipset conntrack jq umoci skopeo \
     gcc libc6-dev busybox-static; do
@@ -511,23 +531,16 @@ node_prepare() {
     apt-get update >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
   fi
-  node_ip=$(default_ip)
-  [ -n "$node_ip" ] || die "no IPv4 default route: the node needs an address pods reach the host at"
-  # The kubelet's cgroups (kubepods) and /var/log/containers are the host's: one node a machine.
-  local pid
-  for pid in $(pgrep -f -- ' kubelet --config=.*/node/kubelet.yaml' || true); do
-    die "a node already runs on this machine (kubelet $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-200))"
-  done
-  mkdir -p "$dir/node"
-  : >"$dir/node-build.log"
-  (build node >"$dir/node/node.path" &&
-    build_aux coredns github.com/coredns/coredns >"$dir/node/coredns.path" &&
+}
+
+# The node's Go programs, built (or found in the cache); each one's path goes into OUT/NAME.path.
+node_programs() { # OUT
+  build node >"$1/node.path" &&
+    build_aux coredns github.com/coredns/coredns >"$1/coredns.path" &&
     build_aux netpol github.com/cloudnativelabs/kube-router/v2 \
-      github.com/cloudnativelabs/kube-router/v2/cmd/kube-router >"$dir/node/netpol.path" &&
+      github.com/cloudnativelabs/kube-router/v2/cmd/kube-router >"$1/netpol.path" &&
     build_aux storage github.com/rancher/local-path-provisioner \
-      github.com/rancher/local-path-provisioner >"$dir/node/storage.path") \
-    2>>"$dir/node-build.log" &
-  node_build_pid=$!
+      github.com/rancher/local-path-provisioner >"$1/storage.path"
 }
 
 # The sandbox image: pause/pause.c built static, packed as a one-layer image with umoci and
@@ -556,12 +569,12 @@ build_pause() {
   echo "$out/pause.tar"
 }
 
-# A busybox image (sh, mkdir, rm, nslookup, wget, httpd, ...) from Debian's static busybox: the
+# A busybox image (sh, mkdir, rm, nslookup, wget, httpd, nc, ...) from Debian's static busybox: the
 # local-path provisioner's helper pods run it, and tests may. Cached like the pause image.
 build_busybox() {
   local busybox tools_linked hash out tmp tool
   busybox=$(command -v busybox) || die "no busybox (Debian's busybox-static)"
-  tools_linked="sh mkdir rm rmdir chmod ls cat echo sleep seq timeout nslookup wget httpd"
+  tools_linked="sh mkdir rm rmdir chmod ls cat echo sleep seq timeout nslookup wget httpd nc"
   hash=$({ sha256sum <"$busybox"; echo "$tools_linked $busybox_image"; } | sha256sum | cut -c1-12)
   out=$tools/busybox/$hash
   if [ ! -s "$out/busybox.tar" ]; then
@@ -992,7 +1005,23 @@ node_down() {
 case $1 in
 build)
   [ $# -eq 1 ] || { [ $# -eq 2 ] && [ "$2" = node ]; } || usage
-  build "${2:-}"
+  if [ $# -eq 2 ]; then
+    # Everything `up --node` runs, into the cache: the Go programs and the two local images.
+    node_packages
+    out=$(mktemp -d)
+    node_programs "$out" || die "building the node's programs failed"
+    cat "$out"/*.path
+    rm -rf "$out"
+    build_pause
+    build_busybox
+  else
+    build
+  fi
+  ;;
+packages)
+  [ $# -eq 1 ] || { [ $# -eq 2 ] && [ "$2" = node ]; } || usage
+  ensure_packages
+  if [ $# -eq 2 ]; then node_packages; fi
   ;;
 up | down)
   with_node=0

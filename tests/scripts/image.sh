@@ -6,6 +6,7 @@
 #   tests/scripts/image.sh check OUT_DIR   build, then run tests/e2e/tests/image.rs against it
 #   tests/scripts/image.sh plan            print what the script read from the Dockerfile
 #   tests/scripts/image.sh size OUT_DIR    print the size of an image built before
+#   tests/scripts/image.sh packages        apt-install the tools `build` needs, if missing
 #
 # What `build` does, each step read from the Dockerfile (parsed line by line; an instruction, flag
 # or build-stage command the script does not understand stops it, so the two cannot drift apart
@@ -577,6 +578,10 @@ case "${1:-}" in
     eval "$plan"
     image_name
     echo "repository=$repository tag=$tag (and latest)"
+    ;;
+  packages)
+    [ $# -eq 1 ] || usage
+    ensure_tools
     ;;
   size)
     [ $# -eq 2 ] || usage

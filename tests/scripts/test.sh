@@ -22,7 +22,14 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   nextest_pid=$!
 fi
 small=
+node_dir=
 cleanup() {
+  if [ -n "$node_dir" ]; then
+    local t=$SECONDS
+    tests/scripts/control-plane.sh down "$node_dir" 2>/dev/null || true
+    echo "node: stopped in $((SECONDS - t))s" >&2
+    rm -rf "$node_dir"
+  fi
   if [ -n "$cp_dir" ]; then
     local t=$SECONDS
     tests/scripts/control-plane.sh down "$cp_dir" 2>/dev/null || true
@@ -52,6 +59,18 @@ if ((${#missing[@]})); then
 fi
 # The ZooKeeper clients (kazoo, Java, Curator, C, Node, Go) tests/e2e/tests/refusals.rs runs.
 tests/clients/install.sh
+
+# The project's image (tests/scripts/image.sh: a release build of the three programs, assembled
+# from the Dockerfile) for the real node's tests at the end, built in the background at the
+# lowest priority while the debug build and the tests run. Their packages first, here: apt
+# takes one caller at a time.
+tests/scripts/image.sh packages
+tests/scripts/control-plane.sh packages node
+image_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}/image")
+image_log=$(mktemp)
+nice -n 19 tests/scripts/image.sh build "$image_dir" >"$image_log" 2>&1 &
+image_pid=$!
+image_started=$SECONDS
 
 # moto_server, a real S3-compatible server for the backup tests (tests/e2e/tests/backup.rs), in the
 # tools' virtualenv that validate-chart.sh uses too (Debian's python refuses `pip install` into the
@@ -90,6 +109,13 @@ if ! wait "$cp_build_pid"; then
 fi
 cp_waited=$((SECONDS - t))
 cp_built=$(grep -o 'built in [0-9]*s' "$cp_log" || echo "binary cached")
+# The node's programs (kubelet, kube-proxy, kube-scheduler from the same Kubernetes modules, so
+# after the control plane's build; CoreDNS, kube-router, the provisioner) and its two local
+# images, in the background too, for the node's tests at the end.
+node_log=$(mktemp)
+nice -n 19 tests/scripts/control-plane.sh build node >"$node_log" 2>&1 &
+node_build_pid=$!
+node_build_started=$SECONDS
 cp_dir=$(mktemp -d)
 t=$SECONDS
 BATON_KUBECONFIG=$(tests/scripts/control-plane.sh up "$cp_dir" | tail -n1)
@@ -101,6 +127,9 @@ if [ -n "$nextest_pid" ] && ! wait "$nextest_pid"; then
   echo "NOTE: installing cargo-nextest failed; running the tests with cargo test" >&2
 fi
 rm -f "$nextest_log"
+# The documentation: the mdBook under docs/ built with a pinned mdBook, every relative link and
+# #anchor checked.
+tests/scripts/docs.sh
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
   # nextest does not run doctests (the examples in the crates' docs).
@@ -129,3 +158,39 @@ fi
 # The client libraries under sdk/ (each language's build, linter and tests against real
 # baton-sidecar processes on a Baton ensemble and on ZooKeeper; sdk/test.sh installs its tools).
 sdk/test.sh
+
+# The real node (tests/control-plane/README.md, "A real node"): the image checked against the
+# Dockerfile, then the kube tests that need pods run by a kubelet from the image (#[ignore]d
+# in the runs above: tests/kube/src/node.rs).
+t=$SECONDS
+if ! wait "$image_pid"; then
+  tail -n 40 "$image_log" >&2
+  echo "building the image failed" >&2
+  exit 1
+fi
+image_waited=$((SECONDS - t))
+grep -E '^(ghcr|compressed|image: (built|assembled|up to date))' "$image_log" >&2 || true
+echo "image: built in the background in $((t - image_started))s; test.sh waited ${image_waited}s for it" >&2
+t=$SECONDS
+if ! wait "$node_build_pid"; then
+  tail -n 40 "$node_log" >&2
+  echo "building the node's programs failed" >&2
+  exit 1
+fi
+echo "node programs: built in the background in $((t - node_build_started))s; test.sh waited $((SECONDS - t))s for them" >&2
+rm -f "$image_log" "$node_log"
+node_dir=$(mktemp -d)
+t=$SECONDS
+BATON_NODE_KUBECONFIG=$(CONTROL_PLANE_IMAGES="$image_dir/baton-image.tar" \
+  tests/scripts/control-plane.sh up "$node_dir" --node | tail -n1)
+export BATON_NODE_KUBECONFIG
+echo "node: started in $((SECONDS - t))s" >&2
+export BATON_IMAGE_DIR=$image_dir
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run -p baton-tests --test image --run-ignored only
+  # Each test mostly waits for pods: more at once than the machine has cores.
+  cargo nextest run -p baton-kube-tests --run-ignored only --test-threads 4 --no-fail-fast
+else
+  cargo test -p baton-tests --test image -- --ignored
+  cargo test -p baton-kube-tests -- --ignored --test-threads 4
+fi
