@@ -1,6 +1,7 @@
 //! Fixture for tests against a real Kubernetes control plane (etcd, kube-apiserver and
-//! kube-controller-manager from `tests/scripts/control-plane.sh`; no kubelet: the tests that
-//! need pods that run start the node agent of [`agent`], a stand-in kubelet).
+//! kube-controller-manager from `tests/scripts/control-plane.sh`). Pods that run: on the real
+//! node of [`node`] (a kubelet and containerd running the project's image), or, for the tests
+//! that need an operator of their own, on the node agent of [`agent`], a stand-in kubelet.
 //!
 //! `tests/scripts/test.sh` starts one control plane for the whole run and exports its admin
 //! kubeconfig as `BATON_KUBECONFIG`. Without it (a `cargo test -p baton-kube-tests` of its
