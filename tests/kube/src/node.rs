@@ -10,7 +10,8 @@
 //! and leaves it running (`tests/scripts/control-plane.sh down target/kube-node` stops it).
 //!
 //! Unlike the node agent's tests, these share one operator, as a real cluster does: the chart
-//! installed once per node the way the README's quick start installs it ([`RELEASE`] in
+//! installed once per node the way the docs' local cluster installs it
+//! (`docs/src/getting-started/local-cluster.md`) ([`RELEASE`] in
 //! [`RELEASE_NAMESPACE`]) with its PodMonitors on ([`CHART_VALUES`]), reconciling every test's
 //! namespace at once.
 
@@ -37,9 +38,9 @@ pub const BUSYBOX: &str = "localhost/baton-test/busybox:1";
 /// The image's user (the Dockerfile's `USER`).
 const IMAGE_UID: u32 = 65532;
 
-/// The chart's release, as the README names it.
+/// The chart's release, as the docs name it.
 pub const RELEASE: &str = "baton";
-/// Its namespace, as the README names it.
+/// Its namespace, as the docs name it.
 pub const RELEASE_NAMESPACE: &str = "baton-system";
 
 /// The node's control plane: `BATON_NODE_KUBECONFIG`'s, else one started in `target/kube-node`.
@@ -70,10 +71,10 @@ impl Kube {
 /// rolls the operator under another's feet.
 pub const CHART_VALUES: &[&str] = &["monitoring.podMonitors.enabled=true"];
 
-/// Installs `charts/baton` as the README's quick start does, `helm install baton charts/baton
+/// Installs `charts/baton` as the docs' local cluster does, `helm install baton charts/baton
 /// -n baton-system --create-namespace`, with [`CHART_VALUES`], and waits until the operator's
-/// Deployment is available; then, with `set` (`KEY=VALUE` each), upgrades it as the README does
-/// (`helm upgrade --reuse-values --set ...`). Tests call it first: the first installs, the
+/// Deployment is available; then, with `set` (`KEY=VALUE` each), upgrades it as the injection
+/// task does (`docs/src/tasks/inject.md`: `helm upgrade --reuse-values --set ...`). Tests call it first: the first installs, the
 /// others find it (one at a time: a file lock). It is installed again only when the chart
 /// changed since (a hash in the control plane's directory), never under a test that runs: a
 /// roll of the operator would be part of no test. The CRDs are applied first, since Helm never

@@ -1,5 +1,5 @@
 //! Pods that run, on the real node (`tests/kube/src/node.rs`: a kubelet, containerd and runc
-//! running the project's image): with the chart installed as the README's quick start installs
+//! running the project's image): with the chart installed as the docs' local cluster installs
 //! it, the operator's own pods (from the image, as the chart's ServiceAccount) bring a
 //! CoordinationEnsemble of 3 up and elect a leader, the members finding each other by their DNS
 //! names; a killed member is restarted by the kubelet and the ensemble keeps its data; 3→5→3; a

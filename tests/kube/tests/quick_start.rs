@@ -1,7 +1,8 @@
-//! The README's quick start and "Sidecar injection", followed on the real node (a kubelet,
+//! The docs' local cluster (`docs/src/getting-started/local-cluster.md`) and the injection task
+//! it leads to (`docs/src/tasks/inject.md`), followed on the real node (a kubelet,
 //! containerd and runc running the project's image; `tests/kube/src/node.rs`): the chart
 //! installed as `helm install baton charts/baton -n baton-system --create-namespace`, then
-//! `helm upgrade --reuse-values` with exactly the `sidecarRbac` values the README passes (the
+//! `helm upgrade --reuse-values` with exactly the `sidecarRbac` values the task passes (the
 //! example Deployment's ServiceAccount `web` in the namespace), the namespace labelled
 //! `baton.dev/injection=enabled`, the two example files applied
 //! (`operator/examples/coordinationensemble.yaml`, three members, and
@@ -10,8 +11,8 @@
 //! labelled `candidate`, and the leader the only Ready one (its app's readiness probe asks the
 //! sidecar's `/leader/ready`).
 //!
-//! The one departure from the README is the one its local cluster section makes: the example
-//! app's `busybox:1.37` becomes the node's own busybox image, since nothing is pulled.
+//! As the local cluster page says, the example app's `busybox:1.37` becomes the node's own
+//! busybox image, since nothing is pulled.
 //!
 //! `#[ignore]`d: `tests/scripts/test.sh` runs it on the node it starts.
 
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 const LOCAL_BUSYBOX: &str = "localhost/baton-test/busybox:1";
 
 /// Applies an example file of `operator/examples/` into `namespace`, its app image swapped for
-/// the node's busybox as the README's local cluster section does.
+/// the node's busybox as the local cluster page does.
 async fn apply_example(kube: &Kube, file: &str, namespace: &str) -> Result<()> {
     let path = repo_root().join("operator/examples").join(file);
     let yaml = std::fs::read_to_string(&path).with_context(|| format!("read {path:?}"))?;
@@ -52,7 +53,7 @@ fn ready(pod: &Pod) -> bool {
 async fn readme_quick_start_shows_the_leader_pod() -> Result<()> {
     let kube = Kube::on_node("quick-start").await?;
     let prod = kube.namespace.clone();
-    // README: helm upgrade ... --reuse-values
+    // inject.md: helm upgrade ... --reuse-values
     //   --set 'sidecarRbac.serviceAccounts[0].namespace=prod'
     //   --set 'sidecarRbac.serviceAccounts[0].name=web'
     let namespace_value = format!("sidecarRbac.serviceAccounts[0].namespace={prod}");
@@ -61,7 +62,7 @@ async fn readme_quick_start_shows_the_leader_pod() -> Result<()> {
         &[&namespace_value, "sidecarRbac.serviceAccounts[0].name=web"],
     )
     .await?;
-    // README: kubectl label namespace prod baton.dev/injection=enabled
+    // inject.md: kubectl label namespace prod baton.dev/injection=enabled
     Api::<Namespace>::all(kube.client.clone())
         .patch(
             &prod,
