@@ -114,8 +114,8 @@ ok "a NetworkPolicy refuses a pod it does not admit"
 wait_phase admitted Succeeded
 ok "the NetworkPolicy admits the pod it selects"
 
-# Storage: a claim of the default StorageClass, provisioned once a pod uses it, written by a
-# non-root user.
+# Storage: a claim of the default StorageClass, provisioned once a pod uses it (a root-owned
+# directory), written by a non-root user through its pod's fsGroup.
 kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -129,7 +129,7 @@ kind: Pod
 metadata: {name: writer}
 spec:
   restartPolicy: Never
-  securityContext: {runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true}
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true, fsGroup: 1000}
   containers:
   - name: writer
     image: $image
@@ -141,7 +141,7 @@ EOF
 wait_phase writer Succeeded
 [ "$(kubectl -n "$ns" get pvc data -o jsonpath='{.status.phase}')" = Bound ] || fail "claim data not Bound"
 [ "$(kubectl -n "$ns" logs writer)" = written ] || fail "the writer did not read back what it wrote"
-ok "a claim of the default StorageClass bound, provisioned on the node and written by a non-root pod"
+ok "a claim of the default StorageClass bound, provisioned on the node and written by a non-root pod (its fsGroup)"
 
 if grep -qx "$project_image" <<<"$(ctr --address "$sock" -n k8s.io images ls -q)"; then
   kubectl -n "$ns" run baton --image="$project_image" --image-pull-policy=Never --command -- \

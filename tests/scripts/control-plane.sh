@@ -867,7 +867,10 @@ EOF
   # Storage: the default StorageClass `standard` (as kind names it), provisioned by Rancher's
   # local-path-provisioner (as kind's is) into directories under DIR/node/local-path, which its
   # helper pods (busybox) make and remove on the node. WaitForFirstConsumer: the scheduler picks
-  # the node, then the volume is made there.
+  # the node, then the volume is made there. Each volume is a `local` PersistentVolume (not
+  # hostPath, the provisioner's default) of a directory owned by root, mode 0755, as a new
+  # disk's file system is: a non-root container can write to it only through its pod's fsGroup,
+  # which the kubelet applies to local volumes (kind's 0777 directories would hide a missing one).
   mkdir -p "$nd/local-path"
   local lp_ns=local-path-storage lp_sa=local-path-provisioner-service-account
   cat >"$nd/local-path.json" <<EOF
@@ -891,11 +894,12 @@ EOF
   admin_send POST "/api/v1/namespaces/$lp_ns/configmaps" "$(jq -n \
     --arg config "$(cat "$nd/local-path.json")" --arg helper "$(cat "$nd/local-path-helper.yaml")" \
     '{metadata: {name: "local-path-config"}, data: {"config.json": $config,
-      setup: "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n",
+      setup: "#!/bin/sh\nset -eu\nmkdir -m 0755 -p \"$VOL_DIR\"\n",
       teardown: "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n", "helperPod.yaml": $helper}}')" \
     >/dev/null || { down "$dir"; die "creating the local-path-config ConfigMap failed"; }
   admin_send POST /apis/storage.k8s.io/v1/storageclasses '{"metadata": {"name": "standard",
-    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+    "annotations": {"storageclass.kubernetes.io/is-default-class": "true",
+      "defaultVolumeType": "local"}},
     "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete",
     "volumeBindingMode": "WaitForFirstConsumer"}' >/dev/null 2>&1 || true
   start_cmd "$dir" storage "$storage_bin" start --config "$nd/local-path.json" \
