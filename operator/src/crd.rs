@@ -362,7 +362,7 @@ pub enum AntiAffinity {
     None,
 }
 
-/// A PersistentVolumeClaim or Secret name (RFC 1123 subdomain).
+/// A PersistentVolumeClaim, Secret or ConfigMap name (RFC 1123 subdomain).
 pub const OBJECT_NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$";
 
 /// Scheduled backups of the ensemble (`spec.backup`).
@@ -432,7 +432,9 @@ pub struct S3Backup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub prefix: Option<String>,
-    /// Endpoint of an S3-compatible store (e.g. `https://minio.storage.svc:9000`); AWS when absent.
+    /// Endpoint of an S3-compatible store (e.g. `https://minio.storage.svc:9000`); AWS when
+    /// absent. Over HTTPS its certificate is checked against the image's CA bundle, or
+    /// against `caConfigMap`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub endpoint: Option<String>,
@@ -446,6 +448,15 @@ pub struct S3Backup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
     pub credentials_secret: Option<String>,
+    /// A ConfigMap of the ensemble's namespace whose key `ca.crt` holds the PEM certificates
+    /// to trust for an `https://` endpoint (e.g. a private CA of an in-cluster MinIO). Mounted
+    /// read-only and named by `SSL_CERT_FILE`, it REPLACES the image's system bundle for
+    /// that container: add the public roots to it if the endpoint's certificate chains to
+    /// one. Without it the system bundle is trusted. A missing ConfigMap or key keeps the
+    /// pod from starting (the kubelet's `FailedMount` event says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub ca_config_map: Option<String>,
 }
 
 /// The backup a new ensemble starts from: exactly one of `pvc` and `s3`.
@@ -474,6 +485,9 @@ pub struct S3Object {
     /// The object's key, or a prefix ending in `/` (its newest backup).
     #[schemars(length(min = 1, max = 1024))]
     pub key: String,
+    /// Endpoint of an S3-compatible store (e.g. `https://minio.storage.svc:9000`); AWS when
+    /// absent. Over HTTPS its certificate is checked against the image's CA bundle, or
+    /// against `caConfigMap`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub endpoint: Option<String>,
@@ -487,6 +501,15 @@ pub struct S3Object {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
     pub credentials_secret: Option<String>,
+    /// A ConfigMap of the ensemble's namespace whose key `ca.crt` holds the PEM certificates
+    /// to trust for an `https://` endpoint (e.g. a private CA of an in-cluster MinIO). Mounted
+    /// read-only and named by `SSL_CERT_FILE`, it REPLACES the image's system bundle for
+    /// that container: add the public roots to it if the endpoint's certificate chains to
+    /// one. Without it the system bundle is trusted. A missing ConfigMap or key keeps the
+    /// pod from starting (the kubelet's `FailedMount` event says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub ca_config_map: Option<String>,
 }
 
 /// A namespace name as Kubernetes allows it (RFC 1123 label); `*` does not match.

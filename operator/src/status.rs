@@ -562,6 +562,7 @@ mod tests {
                 endpoint: None,
                 region: None,
                 credentials_secret: Some("c".into()),
+                ca_config_map: None,
             },
             pending: true,
         };

@@ -7,9 +7,9 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector, Volume,
-    VolumeMount,
+    ConfigMapKeySelector, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec,
+    SecretKeySelector, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -28,6 +28,12 @@ pub const ADMIN_DIR: &str = "/etc/baton/admin";
 pub const BACKUP_MOUNT: &str = "/var/lib/baton/backup";
 /// Where the restore init container mounts a PVC source (read-only).
 pub const RESTORE_MOUNT: &str = "/var/lib/baton/restore";
+/// Where the backup Job's container and the restore container mount an S3 `caConfigMap`.
+pub const S3_CA_DIR: &str = "/etc/baton/s3-ca";
+/// The key of an S3 `caConfigMap` holding the PEM bundle, and the file it is mounted as.
+pub const S3_CA_KEY: &str = "ca.crt";
+/// The volume of an S3 `caConfigMap`.
+const S3_CA_VOLUME: &str = "s3-ca";
 /// Keys of the S3 credentials Secret, passed as environment of the same names.
 pub const S3_CREDENTIAL_KEYS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
 /// Suffix of every backup file.
@@ -165,8 +171,14 @@ pub(super) fn cron_job(
             endpoint,
             region,
             credentials_secret,
+            ca_config_map,
         } => {
             env.extend(s3_credentials(credentials_secret.as_deref()));
+            if let Some(ca) = ca_config_map {
+                env.push(s3_ca_env());
+                volumes.push(s3_ca_volume(ca));
+                mounts.push(mount(S3_CA_VOLUME, S3_CA_DIR, true));
+            }
             args.push(format!("--s3-url=s3://{bucket}/{key}"));
             args.extend(s3_flags(endpoint, region));
             args.push(format!("--keep={}", backup.keep));
@@ -238,11 +250,14 @@ pub(super) fn cron_job(
     }
 }
 
-/// The volume a restore reads from, for a PVC source (S3 needs none).
-pub(super) fn restore_volume(restore: &Restore) -> Option<Volume> {
+/// The volumes of the restore container: the claim it reads from (a PVC source), or the
+/// S3 endpoint's CA bundle (with `caConfigMap`).
+pub(super) fn restore_volumes(restore: &Restore) -> Vec<Volume> {
     match &restore.source {
-        Location::Pvc { claim_name, .. } => Some(claim_volume("restore", claim_name, true)),
-        Location::S3 { .. } => None,
+        Location::Pvc { claim_name, .. } => vec![claim_volume("restore", claim_name, true)],
+        Location::S3 { ca_config_map, .. } => {
+            ca_config_map.iter().map(|ca| s3_ca_volume(ca)).collect()
+        }
     }
 }
 
@@ -303,9 +318,14 @@ pub(super) fn restore_container(
             endpoint,
             region,
             credentials_secret,
+            ca_config_map,
         } => {
             env.push(plain_env("RESTORE_FROM", &format!("s3://{bucket}/{key}")));
             env.extend(s3_credentials(credentials_secret.as_deref()));
+            if ca_config_map.is_some() {
+                env.push(s3_ca_env());
+                mounts.push(mount(S3_CA_VOLUME, S3_CA_DIR, true));
+            }
             args.extend(s3_flags(endpoint, region));
         }
     }
@@ -337,6 +357,31 @@ fn s3_flags(endpoint: &Option<String>, region: &Option<String>) -> Vec<String> {
         flags.push(format!("--s3-region={region}"));
     }
     flags
+}
+
+/// The `caConfigMap`'s key `ca.crt` as a read-only file (certificates are public: anyone may
+/// read it). Only that key, and not optional: a ConfigMap or key that is missing keeps the pod
+/// from starting, with the kubelet's event naming it, rather than trusting the system bundle.
+fn s3_ca_volume(config_map: &str) -> Volume {
+    Volume {
+        name: S3_CA_VOLUME.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.into(),
+            items: Some(vec![KeyToPath {
+                key: S3_CA_KEY.into(),
+                path: S3_CA_KEY.into(),
+                mode: None,
+            }]),
+            default_mode: Some(0o444),
+            optional: Some(false),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// `SSL_CERT_FILE`, which `baton-ensemble`'s S3 client trusts instead of the system bundle.
+fn s3_ca_env() -> EnvVar {
+    plain_env("SSL_CERT_FILE", &format!("{S3_CA_DIR}/{S3_CA_KEY}"))
 }
 
 /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` from the Secret's keys of those names.

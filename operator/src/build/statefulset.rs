@@ -162,7 +162,7 @@ fn pod_spec(
                 },
                 secret_volume("tls", names.tls_secret()),
             ];
-            volumes.extend(restore.map(backup::restore_volume).into_iter().flatten());
+            volumes.extend(restore.map(backup::restore_volumes).into_iter().flatten());
             volumes
         }),
         // A new ensemble restored from a backup: each bootstrapping member fills its empty

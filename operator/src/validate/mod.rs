@@ -140,6 +140,8 @@ pub enum Location {
         region: Option<String>,
         /// None: the pod's own credentials (a web identity from the ServiceAccount).
         credentials_secret: Option<String>,
+        /// A ConfigMap whose `ca.crt` the pod trusts instead of the system bundle.
+        ca_config_map: Option<String>,
     },
 }
 
@@ -291,6 +293,11 @@ pub fn validate(ce: &CoordinationEnsemble, default_image: &str) -> Result<ValidS
                         .as_deref()
                         .map(|s| object_name("spec.backup.target.s3.credentialsSecret", s))
                         .transpose()?,
+                    ca_config_map: s3
+                        .ca_config_map
+                        .as_deref()
+                        .map(|c| object_name("spec.backup.target.s3.caConfigMap", c))
+                        .transpose()?,
                 },
                 _ => return Err(InvalidSpec::Target("spec.backup.target")),
             };
@@ -347,6 +354,11 @@ fn restore(
                 .credentials_secret
                 .as_deref()
                 .map(|s| object_name("spec.restoreFrom.s3.credentialsSecret", s))
+                .transpose()?,
+            ca_config_map: s3
+                .ca_config_map
+                .as_deref()
+                .map(|c| object_name("spec.restoreFrom.s3.caConfigMap", c))
                 .transpose()?,
         },
         _ => return Err(InvalidSpec::Target("spec.restoreFrom")),

@@ -343,6 +343,19 @@ fn s3_without_a_credentials_secret_uses_the_pods_own_credentials() {
         validate(&parse(&bad), "i"),
         Err(InvalidSpec::ObjectName { .. })
     ));
+    for bad in [
+        "{backup: {schedule: '@daily', target: {s3: {bucket: bkt, caConfigMap: Bad_Name}}}}",
+        "{restoreFrom: {s3: {bucket: bkt, key: k, caConfigMap: -ca}}}",
+    ] {
+        let bad = BASE.replace("spec: {}", &format!("spec: {bad}"));
+        assert!(
+            matches!(
+                validate(&parse(&bad), "i"),
+                Err(InvalidSpec::ObjectName { field, .. }) if field.ends_with(".s3.caConfigMap")
+            ),
+            "{bad}"
+        );
+    }
 }
 
 #[test]

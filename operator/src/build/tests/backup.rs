@@ -166,6 +166,53 @@ fn the_cron_job_saves_to_s3_with_the_credentials_secret() {
     );
 }
 
+#[test]
+fn the_s3_endpoints_ca_config_map_replaces_the_system_bundle_in_the_backup_job() {
+    // Without one: the image's system bundle, no extra volume, no SSL_CERT_FILE.
+    let cj = json(&built(S3_BACKUP, 3, 3).backup.expect("a CronJob"));
+    let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert!(!env_of(&pod["containers"][0]).contains_key("SSL_CERT_FILE"));
+    assert!(!pod["volumes"].to_string().contains("s3-ca"));
+
+    let spec = S3_BACKUP.replace(
+        "credentialsSecret: s3-creds",
+        "credentialsSecret: s3-creds, caConfigMap: minio-ca",
+    );
+    let cj = json(&built(&spec, 3, 3).backup.expect("a CronJob"));
+    let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(env_of(c)["SSL_CERT_FILE"], "/etc/baton/s3-ca/ca.crt");
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "s3-ca")
+        .cloned()
+        .expect("the CA volume");
+    // Only the key `ca.crt`, and required: a missing ConfigMap or key stops the pod rather than
+    // letting it trust the system bundle.
+    assert_eq!(
+        volume["configMap"],
+        json!({"name": "minio-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}],
+               "defaultMode": 0o444, "optional": false})
+    );
+    let mounts = c["volumeMounts"].as_array().expect("mounts");
+    assert!(
+        mounts
+            .contains(&json!({"name": "s3-ca", "mountPath": "/etc/baton/s3-ca", "readOnly": true})),
+        "{mounts:?}"
+    );
+    // The flags are the same as without it.
+    assert_eq!(c["args"][1], "--s3-endpoint=https://minio:9000");
+}
+
+#[test]
+fn a_pvc_backup_has_no_ca_config_map() {
+    let cj = json(&built(PVC_BACKUP, 3, 3).backup.expect("a CronJob"));
+    let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert!(!env_of(&pod["containers"][0]).contains_key("SSL_CERT_FILE"));
+}
+
 /// A built ensemble whose status says what its restore got to.
 fn restored(spec: &str, status: Option<&str>) -> Built {
     let mut ce = ensemble(spec);
@@ -232,6 +279,48 @@ fn a_new_ensemble_restores_in_an_init_container_until_it_has_had_a_quorum() {
         "{restore: {source: 's3://my-bucket/baton/prod/', completedAt: '2026-11-23T12:00:00Z'}}";
     let pod = json(&restored(spec, Some(done)).statefulset)["spec"]["template"]["spec"].clone();
     assert!(pod.get("initContainers").is_none());
+}
+
+#[test]
+fn a_restore_from_s3_trusts_the_ca_config_map_in_the_init_container_only() {
+    let spec = "{restoreFrom: {s3: {bucket: my-bucket, key: baton/prod/, endpoint: 'https://minio:9000', caConfigMap: minio-ca}}}";
+    let pod = json(&restored(spec, None).statefulset)["spec"]["template"]["spec"].clone();
+    let init = &pod["initContainers"][0];
+    assert_eq!(env_of(init)["SSL_CERT_FILE"], "/etc/baton/s3-ca/ca.crt");
+    assert_eq!(init["args"], json!(["--s3-endpoint=https://minio:9000"]));
+    let ca = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "s3-ca")
+        .cloned()
+        .expect("the CA volume");
+    assert_eq!(ca["configMap"]["name"], "minio-ca");
+    assert_eq!(ca["configMap"]["items"][0]["key"], "ca.crt");
+    let mounts: Vec<(&str, bool)> = init["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .map(|m| (m["mountPath"].as_str().unwrap_or(""), m["readOnly"] == true))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            ("/var/lib/baton", false),
+            ("/tmp", false),
+            ("/etc/baton/tls", true),
+            ("/etc/baton/s3-ca", true)
+        ]
+    );
+    // The member's own container keeps the system bundle (it talks to no S3 endpoint).
+    let member = &pod["containers"][0];
+    assert!(!member["volumeMounts"].to_string().contains("s3-ca"));
+    assert!(!member["env"].to_string().contains("SSL_CERT_FILE"));
+    // Once restored, the volume goes with the init container.
+    let done =
+        "{restore: {source: 's3://my-bucket/baton/prod/', completedAt: '2026-11-23T12:00:00Z'}}";
+    let pod = json(&restored(spec, Some(done)).statefulset)["spec"]["template"]["spec"].clone();
+    assert!(!pod["volumes"].to_string().contains("s3-ca"));
 }
 
 #[test]
