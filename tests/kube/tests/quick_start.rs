@@ -112,7 +112,7 @@ async fn readme_quick_start_shows_the_leader_pod() -> Result<()> {
                 ready == [leader.clone()],
                 "leader {leader}, Ready {ready:?}"
             );
-            Ok(leaders.into_iter().next().context("leader")?)
+            leaders.into_iter().next().context("leader")
         },
     )
     .await?;
