@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod build;
+pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod dereference;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
+use baton_metrics::{Catalog, FamilyInfo};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -18,6 +19,7 @@ type Labels = Vec<(String, String)>;
 /// Reconcile counts and durations, per-ensemble readiness, and leadership of this replica.
 pub struct Metrics {
     registry: Registry,
+    families: Vec<FamilyInfo>,
     reconciles: Family<Labels, Counter>,
     duration: Histogram,
     ready_members: Family<Labels, Gauge>,
@@ -39,7 +41,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric under the `baton_operator` prefix.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("baton_operator");
+        let mut registry = Catalog::with_prefix("baton_operator");
         let reconciles = Family::<Labels, Counter>::default();
         registry.register(
             "reconciles",
@@ -104,8 +106,10 @@ impl Metrics {
              ensemble they name (unresolved: none, or several, answer)",
             pods_missing_sidecar.clone(),
         );
+        let (registry, families) = registry.finish();
         Metrics {
             registry,
+            families,
             pods_missing_sidecar,
             backup_last_success,
             backup_last_failed,
@@ -190,6 +194,12 @@ impl Metrics {
     /// Records whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.is_leader.set(i64::from(leading));
+    }
+
+    /// Every family registered, with its help and type, including labelled ones that have no
+    /// series yet (the metrics reference is made from this).
+    pub fn families(&self) -> &[FamilyInfo] {
+        &self.families
     }
 
     /// The OpenMetrics text exposition.

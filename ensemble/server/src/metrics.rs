@@ -1,5 +1,6 @@
 //! Prometheus metrics for the member, rendered at `GET /metrics`.
 
+use baton_metrics::{Catalog, FamilyInfo};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,6 +13,7 @@ use std::time::Duration;
 /// Every metric the member exports. Cheap to update from the core thread (atomics).
 pub struct Metrics {
     registry: Registry,
+    families: Vec<FamilyInfo>,
     pub term: Gauge,
     pub commit_index: Gauge,
     pub applied_index: Gauge,
@@ -82,7 +84,7 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("baton");
+        let mut registry = Catalog::with_prefix("baton");
         let m = Metrics {
             term: Gauge::default(),
             commit_index: Gauge::default(),
@@ -129,6 +131,7 @@ impl Metrics {
             disk_free_bytes: Gauge::default(),
             feature_level: Gauge::default(),
             registry: Registry::default(),
+            families: Vec::new(),
         };
         // Every known reason from the start: a rate over a series that appears only with its
         // first event misses that event, and dashboards show "no data" instead of zero.
@@ -240,7 +243,12 @@ impl Metrics {
         m.register_core(&mut registry);
         m.register_client_limits(&mut registry);
         m.register_identities(&mut registry);
-        Metrics { registry, ..m }
+        let (registry, families) = registry.finish();
+        Metrics {
+            registry,
+            families,
+            ..m
+        }
     }
 
     /// One batch of the core took `took`, of which `fsync` waiting for the disk.
@@ -258,7 +266,7 @@ impl Metrics {
     }
 
     /// The core thread's pauses and the snapshots it hands off.
-    fn register_core(&self, registry: &mut Registry) {
+    fn register_core(&self, registry: &mut Catalog) {
         registry.register(
             "core_step_seconds",
             "Time the core thread took over one batch (messages, then Raft's Ready); it serves nothing else meanwhile",
@@ -287,7 +295,7 @@ impl Metrics {
     }
 
     /// The client port's limits (DESIGN.md §4): what each refused, paused or held back.
-    fn register_client_limits(&self, registry: &mut Registry) {
+    fn register_client_limits(&self, registry: &mut Catalog) {
         registry.register(
             "client_connections_refused",
             "Client connections closed at accept, by reason (per_ip_limit, connection_limit)",
@@ -336,7 +344,7 @@ impl Metrics {
     }
 
     /// Client identities (`k8s` auth) and the recipe-tree policy (DESIGN.md §4).
-    fn register_identities(&self, registry: &mut Registry) {
+    fn register_identities(&self, registry: &mut Catalog) {
         registry.register(
             "k8s_auth",
             "k8s auth packets by result (accepted, rejected, unavailable: TokenReview API trouble, disabled: no --k8s-auth)",
@@ -382,6 +390,12 @@ impl Metrics {
             "Free bytes on this member's data volume at the last check (every second)",
             self.disk_free_bytes.clone(),
         );
+    }
+
+    /// Every family registered, with its help and type, including labelled ones that have no
+    /// series yet (the metrics reference is made from this).
+    pub fn families(&self) -> &[FamilyInfo] {
+        &self.families
     }
 
     /// The Prometheus text exposition of every metric.

@@ -1,6 +1,7 @@
 //! The localhost HTTP API on `--listen` (DESIGN.md §2): hyper HTTP/1.1, one task per
 //! connection, JSON answers, small bodies only.
 
+mod error_code;
 mod handlers;
 mod query;
 mod reply;
@@ -14,7 +15,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode, header};
+use hyper::{Request, Response, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -24,6 +25,7 @@ pub use handlers::{
 };
 // `Query` is public (like `route`) only so the proptests in `sidecar/tests/http_parsing.rs`
 // and the cargo-fuzz targets in `tests/fuzz/` can drive the parsers directly; nothing else uses it.
+pub use error_code::ErrorCode;
 pub use query::Query;
 pub use reply::{ApiError, Body};
 pub use route::{Route, route};
@@ -125,8 +127,7 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
             Ok(route)
         } else {
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "ProbePortReadOnly",
+                ErrorCode::ProbePortReadOnly,
                 format!(
                     "{method} {path} is served only on the localhost API (--listen); the probe \
                      port answers /healthz, /readyz, /leader[/NAME]/ready (status only) and \
@@ -163,8 +164,7 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
 async fn read_body(req: Request<Incoming>) -> Result<(), ApiError> {
     let too_large = || {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PayloadTooLarge",
+            ErrorCode::PayloadTooLarge,
             format!(
                 "request bodies are limited to {MAX_BODY} bytes; parameters go in the query string"
             ),
@@ -187,7 +187,7 @@ async fn read_body(req: Request<Incoming>) -> Result<(), ApiError> {
             Err(too_large())
         }
         Err(e) => Err(ApiError::bad_request(
-            "BadBody",
+            ErrorCode::BadBody,
             format!("could not read the request body: {e}"),
         )),
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::reply::ApiError;
+use crate::http::error_code::ErrorCode;
 
 /// The parameters of one request, each at most once and each known to the route.
 #[derive(Debug, Default)]
@@ -26,13 +27,13 @@ impl Query {
                     format!("expected one of: {}", allowed.join(", "))
                 };
                 return Err(ApiError::bad_request(
-                    "UnknownParameter",
+                    ErrorCode::UnknownParameter,
                     format!("unknown query parameter {key:?}; {expected}"),
                 ));
             }
             if pairs.iter().any(|(k, _)| *k == key) {
                 return Err(ApiError::bad_request(
-                    "DuplicateParameter",
+                    ErrorCode::DuplicateParameter,
                     format!("query parameter {key:?} is given more than once"),
                 ));
             }
@@ -61,7 +62,7 @@ impl Query {
             return Ok(default);
         };
         baton_duration::parse_within(value, min..=max)
-            .map_err(|e| ApiError::bad_request("InvalidDuration", format!("{key}: {e}")))
+            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidDuration, format!("{key}: {e}")))
     }
 }
 
@@ -69,7 +70,7 @@ impl Query {
 fn decode(raw: &str) -> Result<String, ApiError> {
     let bad = || {
         ApiError::bad_request(
-            "InvalidQuery",
+            ErrorCode::InvalidQuery,
             format!("query component {raw:?} is not valid percent-encoded UTF-8"),
         )
     };

@@ -10,6 +10,7 @@ use hyper::body::{Frame, SizeHint};
 use hyper::{Response, StatusCode, header};
 use tokio::sync::mpsc;
 
+use super::error_code::ErrorCode;
 use crate::leases::LeaseError;
 use crate::recipe::RecipeError;
 
@@ -70,7 +71,8 @@ impl hyper::body::Body for Body {
     }
 }
 
-/// An error answer: status, a stable machine-readable code, and a message for people.
+/// An error answer: status, a stable machine-readable code ([`ErrorCode`]), and a message for
+/// people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -81,28 +83,25 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// An error with `status` and `code`.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with `code`, and the status that code has.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
-            code,
+            status: code.status(),
+            code: code.as_str(),
             message: message.into(),
             allow: None,
         }
     }
 
-    /// 400 with `code`.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
+    /// A 400 error with `code` (whose status is 400).
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
+        debug_assert_eq!(code.status(), StatusCode::BAD_REQUEST, "{}", code.as_str());
+        Self::new(code, message)
     }
 
     /// 404 for a path no route matches.
     pub fn no_route(path: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("no such endpoint: {path}"),
-        )
+        Self::new(ErrorCode::NotFound, format!("no such endpoint: {path}"))
     }
 
     /// 405 naming the methods `path` takes.
@@ -110,8 +109,7 @@ impl ApiError {
         Self {
             allow: Some(allow),
             ..Self::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "MethodNotAllowed",
+                ErrorCode::MethodNotAllowed,
                 format!("{path} does not take {method}; it takes {allow}"),
             )
         }
@@ -134,21 +132,11 @@ impl From<RecipeError> for ApiError {
     fn from(e: RecipeError) -> Self {
         let message = e.to_string();
         match e {
-            RecipeError::Suspended => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "SessionSuspended", message)
-            }
-            RecipeError::SessionLost => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "SessionLost", message)
-            }
-            RecipeError::ShuttingDown => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "ShuttingDown", message)
-            }
-            RecipeError::NodeVanished(_) => {
-                Self::new(StatusCode::CONFLICT, "NodeVanished", message)
-            }
-            RecipeError::ZooKeeper { .. } => {
-                Self::new(StatusCode::BAD_GATEWAY, "EnsembleError", message)
-            }
+            RecipeError::Suspended => Self::new(ErrorCode::SessionSuspended, message),
+            RecipeError::SessionLost => Self::new(ErrorCode::SessionLost, message),
+            RecipeError::ShuttingDown => Self::new(ErrorCode::ShuttingDown, message),
+            RecipeError::NodeVanished(_) => Self::new(ErrorCode::NodeVanished, message),
+            RecipeError::ZooKeeper { .. } => Self::new(ErrorCode::EnsembleError, message),
         }
     }
 }
@@ -157,20 +145,20 @@ impl From<LeaseError> for ApiError {
     fn from(e: LeaseError) -> Self {
         let message = e.to_string();
         let code = match e {
-            LeaseError::AlreadyHeld { .. } => "AlreadyHeld",
-            LeaseError::AcquireInProgress { .. } => "AcquireInProgress",
-            LeaseError::NotGranted { .. } => "NotGranted",
-            LeaseError::NotHeld { .. } => "NotHeld",
-            LeaseError::StaleToken { .. } => "StaleToken",
-            LeaseError::Lost { .. } => "LockLost",
-            LeaseError::StreamHold { .. } => "StreamHold",
-            LeaseError::PermitsMismatch { .. } => "PermitsMismatch",
+            LeaseError::AlreadyHeld { .. } => ErrorCode::AlreadyHeld,
+            LeaseError::AcquireInProgress { .. } => ErrorCode::AcquireInProgress,
+            LeaseError::NotGranted { .. } => ErrorCode::NotGranted,
+            LeaseError::NotHeld { .. } => ErrorCode::NotHeld,
+            LeaseError::StaleToken { .. } => ErrorCode::StaleToken,
+            LeaseError::Lost { .. } => ErrorCode::LockLost,
+            LeaseError::StreamHold { .. } => ErrorCode::StreamHold,
+            LeaseError::PermitsMismatch { .. } => ErrorCode::PermitsMismatch,
             LeaseError::AppUnhealthy => {
-                return Self::new(StatusCode::SERVICE_UNAVAILABLE, "AppUnhealthy", message);
+                return Self::new(ErrorCode::AppUnhealthy, message);
             }
             LeaseError::Recipe(e) => return e.into(),
         };
-        Self::new(StatusCode::CONFLICT, code, message)
+        Self::new(code, message)
     }
 }
 

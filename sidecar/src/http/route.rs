@@ -3,6 +3,7 @@
 use hyper::Method;
 
 use super::reply::ApiError;
+use crate::http::error_code::ErrorCode;
 use crate::recipe::ResourceName;
 
 /// One endpoint of the API, with its validated path parameters.
@@ -74,7 +75,7 @@ impl Route {
 
 fn name(kind: &str, raw: &str) -> Result<ResourceName, ApiError> {
     ResourceName::new(raw)
-        .map_err(|e| ApiError::bad_request("InvalidName", format!("{kind} name: {e}")))
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidName, format!("{kind} name: {e}")))
 }
 
 fn election(raw: Option<&str>) -> Result<Option<ResourceName>, ApiError> {

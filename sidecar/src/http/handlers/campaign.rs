@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::ApiState;
 use crate::config::Candidacy;
 use crate::events::{session_change_data, session_changes, session_mark, sse_comment, sse_event};
+use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
@@ -69,8 +70,7 @@ pub(super) async fn campaign(
     let election = state.election(name)?;
     if state.candidacy != Candidacy::App {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "CandidacyAlways",
+            ErrorCode::CandidacyAlways,
             format!(
                 "this sidecar stands in election {} from start to shutdown (--candidacy always); \
                  start it with --candidacy app (annotation baton.dev/candidacy: app) for the app \
@@ -82,8 +82,7 @@ pub(super) async fn campaign(
     }
     if state.is_draining() {
         return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
+            ErrorCode::ShuttingDown,
             "this sidecar is shutting down",
         ));
     }
@@ -95,8 +94,7 @@ pub(super) async fn campaign(
     let mut snapshots = state.session.subscribe();
     let Some(claim) = state.campaigns.claim(election) else {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "CampaignInProgress",
+            ErrorCode::CampaignInProgress,
             format!(
                 "another campaign stream of this pod stands in election {} already; one per \
                  election (the candidacy ends when that stream closes)",
@@ -232,8 +230,7 @@ pub(super) async fn release(
             &json!({ "election": election.name(), "released": true, "wasLeader": led }),
         )),
         Err(_) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "NotSteppingDown",
+            ErrorCode::NotSteppingDown,
             format!(
                 "release answers a stepping-down event while this sidecar shuts down; to step \
                  down now and stand again, POST /leader/{}/resign",

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::locks::MAX_PERMITS;
 use super::{ApiState, MAX_WAIT};
+use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, json};
 use crate::recipe::{BarrierError, BarrierRecipe, ResourceName, read_members};
@@ -55,24 +56,18 @@ pub(super) async fn barrier(
         Some((_, Ok(n))) if (1..=MAX_PERMITS).contains(&n) => n,
         Some((raw, _)) => {
             return Err(ApiError::bad_request(
-                "InvalidParties",
+                ErrorCode::InvalidParties,
                 format!("parties: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
             ));
         }
         None => {
             return Err(ApiError::bad_request(
-                "MissingParties",
+                ErrorCode::MissingParties,
                 "a barrier needs ?parties=N: how many pods must enter before any passes",
             ));
         }
     };
-    let shutting_down = || {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
-            "this sidecar is shutting down",
-        )
-    };
+    let shutting_down = || ApiError::new(ErrorCode::ShuttingDown, "this sidecar is shutting down");
     if state.is_draining() {
         return Err(shutting_down());
     }
@@ -92,16 +87,14 @@ pub(super) async fn barrier(
             &json!({ "barrier": name, "parties": parties, "passed": true }),
         )),
         Err(BarrierError::NotPassed { .. }) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "NotPassed",
+            ErrorCode::NotPassed,
             format!(
                 "fewer than {parties} pods entered barrier {name} within wait={}",
                 baton_duration::format(wait)
             ),
         )),
         Err(e @ BarrierError::PartiesMismatch { .. }) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "PartiesMismatch",
+            ErrorCode::PartiesMismatch,
             format!("barrier {name}: {e}"),
         )),
         Err(BarrierError::Recipe(e)) => Err(e.into()),

@@ -12,6 +12,7 @@ use super::{ApiState, MAX_WAIT};
 use crate::events::{
     leader_key, session_change_data, session_changes, session_mark, sse_comment, sse_event,
 };
+use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
@@ -33,7 +34,7 @@ pub(super) async fn leader(
         None => 0,
         Some(raw) => raw.parse::<i64>().map_err(|_| {
             ApiError::bad_request(
-                "InvalidToken",
+                ErrorCode::InvalidToken,
                 format!("token: {raw:?} is not an integer fencing token"),
             )
         })?,
@@ -42,14 +43,14 @@ pub(super) async fn leader(
         None => false,
         Some("stream") if q.get("wait").is_some() || q.get("token").is_some() => {
             return Err(ApiError::bad_request(
-                "FollowWithWait",
+                ErrorCode::FollowWithWait,
                 "follow=stream sends every change as it happens; it takes no wait or token",
             ));
         }
         Some("stream") => true,
         Some(other) => {
             return Err(ApiError::bad_request(
-                "InvalidFollow",
+                ErrorCode::InvalidFollow,
                 format!("follow: {other:?} is not stream"),
             ));
         }
@@ -183,8 +184,7 @@ pub(super) fn ready_status(
         ));
     }
     Err(ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "NotLeader",
+        ErrorCode::NotLeader,
         format!("election {}: this pod does not lead it", view.election),
     ))
 }
@@ -211,8 +211,7 @@ pub(super) fn ready(
         other => format!("the session is {}: leadership is uncertain", other.as_str()),
     };
     Err(ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "NotLeader",
+        ErrorCode::NotLeader,
         format!("election {}: {why}", view.election),
     ))
 }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::{ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL};
 use crate::events::{session_change_data, session_changes, session_mark, sse_comment, sse_event};
+use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
@@ -21,7 +22,7 @@ use crate::recipe::{LockEntry, LockMode, LockRecipe, ResourceName};
 pub(super) fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<i64, ApiError> {
     let Some(raw) = q.get("token") else {
         return Err(ApiError::bad_request(
-            "MissingToken",
+            ErrorCode::MissingToken,
             format!(
                 "to {what} lock {lock}, pass the fencing token of your grant as ?token=T \
                  (the \"token\" in the answer to POST /lock/{lock})"
@@ -30,7 +31,7 @@ pub(super) fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<
     };
     raw.parse::<i64>().map_err(|_| {
         ApiError::bad_request(
-            "InvalidToken",
+            ErrorCode::InvalidToken,
             format!("token: {raw:?} is not an integer fencing token"),
         )
     })
@@ -49,18 +50,12 @@ pub(super) async fn acquire(
         Some("write") => LockMode::Write,
         Some(other) => {
             return Err(ApiError::bad_request(
-                "InvalidMode",
+                ErrorCode::InvalidMode,
                 format!("mode: {other:?} is not one of exclusive, read, write"),
             ));
         }
     };
-    let shutting_down = || {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
-            "this sidecar is shutting down",
-        )
-    };
+    let shutting_down = || ApiError::new(ErrorCode::ShuttingDown, "this sidecar is shutting down");
     if stream {
         let hold = tokio::select! {
             hold = state.locks.acquire_stream(name, mode, wait) => hold?,
@@ -86,7 +81,7 @@ pub(super) fn permits(q: &Query) -> Result<Option<u32>, ApiError> {
     match raw.parse::<u32>() {
         Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(Some(n)),
         _ => Err(ApiError::bad_request(
-            "InvalidPermits",
+            ErrorCode::InvalidPermits,
             format!("permits: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
         )),
     }
@@ -102,7 +97,7 @@ pub(super) async fn acquire_permit(
     let q = Query::parse(query, &["wait", "ttl", "hold", "permits"])?;
     let Some(permits) = permits(&q)? else {
         return Err(ApiError::bad_request(
-            "MissingPermits",
+            ErrorCode::MissingPermits,
             "a semaphore needs ?permits=N: how many pods may hold it at once (the same on every pod)",
         ));
     };
@@ -111,10 +106,7 @@ pub(super) async fn acquire_permit(
     let (lease, ended) = tokio::select! {
         held = state.locks.acquire_permit(name, permits, wait, ttl) => held?,
         _ = state.drained() => {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ShuttingDown",
-                "this sidecar is shutting down",
+            return Err(ApiError::new(ErrorCode::ShuttingDown, "this sidecar is shutting down",
             ));
         }
     };
@@ -133,22 +125,21 @@ fn hold_params(state: &ApiState, q: &Query) -> Result<(Duration, Duration, bool)
         None | Some("lease") => false,
         Some("stream") if q.get("ttl").is_some() => {
             return Err(ApiError::bad_request(
-                "TtlWithStream",
+                ErrorCode::TtlWithStream,
                 "a stream hold (hold=stream) has no ttl: it lasts as long as the connection",
             ));
         }
         Some("stream") => true,
         Some(other) => {
             return Err(ApiError::bad_request(
-                "InvalidHold",
+                ErrorCode::InvalidHold,
                 format!("hold: {other:?} is not one of lease, stream"),
             ));
         }
     };
     if state.is_draining() {
         return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
+            ErrorCode::ShuttingDown,
             "this sidecar is shutting down",
         ));
     }

@@ -28,6 +28,7 @@ use crate::recipe::{ConnectionState, ElectionRecipe, ResourceName, SessionHandle
 pub use campaign::Campaigns;
 pub use leader::leader_body;
 
+use crate::http::error_code::ErrorCode;
 use campaign::{campaign, release};
 use events::events;
 use groups::{barrier, members};
@@ -74,21 +75,17 @@ impl ApiState {
             let known: Vec<_> = self.elections.iter().map(|e| e.name().as_str()).collect();
             match (name, known.is_empty()) {
                 (_, true) => ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "NoElection",
+                    ErrorCode::NoElection,
                     "this sidecar stands in no election; start it with --election NAME",
                 ),
                 (Some(name), false) => ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "UnknownElection",
+                    ErrorCode::UnknownElection,
                     format!(
                         "this sidecar does not stand in election {name}; it stands in: {}",
                         known.join(", ")
                     ),
                 ),
-                (None, false) => {
-                    ApiError::new(StatusCode::NOT_FOUND, "NoElection", "no default election")
-                }
+                (None, false) => ApiError::new(ErrorCode::NoElection, "no default election"),
             }
         })
     }
@@ -230,8 +227,7 @@ pub async fn handle(
 fn readyz(state: &ApiState) -> Result<Response<Body>, ApiError> {
     if state.is_draining() {
         return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ShuttingDown",
+            ErrorCode::ShuttingDown,
             "this sidecar is shutting down",
         ));
     }
@@ -241,8 +237,7 @@ fn readyz(state: &ApiState) -> Result<Response<Body>, ApiError> {
             &json!({ "status": "ready", "state": "CONNECTED" }),
         )),
         other => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "NotConnected",
+            ErrorCode::NotConnected,
             format!("the session is {}", other.as_str()),
         )),
     }
