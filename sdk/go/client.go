@@ -31,9 +31,19 @@ type Client struct {
 	StreamIdle time.Duration
 }
 
+// Option configures a Client made by New.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send every request with h (its Transport for tracing or
+// tests, say). h's Timeout must be zero or longer than any wait and every stream's life: this
+// client bounds each call itself, and a stream hold lives as long as the lock.
+func WithHTTPClient(h *http.Client) Option {
+	return func(c *Client) { c.http = h }
+}
+
 // New returns a client of the sidecar at address ("HOST:PORT" or "http://HOST:PORT"); an
 // empty address means $BATON_SIDECAR, else 127.0.0.1:4040.
-func New(address string) *Client {
+func New(address string, opts ...Option) *Client {
 	if address == "" {
 		address = os.Getenv("BATON_SIDECAR")
 	}
@@ -49,11 +59,15 @@ func New(address string) *Client {
 		// Never through a proxy: the sidecar is on this pod's loopback.
 		Proxy: nil,
 	}
-	return &Client{
+	c := &Client{
 		base:       strings.TrimRight(address, "/"),
 		http:       &http.Client{Transport: transport},
 		StreamIdle: 25 * time.Second,
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // callSlack bounds a plain call beyond the wait the sidecar was asked for: the sidecar answers

@@ -1,3 +1,3 @@
-module baton.dev/sdk/go
+module baton.dev/baton
 
-go 1.26
+go 1.21

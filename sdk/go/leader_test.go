@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	baton "baton.dev/sdk/go"
+	"baton.dev/baton"
 )
 
 // terms records what RunLeaderElection's callbacks saw.

@@ -26,13 +26,12 @@ type Grant struct {
 }
 
 // LockOptions say how to acquire. The zero value: an exclusive lock held by a stream (it dies
-// with this process), waiting as long as the caller's context allows.
+// with this process). How long to queue is the context's business (Go's idiom for the other
+// clients' `wait`): Lock queues until granted or ctx is done, a deadline of ctx bounds the
+// wait (ErrNotGranted when it passes), and TryLock does not queue at all (wait 0).
 type LockOptions struct {
 	// Mode: "" (exclusive), "read" or "write".
 	Mode string
-	// Wait bounds the queueing; zero: as long as ctx allows. TryOnly: not at all.
-	Wait    time.Duration
-	TryOnly bool
 	// TTL > 0 takes a lease instead of a stream hold; this client renews it (every third of
 	// the TTL, sooner when validUntil is nearer) and stops at the first renewal that fails.
 	TTL time.Duration
@@ -60,45 +59,114 @@ type Lock struct {
 // maxWait is the longest wait the sidecar takes in one call.
 const maxWait = 600 * time.Second
 
-// Lock acquires lock name.
+// Lock acquires lock name, queueing until it is granted or ctx is done: with a deadline,
+// ErrNotGranted when it passes; cancelled, ctx's error. A deadline further than the sidecar's
+// 600 s limit on one call is waited out in calls of 600 s.
 func (c *Client) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
+	return c.acquire(ctx, lockPath(name), lockQuery(opts), opts, false)
+}
+
+// TryLock acquires lock name only if it is free now (wait 0): ErrNotGranted when it is held.
+func (c *Client) TryLock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
+	return c.acquire(ctx, lockPath(name), lockQuery(opts), opts, true)
+}
+
+// Semaphore acquires one of permits permits of semaphore name, queueing as Lock does; it is
+// held, renewed and released as a lock is.
+func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
+	return c.acquire(ctx, semaphorePath(name), url.Values{"permits": {strconv.Itoa(permits)}}, opts, false)
+}
+
+// TrySemaphore acquires a permit only if one is free now (wait 0): ErrNotGranted when not.
+func (c *Client) TrySemaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
+	return c.acquire(ctx, semaphorePath(name), url.Values{"permits": {strconv.Itoa(permits)}}, opts, true)
+}
+
+func lockPath(name string) string      { return "/lock/" + url.PathEscape(name) }
+func semaphorePath(name string) string { return "/semaphore/" + url.PathEscape(name) }
+
+func lockQuery(opts LockOptions) url.Values {
 	q := url.Values{}
 	if opts.Mode != "" {
 		q.Set("mode", opts.Mode)
 	}
-	return c.acquire(ctx, "/lock/"+url.PathEscape(name), q, opts)
+	return q
 }
 
-// Semaphore acquires one of permits permits of semaphore name; it is held, renewed and released
-// as a lock is.
-func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
-	q := url.Values{}
-	q.Set("permits", strconv.Itoa(permits))
-	return c.acquire(ctx, "/semaphore/"+url.PathEscape(name), q, opts)
-}
-
-func (c *Client) acquire(ctx context.Context, path string, q url.Values, opts LockOptions) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, path string, q url.Values, opts LockOptions, try bool) (*Lock, error) {
 	for {
-		wait := opts.Wait
-		if opts.TryOnly {
-			wait = 0
-		} else if wait == 0 {
+		var wait time.Duration
+		if !try {
 			wait = maxWait
 			if deadline, ok := ctx.Deadline(); ok {
-				wait = min(maxWait, time.Until(deadline).Truncate(time.Millisecond))
+				wait = max(0, min(maxWait, time.Until(deadline).Truncate(time.Millisecond)))
 			}
-		}
-		if wait < 0 {
-			wait = 0
 		}
 		q.Set("wait", seconds(wait))
 		lock, err := c.acquireOnce(ctx, path, q, opts, wait)
-		// Only an unbounded wait goes on: the sidecar gives one call 600 s at most.
-		if errors.Is(err, ErrNotGranted) && opts.Wait == 0 && !opts.TryOnly && ctx.Err() == nil && wait == maxWait {
+		// A wait cut at the sidecar's 600 s limit goes on while ctx allows.
+		if errors.Is(err, ErrNotGranted) && !try && wait == maxWait && ctx.Err() == nil {
 			continue
 		}
 		return lock, err
 	}
+}
+
+// Holder is one grant of a lock or semaphore, as GET /lock/NAME and GET /semaphore/NAME show it.
+type Holder struct {
+	Identity       string `json:"identity"`
+	Mode           string `json:"mode"`    // a lock's: exclusive, read or write
+	Permits        int    `json:"permits"` // a semaphore's N as this holder gave it
+	Token          int64  `json:"token"`
+	LeaseExpiresAt Time   `json:"leaseExpiresAt"` // zero on a stream hold
+	Node           string `json:"node"`
+}
+
+// Self is this pod's part in a lock or semaphore: whether it holds it, and until when it may act.
+type Self struct {
+	Identity   string `json:"identity"`
+	Holds      bool   `json:"holds"`
+	Token      int64  `json:"token"` // zero when it does not hold
+	Hold       string `json:"hold"`  // stream or lease
+	Mode       string `json:"mode"`
+	ExpiresAt  Time   `json:"expiresAt"`
+	ValidUntil Time   `json:"validUntil"`
+}
+
+// LockState is the answer of GET /lock/NAME and GET /semaphore/NAME: who holds it, who
+// queues, and this pod's part. Permits is a semaphore's N (zero for a lock).
+type LockState struct {
+	Lock      string   `json:"lock"`
+	Semaphore string   `json:"semaphore"`
+	Permits   int      `json:"permits"`
+	Holders   []Holder `json:"holders"`
+	Waiters   []Holder `json:"waiters"`
+	Self      Self     `json:"self"`
+}
+
+// LockState reads lock name: holders, waiters and whether this pod holds it.
+func (c *Client) LockState(ctx context.Context, name string) (LockState, error) {
+	var s LockState
+	err := c.call(ctx, http.MethodGet, lockPath(name), nil, 0, &s)
+	return s, err
+}
+
+// SemaphoreState reads semaphore name: its permits, holders, waiters and this pod's part.
+func (c *Client) SemaphoreState(ctx context.Context, name string) (LockState, error) {
+	var s LockState
+	err := c.call(ctx, http.MethodGet, semaphorePath(name), nil, 0, &s)
+	return s, err
+}
+
+// ReleaseLock releases this pod's grant of lock name by its fencing token (a grant taken by
+// another process of the pod, or one this process no longer has a *Lock for).
+func (c *Client) ReleaseLock(ctx context.Context, name string, token int64) error {
+	return c.call(ctx, http.MethodDelete, lockPath(name), url.Values{"token": {strconv.FormatInt(token, 10)}}, 0, nil)
+}
+
+// ReleaseSemaphore releases this pod's permit of semaphore name by its token.
+func (c *Client) ReleaseSemaphore(ctx context.Context, name string, token int64) error {
+	return c.call(ctx, http.MethodDelete, semaphorePath(name), url.Values{"token": {strconv.FormatInt(token, 10)}}, 0, nil)
 }
 
 func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (lock *Lock, err error) {
@@ -186,12 +254,14 @@ func (l *Lock) Suspended() bool {
 	return l.suspended
 }
 
-// Unlock releases the lock (DELETE with its token, then the stream closes) and stops renewing.
-// Releasing a grant that already ended is not an error.
-func (l *Lock) Unlock() error {
+// Unlock releases the lock (DELETE with its token, then the stream closes) and stops renewing;
+// ctx bounds the DELETE (a stream hold is released by closing its stream whatever the DELETE
+// met). Releasing a grant that already ended is not an error.
+func (l *Lock) Unlock(ctx context.Context) error {
 	var err error
 	if l.ctx.Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), callSlack)
+		// Never longer than a plain call: the release must not hang on a hung sidecar.
+		ctx, cancel := context.WithTimeout(ctx, callSlack)
 		defer cancel()
 		q := url.Values{"token": {strconv.FormatInt(l.grant.Token, 10)}}
 		err = l.c.call(ctx, http.MethodDelete, l.path, q, 0, nil)
@@ -208,8 +278,8 @@ func (l *Lock) Unlock() error {
 	return err
 }
 
-// Close is Unlock, for io.Closer.
-func (l *Lock) Close() error { return l.Unlock() }
+// Close is Unlock with a background context bounded by the client's call timeout, for io.Closer.
+func (l *Lock) Close() error { return l.Unlock(context.Background()) }
 
 func (l *Lock) end(cause error) {
 	l.cancel(cause)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	baton "baton.dev/sdk/go"
+	"baton.dev/baton"
 )
 
 func withBound(t *testing.T) context.Context {
@@ -42,12 +43,12 @@ func TestStreamHoldIsExclusiveAndReleasedByUnlock(t *testing.T) {
 	if g := lock.Grant(); g.Hold != "stream" || g.Lock != name || g.Token <= 0 || !g.ExpiresAt.IsZero() || g.ValidUntil.IsZero() {
 		t.Fatalf("grant %+v", g)
 	}
-	_, err = b.Lock(ctx, name, baton.LockOptions{TryOnly: true})
+	_, err = b.TryLock(ctx, name, baton.LockOptions{})
 	var apiErr *baton.Error
 	if !errors.Is(err, baton.ErrNotGranted) || !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict {
 		t.Fatalf("a held lock was granted to another pod, or the wrong error: %v", err)
 	}
-	_, err = a.Lock(ctx, name, baton.LockOptions{TryOnly: true})
+	_, err = a.TryLock(ctx, name, baton.LockOptions{})
 	if !errors.Is(err, baton.ErrAlreadyHeld) {
 		t.Fatalf("want AlreadyHeld, got %v", err)
 	}
@@ -62,7 +63,7 @@ func TestStreamHoldIsExclusiveAndReleasedByUnlock(t *testing.T) {
 		granted <- l
 	}()
 	waitWaiters(t, a, name)
-	if err := lock.Unlock(); err != nil {
+	if err := lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if cause := lock.Err(); !errors.Is(cause, baton.ErrReleased) {
@@ -72,7 +73,7 @@ func TestStreamHoldIsExclusiveAndReleasedByUnlock(t *testing.T) {
 	if next == nil {
 		t.FailNow()
 	}
-	defer next.Unlock()
+	defer next.Unlock(ctx)
 	if next.Token() <= lock.Token() {
 		t.Fatalf("fencing token did not grow: %d then %d", lock.Token(), next.Token())
 	}
@@ -208,21 +209,21 @@ func TestSemaphorePermits(t *testing.T) {
 		held = append(held, l)
 	}
 	third := baton.New(startSidecar(t, "", unique("p"), nil).addr)
-	if _, err := third.Semaphore(ctx, name, 2, baton.LockOptions{TryOnly: true}); !errors.Is(err, baton.ErrNotGranted) {
+	if _, err := third.TrySemaphore(ctx, name, 2, baton.LockOptions{}); !errors.Is(err, baton.ErrNotGranted) {
 		t.Fatalf("a third permit of 2: %v", err)
 	}
-	if _, err := third.Semaphore(ctx, name, 3, baton.LockOptions{TryOnly: true}); !errors.Is(err, baton.ErrPermitsMismatch) && !errors.Is(err, baton.ErrNotGranted) {
+	if _, err := third.TrySemaphore(ctx, name, 3, baton.LockOptions{}); !errors.Is(err, baton.ErrPermitsMismatch) && !errors.Is(err, baton.ErrNotGranted) {
 		t.Fatalf("another N: %v", err)
 	}
-	if err := held[0].Unlock(); err != nil {
+	if err := held[0].Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, err := third.Semaphore(ctx, name, 2, baton.LockOptions{Wait: bound})
+	l, err := third.Semaphore(ctx, name, 2, baton.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Unlock()
-	held[1].Unlock()
+	l.Unlock(ctx)
+	held[1].Unlock(ctx)
 	if _, err := third.Semaphore(ctx, name, 0, baton.LockOptions{}); !errors.Is(err, baton.ErrInvalidPermits) {
 		t.Fatalf("0 permits: %v", err)
 	}
@@ -249,12 +250,66 @@ func TestCutAppConnectionEndsTheHoldOnBothSides(t *testing.T) {
 	}
 	// Another pod (this one's release of the closed stream is on its way, not yet done).
 	other := startSidecar(t, "", unique("b"), nil)
-	next, err := baton.New(other.addr).Lock(ctx, name, baton.LockOptions{Wait: bound})
+	next, err := baton.New(other.addr).Lock(ctx, name, baton.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer next.Unlock()
+	defer next.Unlock(ctx)
 	if next.Token() <= lock.Token() {
 		t.Fatalf("fencing token did not grow: %d then %d", lock.Token(), next.Token())
 	}
+}
+
+// A semaphore and a lock can be inspected, and a grant released by its token alone; a client
+// given its own *http.Client sends through it.
+func TestInspectAndReleaseByToken(t *testing.T) {
+	ctx := withBound(t)
+	s := startSidecar(t, "", unique("a"), nil)
+	var sent atomic.Int64
+	c := baton.New(s.addr, baton.WithHTTPClient(&http.Client{Transport: countingTransport{&sent}}))
+	name := unique("sem")
+	permit, err := c.Semaphore(ctx, name, 2, baton.LockOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := c.SemaphoreState(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Permits != 2 || len(state.Holders) != 1 || !state.Self.Holds || state.Self.Token != permit.Token() {
+		t.Fatalf("semaphore state %+v", state)
+	}
+	if err := c.ReleaseSemaphore(ctx, name, permit.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if state, err = c.SemaphoreState(ctx, name); err != nil || state.Self.Holds || len(state.Holders) != 0 {
+		t.Fatalf("after release by token: %+v %v", state, err)
+	}
+	permit.Unlock(ctx)
+	lockName := unique("lock")
+	lock, err := c.TryLock(ctx, lockName, baton.LockOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.LockState(ctx, lockName)
+	if err != nil || !ls.Self.Holds || len(ls.Holders) != 1 || ls.Holders[0].Token != lock.Token() {
+		t.Fatalf("lock state %+v %v", ls, err)
+	}
+	if err := c.ReleaseLock(ctx, lockName, lock.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReleaseLock(ctx, lockName, lock.Token()); !errors.Is(err, baton.ErrNotHeld) && !errors.Is(err, baton.ErrStaleToken) {
+		t.Fatalf("a second release: %v", err)
+	}
+	lock.Unlock(ctx)
+	if sent.Load() == 0 {
+		t.Fatal("the injected *http.Client was not used")
+	}
+}
+
+type countingTransport struct{ n *atomic.Int64 }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	baton "baton.dev/sdk/go"
+	"baton.dev/baton"
 )
 
 // Raw calls beside the client, for what a test does behind its back.

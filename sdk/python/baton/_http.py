@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import BatonError, from_answer
+from .errors import BatonError, Cancelled, from_answer
 
 # How far beyond the wait a call may go: the sidecar answers within wait, so a longer silence is
 # a hung sidecar, never a slow grant.
@@ -48,26 +48,30 @@ class Transport:
         return path + ("?" + urllib.parse.urlencode(query) if query else "")
 
     def call(self, method: str, path: str, query: dict | None = None, wait: float = 0.0,
-             timeout: float | None = None) -> Any:
+             timeout: float | None = None, stop: threading.Event | None = None) -> Any:
         """One request; the 2xx JSON answer, or the error's class raised. ``timeout`` (default
-        wait plus CALL_SLACK) bounds each socket operation."""
+        wait plus CALL_SLACK) bounds each socket operation; ``stop`` set ends it with Cancelled."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or wait + CALL_SLACK)
         try:
-            conn.request(method, self.url(path, query))
-            resp = conn.getresponse()
-            body = resp.read()
+            with _closing_on(stop, conn):
+                conn.request(method, self.url(path, query))
+                resp = conn.getresponse()
+                body = resp.read()
         finally:
             conn.close()
         if resp.status // 100 != 2:
             raise _error(resp.status, body)
         return json.loads(body) if body else None
 
-    def stream(self, method: str, path: str, query: dict | None, wait: float, idle: float) -> EventStream:
-        """Opens an event stream; a refusal before it starts raises the error's class."""
+    def stream(self, method: str, path: str, query: dict | None, wait: float, idle: float,
+               stop: threading.Event | None = None) -> EventStream:
+        """Opens an event stream; a refusal before it starts raises the error's class; ``stop``
+        set while it opens ends it with Cancelled."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=wait + CALL_SLACK)
         try:
-            conn.request(method, self.url(path, query), headers={"Accept": "text/event-stream"})
-            resp = conn.getresponse()
+            with _closing_on(stop, conn):
+                conn.request(method, self.url(path, query), headers={"Accept": "text/event-stream"})
+                resp = conn.getresponse()
             if resp.status // 100 != 2:
                 raise _error(resp.status, resp.read())
             if not resp.getheader("Content-Type", "").startswith("text/event-stream"):
@@ -77,6 +81,42 @@ class Transport:
             conn.close()
             raise
         return EventStream(conn, resp)
+
+
+class _closing_on:
+    """While in the block, closes conn's socket once stop is set (ending a blocked read); the
+    block's error then becomes Cancelled."""
+
+    def __init__(self, stop: threading.Event | None, conn: http.client.HTTPConnection):
+        self._stop, self._conn = stop, conn
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> None:
+        if self._stop is not None:
+            if self._stop.is_set():
+                raise Cancelled("stopped before the call")
+            self._thread = threading.Thread(target=self._watch, daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        assert self._stop is not None
+        while not self._done.is_set():
+            if self._stop.wait(0.1):
+                sock = self._conn.sock
+                if sock is not None and not self._done.is_set():
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if kind is not None and self._stop is not None and self._stop.is_set():
+            raise Cancelled("stopped while waiting") from value
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterator
-from typing import Callable
+from collections.abc import Callable, Iterator
+from typing import cast
 
-from . import errors, leader, lock
+from . import errors, leader, lock, types
 from ._http import Event, seconds
 
 DEFAULT_ADDRESS = "127.0.0.1:4040"
@@ -32,14 +32,14 @@ class Client:
 
     # --- leadership ---
 
-    def leader(self, election: str = "") -> dict:
+    def leader(self, election: str = "") -> types.LeaderInfo:
         """GET /leader[/NAME]: {election, leader: {identity, token, ...} | None, self: {isLeader, validUntil, ...}}."""
-        return self._t.call("GET", leader.election_path(election))
+        return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election)))
 
-    def wait_leader_change(self, election: str, token: int, wait: float) -> dict:
+    def wait_leader_change(self, election: str, token: int, wait: float) -> types.LeaderInfo:
         """Long-polls until the leader's token differs from token, or wait passes."""
-        return self._t.call("GET", leader.election_path(election),
-                            {"wait": seconds(wait), "token": token}, wait=wait)
+        return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election),
+                                                   {"wait": seconds(wait), "token": token}, wait=wait))
 
     def resign(self, election: str = "") -> None:
         self._t.call("POST", leader.election_path(election) + "/resign")
@@ -51,7 +51,7 @@ class Client:
     def run_leader_election(self, on_started_leading: leader.Callback, *, election: str = "",
                             campaign: bool = False, stop: threading.Event | None = None,
                             on_stopped_leading: Callable[[errors.Ended], None] | None = None,
-                            on_new_leader: Callable[[dict | None], None] | None = None) -> None:
+                            on_new_leader: Callable[[types.Leader | None], None] | None = None) -> None:
         """Follows (or, with ``campaign`` under the sidecar's --candidacy app, stands in) an
         election until ``stop`` is set, calling ``on_started_leading(term)`` in a thread for each
         term this pod leads. ``term.ended`` is set the moment leadership is lost, the session is
@@ -65,28 +65,59 @@ class Client:
     # --- locks and semaphores ---
 
     def lock(self, name: str, *, mode: str | None = None, wait: float | None = None,
-             ttl: float | None = None, on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+             ttl: float | None = None, on_lost: Callable[[lock.Lock], None] | None = None,
+             stop: threading.Event | None = None) -> lock.Lock:
         """Acquires lock ``name``: held by a stream (it dies with this process) unless ``ttl``
-        asks for a lease, which this client renews until the first renewal fails. ``wait``:
-        None waits as long as it takes, 0 tries once (NotGranted when held). ``mode``: read or
-        write. Use it in a ``with`` block, or call ``release()``."""
+        asks for a lease, which this client renews until the first renewal fails. ``wait`` in
+        seconds: None queues until granted or ``stop`` is set (Cancelled), 0 tries once
+        (NotGranted when held), up to 600 queues that long (NotGranted after); more than 600
+        raises ValueError before any call. ``mode``: read or write. Use it in a ``with``
+        block, or call ``release()``."""
         query = {"mode": mode} if mode else {}
         return lock.acquire(self._t, lock.lock_path("lock", name), query, wait=wait, ttl=ttl,
-                            idle=self.stream_idle, on_lost=on_lost)
+                            idle=self.stream_idle, on_lost=on_lost, stop=stop)
+
+    def try_lock(self, name: str, *, mode: str | None = None, ttl: float | None = None,
+                 on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+        """``lock(name, wait=0)``: granted only if free now, else NotGranted."""
+        return self.lock(name, mode=mode, wait=0, ttl=ttl, on_lost=on_lost)
 
     def semaphore(self, name: str, permits: int, *, wait: float | None = None, ttl: float | None = None,
-                  on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
-        """One of ``permits`` permits of semaphore ``name``, held and released as a lock is."""
+                  on_lost: Callable[[lock.Lock], None] | None = None,
+                  stop: threading.Event | None = None) -> lock.Lock:
+        """One of ``permits`` permits of semaphore ``name``, waited for, held and released as a lock is."""
         return lock.acquire(self._t, lock.lock_path("semaphore", name), {"permits": permits}, wait=wait,
-                            ttl=ttl, idle=self.stream_idle, on_lost=on_lost)
+                            ttl=ttl, idle=self.stream_idle, on_lost=on_lost, stop=stop)
+
+    def try_semaphore(self, name: str, permits: int, *, ttl: float | None = None,
+                      on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+        """``semaphore(name, permits, wait=0)``: a permit only if one is free now, else NotGranted."""
+        return self.semaphore(name, permits, wait=0, ttl=ttl, on_lost=on_lost)
+
+    def lock_state(self, name: str) -> types.LockState:
+        """GET /lock/NAME: holders, waiters, and whether (``self``) this pod holds it."""
+        return cast(types.LockState, self._t.call("GET", lock.lock_path("lock", name)))
+
+    def semaphore_state(self, name: str) -> types.LockState:
+        """GET /semaphore/NAME: its permits, holders, waiters and this pod's part (``self``)."""
+        return cast(types.LockState, self._t.call("GET", lock.lock_path("semaphore", name)))
+
+    def release_lock(self, name: str, token: int) -> None:
+        """Releases this pod's grant of lock ``name`` by its fencing token alone."""
+        self._t.call("DELETE", lock.lock_path("lock", name), {"token": token})
+
+    def release_semaphore(self, name: str, token: int) -> None:
+        """Releases this pod's permit of semaphore ``name`` by its token alone."""
+        self._t.call("DELETE", lock.lock_path("semaphore", name), {"token": token})
 
     # --- groups, barriers, events ---
 
-    def members(self, election: str, *, version: str | None = None, wait: float = 0.0) -> dict:
+    def members(self, election: str, *, version: str | None = None, wait: float = 0.0) -> types.Members:
         """The live members of ``election`` in queue order; with ``version``, waits up to ``wait``
         for them to differ from that version."""
         query = {"version": version, "wait": seconds(wait)} if version else None
-        return self._t.call("GET", "/members/" + urllib.parse.quote(election, safe=""), query, wait=wait)
+        return cast(types.Members, self._t.call("GET", "/members/" + urllib.parse.quote(election, safe=""),
+                                                query, wait=wait))
 
     def barrier(self, name: str, parties: int, wait: float) -> None:
         """Enters barrier ``name``; returns once ``parties`` pods are in, raises NotPassed after ``wait``."""

@@ -7,9 +7,9 @@ import queue
 import threading
 import time
 import urllib.parse
-from typing import Callable
+from collections.abc import Callable
 
-from . import errors
+from . import errors, types
 from ._http import Transport, parse_time
 
 Callback = Callable[["Term"], None]
@@ -39,14 +39,14 @@ def election_path(election: str) -> str:
 class _Run:
     def __init__(self, t: Transport, election: str, campaign: bool, idle: float,
                  started: Callback, stopped: Callable[[errors.Ended], None] | None,
-                 new_leader: Callable[[dict | None], None] | None):
+                 new_leader: Callable[[types.Leader | None], None] | None):
         self.t, self.election, self.campaign, self.idle = t, election, campaign, idle
         self.started, self.stopped, self.new_leader = started, stopped, new_leader
         self.term: Term | None = None
         self.worker: threading.Thread | None = None
         self.last_leader: object = ()  # nothing seen yet
 
-    def saw_leader(self, leader: dict | None) -> None:
+    def saw_leader(self, leader: types.Leader | None) -> None:
         token = leader["token"] if leader else None
         if token != self.last_leader:
             self.last_leader = token
@@ -201,7 +201,7 @@ class _Run:
 def run_leader_election(t: Transport, on_started_leading: Callback, *, election: str = "",
                         campaign: bool = False, stop: threading.Event | None = None,
                         on_stopped_leading: Callable[[errors.Ended], None] | None = None,
-                        on_new_leader: Callable[[dict | None], None] | None = None,
+                        on_new_leader: Callable[[types.Leader | None], None] | None = None,
                         idle: float = 25.0) -> None:
     stop = stop or threading.Event()
     run = _Run(t, election, campaign, idle, on_started_leading, on_stopped_leading, on_new_leader)

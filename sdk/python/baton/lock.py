@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
-from typing import Callable
+from collections.abc import Callable
 
 from . import errors
 from ._http import Event, EventStream, Transport, parse_time, seconds
@@ -166,22 +166,42 @@ class Lock:
         return parse_time(me.get("validUntil"))
 
 
+def check_wait(wait: float | None) -> None:
+    """A wait the sidecar would refuse is refused here, before any call."""
+    if wait is not None and not 0 <= wait <= MAX_WAIT:
+        raise ValueError(f"wait={wait!r}: 0 (try once) to {MAX_WAIT:g} s, or None to wait until "
+                         "granted or stop is set (in calls of at most 600 s)")
+
+
 def acquire(transport: Transport, path: str, query: dict, *, wait: float | None, ttl: float | None,
-            idle: float, on_lost: Callable[[Lock], None] | None) -> Lock:
-    """wait None: as long as it takes (in the sidecar's 600 s steps); 0: try once."""
+            idle: float, on_lost: Callable[[Lock], None] | None,
+            stop: threading.Event | None = None) -> Lock:
+    """wait None: until granted or ``stop`` is set (in the sidecar's 600 s steps); 0: try once."""
+    check_wait(wait)
     while True:
+        got = threading.Event()
         step = MAX_WAIT if wait is None else wait
         q = dict(query, wait=seconds(step))
         try:
             if ttl:
-                grant = transport.call("POST", path, dict(q, ttl=seconds(ttl)), wait=step)
+                grant = transport.call("POST", path, dict(q, ttl=seconds(ttl)), wait=step, stop=stop)
                 return Lock(transport, path, grant, None, ttl, on_lost)
-            stream = transport.stream("POST", path, dict(q, hold="stream"), step, idle)
+            stream = transport.stream("POST", path, dict(q, hold="stream"), step, idle, stop=stop)
+            closer = threading.Thread(target=_close_on_stop, args=(stream, stop, got), daemon=True) \
+                if stop is not None else None
+            if closer is not None:
+                closer.start()
             try:
                 first: Event | None = stream.next()
-            except BaseException:
+            except BaseException as e:
                 stream.close()
+                if stop is not None and stop.is_set():
+                    raise errors.Cancelled("stopped while waiting") from e
                 raise
+            finally:
+                got.set()
+                if closer is not None:
+                    closer.join()
             if first is None or first.name != "granted":
                 stream.close()
                 raise errors.Lost(f"{path}: first event {first.name if first else None!r}")
@@ -189,6 +209,15 @@ def acquire(transport: Transport, path: str, query: dict, *, wait: float | None,
         except errors.NotGranted:
             if wait is not None:
                 raise
+
+
+def _close_on_stop(stream: EventStream, stop: threading.Event, done: threading.Event) -> None:
+    """Closes stream when stop is set before done (ending a wait blocked in it)."""
+    while not done.is_set():
+        if stop.wait(0.1):
+            if not done.is_set():
+                stream.close()
+            return
 
 
 def lock_path(kind: str, name: str) -> str:

@@ -11,7 +11,7 @@ signal.signal(signal.SIGINT, lambda *_: stop.set())
 
 
 # --- README ---
-def lead(term):
+def lead(term: baton.Term) -> None:
     print("leading with fencing token", term.token, flush=True)
     term.ended.wait()  # do the leader's work until term.ended is set
 

@@ -23,14 +23,14 @@ class Locks(unittest.TestCase):
             self.assertEqual((g["hold"], g["lock"], g["expiresAt"]), ("stream", name, None))
             self.assertGreater(first.token, 0)
             with self.assertRaises(baton.NotGranted) as refused:
-                b.lock(name, wait=0)
+                b.try_lock(name)
             self.assertEqual(refused.exception.status, 409)
             with self.assertRaises(baton.AlreadyHeld):
                 a.lock(name, wait=0)
             granted = []
             waiter = threading.Thread(target=lambda: granted.append(b.lock(name, wait=BOUND)))
             waiter.start()
-            while not a._t.call("GET", f"/lock/{name}")["waiters"]:
+            while not a.lock_state(name)["waiters"]:
                 time.sleep(0.02)  # polled: no event says a pod queued
         self.assertIsInstance(first.cause, baton.Released)
         waiter.join(BOUND)
@@ -88,6 +88,42 @@ class Locks(unittest.TestCase):
         self.assertIsInstance(wait_lost(self, held), baton.Lost)
         self.assertLessEqual(time.time(), valid_until)
         self.assertTrue(lost.is_set(), "on_lost was called")
+
+    def test_wait_limit_inspection_release_by_token_and_stop(self):
+        c = baton.Client(Sidecar(self, None, unique("a")).addr)
+        other = baton.Client(Sidecar(self, None, unique("b")).addr)
+        name = unique("lock")
+        for wait in (600.5, -1):
+            with self.assertRaises(ValueError):
+                c.lock(name, wait=wait)
+        self.assertTrue(c.healthy())
+        permit = c.semaphore(name, 2, ttl=30)
+        state = c.semaphore_state(name)
+        self.assertEqual((state["permits"], state["self"]["holds"], state["self"]["token"]),
+                         (2, True, permit.token))
+        c.release_semaphore(name, permit.token)
+        self.assertFalse(c.semaphore_state(name)["self"]["holds"])
+        permit.release()
+        for ttl in (None, 30):
+            with c.try_lock(name, ttl=ttl) as held:
+                stop = threading.Event()
+                failed: list[BaseException] = []
+
+                def wait_for_it(ttl=ttl, stop=stop, failed=failed):
+                    try:
+                        other.lock(name, ttl=ttl, stop=stop)
+                    except BaseException as e:  # noqa: BLE001 - the test looks at it
+                        failed.append(e)
+
+                waiter = threading.Thread(target=wait_for_it)
+                waiter.start()
+                while not c.lock_state(name)["waiters"]:
+                    time.sleep(0.02)
+                stop.set()
+                waiter.join(BOUND)
+                self.assertFalse(waiter.is_alive(), "stop did not end the wait")
+                self.assertIsInstance(failed[0], baton.Cancelled)
+                self.assertTrue(held.held())
 
     def test_semaphore_permits(self):
         name = unique("sem")

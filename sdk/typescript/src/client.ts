@@ -16,6 +16,35 @@ export interface Members {
   members: { identity: string; address: string | null; pod: string | null; since: string; token: number; leader: boolean; node: string }[];
 }
 
+/** One grant or waiter of a lock (`mode`) or semaphore (`permits`). */
+export interface Holder {
+  identity: string;
+  mode?: string;
+  permits?: number | null;
+  token: number;
+  leaseExpiresAt: string | null;
+  node: string;
+}
+
+/** The answer of GET /lock/NAME (`lock`, `holder`) and GET /semaphore/NAME (`semaphore`, `permits`). */
+export interface LockState {
+  lock?: string;
+  holder?: Holder | null;
+  semaphore?: string;
+  permits?: number | null;
+  holders: Holder[];
+  waiters: Holder[];
+  self: {
+    identity: string;
+    holds: boolean;
+    token: number | null;
+    hold: "stream" | "lease" | null;
+    mode?: string | null;
+    expiresAt: string | null;
+    validUntil: string | null;
+  };
+}
+
 export interface ClientOptions {
   /** How long a stream may stay silent before it is taken as dead (the sidecar sends a
    * keep-alive every 10 s). Default 25 s. */
@@ -67,14 +96,48 @@ export class Client {
 
   /** Acquires lock `name`: held by a stream (it dies with this process) unless `ttlMs` asks for
    * a lease, which this client renews until the first renewal fails. */
+  /** Acquires lock `name`: held by a stream (it dies with this process) unless `ttlMs` asks
+   * for a lease. `waitMs`: undefined queues until granted or `signal` aborts, 0 tries once
+   * (NotGranted when held), up to 600 000 queues that long (NotGranted after); more throws a
+   * RangeError before any call. */
   lock(name: string, options: LockOptions = {}): Promise<Lock> {
     const query = options.mode ? { mode: options.mode } : {};
     return acquire(this.t, `/lock/${encodeURIComponent(name)}`, query, options, this.idleMs);
   }
 
-  /** GET /lock/NAME: holder, waiters, and whether (`self`) this pod holds it. */
-  lockState(name: string): Promise<Record<string, unknown>> {
-    return this.t.call("GET", `/lock/${encodeURIComponent(name)}`);
+  /** `lock(name, { waitMs: 0 })`: granted only if free now, else NotGranted. */
+  tryLock(name: string, options: Omit<LockOptions, "waitMs" | "signal"> = {}): Promise<Lock> {
+    return this.lock(name, { ...options, waitMs: 0 });
+  }
+
+  /** GET /lock/NAME: holders, waiters, and whether (`self`) this pod holds it. */
+  lockState(name: string): Promise<LockState> {
+    return this.t.call<LockState>("GET", `/lock/${encodeURIComponent(name)}`);
+  }
+
+  /** GET /semaphore/NAME: its permits, holders, waiters, and this pod's part (`self`). */
+  semaphoreState(name: string): Promise<LockState> {
+    return this.t.call<LockState>("GET", `/semaphore/${encodeURIComponent(name)}`);
+  }
+
+  /** Releases this pod's permit `token` of semaphore `name` by its token alone. */
+  async releaseSemaphore(name: string, token: number): Promise<void> {
+    await this.t.call("DELETE", `/semaphore/${encodeURIComponent(name)}`, { token });
+  }
+
+  /** `semaphore(name, permits, { waitMs: 0 })`: a permit only if one is free now, else NotGranted. */
+  trySemaphore(name: string, permits: number, options: Omit<LockOptions, "mode" | "waitMs" | "signal"> = {}): Promise<Lock> {
+    return this.semaphore(name, permits, { ...options, waitMs: 0 });
+  }
+
+  /** Whether the sidecar has a session with the ensemble (GET /readyz). */
+  async healthy(): Promise<boolean> {
+    try {
+      await this.t.call("GET", "/readyz");
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Releases the grant `token` of lock `name` held through this sidecar (Lock.release does it

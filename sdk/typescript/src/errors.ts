@@ -59,7 +59,8 @@ export class NotFound extends BatonError {}
 export class MethodNotAllowed extends BatonError {}
 export class ProbePortReadOnly extends BatonError {}
 
-const byCode: Record<string, new (status: number, code: string, message: string) => BatonError> = {
+/** Each documented error code and its class, one a line in the design's order. */
+export const ERRORS: Readonly<Record<string, new (status: number, code: string, message: string) => BatonError>> = {
   NotGranted,
   AlreadyHeld,
   AcquireInProgress,
@@ -108,7 +109,7 @@ const byCode: Record<string, new (status: number, code: string, message: string)
 
 /** The error of an answer: the code's own class, else BatonError. */
 export function errorFromAnswer(status: number, code: string, message: string): BatonError {
-  const Class = Object.hasOwn(byCode, code) ? byCode[code] : BatonError;
+  const Class = Object.hasOwn(ERRORS, code) ? ERRORS[code] : BatonError;
   return new Class(status, code, message);
 }
 

@@ -2,7 +2,7 @@
 // election like client-go's leaderelection, locks and semaphores held by a stream or a renewed
 // lease with their fencing tokens, barriers, groups and the pod's event stream.
 
-export { Client, DISCONNECTED, type ClientOptions, type Members } from "./client.js";
+export { Client, DISCONNECTED, type ClientOptions, type Holder, type LockState, type Members } from "./client.js";
 export * from "./errors.js";
 export type { SseEvent } from "./http.js";
 export type { Leader, LeaderElectionOptions, LeaderInfo, Term } from "./leader.js";

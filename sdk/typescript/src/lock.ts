@@ -23,7 +23,8 @@ export interface Grant {
 export interface LockOptions {
   /** read or write (default exclusive). */
   mode?: "read" | "write";
-  /** How long to queue, in ms: undefined as long as it takes (or until `signal`), 0 try once. */
+  /** How long to queue, in ms: undefined until granted or `signal` aborts (in calls of at most
+   * 600 s), 0 try once, at most 600 000 (more is a RangeError before any call). */
   waitMs?: number;
   /** A lease of this many ms, renewed by this client, instead of a stream hold. */
   ttlMs?: number;
@@ -182,8 +183,17 @@ export class Lock implements AsyncDisposable {
   }
 }
 
+/** A wait the sidecar would refuse is refused here, before any call. */
+export function checkWait(waitMs: number | undefined): void {
+  if (waitMs !== undefined && !(waitMs >= 0 && waitMs <= MAX_WAIT_MS)) {
+    throw new RangeError(`waitMs ${waitMs}: 0 (try once) to ${MAX_WAIT_MS}, or undefined to wait until granted or aborted`);
+  }
+}
+
 export async function acquire(t: Transport, path: string, query: Query, opts: LockOptions, idleMs: number): Promise<Lock> {
+  checkWait(opts.waitMs);
   for (;;) {
+    opts.signal?.throwIfAborted();
     const wait = opts.waitMs ?? MAX_WAIT_MS;
     const q: Query = { ...query, wait: duration(wait) };
     try {

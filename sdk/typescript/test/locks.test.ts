@@ -18,11 +18,11 @@ test("a stream hold is exclusive and released by await using", async (t) => {
     assert.equal(held.grant.lock, name);
     assert.equal(held.grant.expiresAt, null);
     assert.ok(held.token > 0);
-    await assert.rejects(b.lock(name, { waitMs: 0 }), (e) => e instanceof NotGranted && e.status === 409);
+    await assert.rejects(b.tryLock(name), (e) => e instanceof NotGranted && e.status === 409);
     await assert.rejects(a.lock(name, { waitMs: 0 }), AlreadyHeld);
     waiter = b.lock(name, { waitMs: BOUND_MS });
     // Polled: no event says a pod queued.
-    while (((await a.lockState(name)).waiters as unknown[]).length === 0) await sleep(20);
+    while ((await a.lockState(name)).waiters.length === 0) await sleep(20);
   }
   assert.ok(first.signal.reason instanceof Released, String(first.signal.reason));
   const second = await waiter;
@@ -104,4 +104,28 @@ test("cutting the app's connection ends the hold on both sides", async (t) => {
   const after = await new Client(other.addr).lock(name, { waitMs: BOUND_MS });
   assert.ok(after.token > held.token);
   await after.release();
+});
+
+test("a wait above the sidecar's limit is refused before any call; an aborted wait ends", async (t) => {
+  const c = new Client((await Sidecar.start(t, undefined, unique("a"))).addr);
+  const name = unique("lock");
+  await assert.rejects(c.lock(name, { waitMs: 600_001 }), RangeError);
+  await assert.rejects(c.lock(name, { waitMs: -1 }), RangeError);
+  assert.equal(await c.healthy(), true);
+  const permit = await c.semaphore(name, 2, { ttlMs: 30_000 });
+  const state = await c.semaphoreState(name);
+  assert.equal(state.permits, 2);
+  assert.equal(state.self.holds, true);
+  assert.equal(state.self.token, permit.token);
+  await c.releaseSemaphore(name, permit.token);
+  assert.equal((await c.semaphoreState(name)).self.holds, false);
+  await permit.release();
+  const other = new Client((await Sidecar.start(t, undefined, unique("b"))).addr);
+  await using held = await c.tryLock(name);
+  const stop = new AbortController();
+  const waiting = other.lock(name, { signal: stop.signal });
+  while ((await c.lockState(name)).waiters.length === 0) await sleep(20);
+  stop.abort(new Error("stopped"));
+  await assert.rejects(waiting);
+  assert.ok(held.token > 0);
 });

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	baton "baton.dev/sdk/go"
+	"baton.dev/baton"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	baton "baton.dev/sdk/go"
+	"baton.dev/baton"
 )
 
 func main() {
@@ -17,7 +17,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer lock.Unlock()
+	defer lock.Unlock(ctx)
 	fmt.Println("holding db with fencing token", lock.Token()) // lock.Context() ends if it is lost
 	// --- README ---
 }

@@ -17,8 +17,8 @@ public final class BatonClient {
   /** Where the injected sidecar listens. */
   public static final String DEFAULT_ADDRESS = "127.0.0.1:4040";
 
-  /** The longest wait the sidecar takes in one call. */
-  private static final Duration MAX_WAIT = Duration.ofSeconds(600);
+  /** The longest wait the sidecar takes in one call; {@link LockOptions#waitFor} refuses more. */
+  public static final Duration MAX_WAIT = Duration.ofSeconds(600);
 
   private final Transport t;
   private final Duration idle;
@@ -132,6 +132,42 @@ public final class BatonClient {
     return acquire("/semaphore/" + Transport.segment(name), q, options);
   }
 
+  /** {@code lock(name, options.waitFor(Duration.ZERO))}: granted only if free now, else NotGranted. */
+  public Lock tryLock(String name, LockOptions options) throws BatonException, IOException, InterruptedException {
+    return lock(name, options.tryOnlyCopy());
+  }
+
+  /** An exclusive stream-held lock only if free now, else NotGranted. */
+  public Lock tryLock(String name) throws BatonException, IOException, InterruptedException {
+    return tryLock(name, LockOptions.defaults());
+  }
+
+  /** A permit only if one is free now, else NotGranted. */
+  public Lock trySemaphore(String name, int permits, LockOptions options)
+      throws BatonException, IOException, InterruptedException {
+    return semaphore(name, permits, options.tryOnlyCopy());
+  }
+
+  /** GET /semaphore/NAME: its permits, holders, waiters, and this pod's part ({@code self}). */
+  public Map<String, Object> semaphoreState(String name) throws BatonException, IOException, InterruptedException {
+    return t.call("GET", "/semaphore/" + Transport.segment(name), null, Duration.ZERO);
+  }
+
+  /** Releases this pod's permit token of semaphore name by its token alone. */
+  public void releaseSemaphore(String name, long token) throws BatonException, IOException, InterruptedException {
+    t.call("DELETE", "/semaphore/" + Transport.segment(name), Transport.query("token", Long.toString(token)), Duration.ZERO);
+  }
+
+  /** Whether the sidecar has a session with the ensemble (GET /readyz). */
+  public boolean healthy() throws InterruptedException {
+    try {
+      t.call("GET", "/readyz", null, Duration.ZERO);
+      return true;
+    } catch (BatonException | IOException e) {
+      return false;
+    }
+  }
+
   /** GET /lock/NAME: holder, holders, waiters, and whether ({@code self}) this pod holds it. */
   public Map<String, Object> lockState(String name) throws BatonException, IOException, InterruptedException {
     return t.call("GET", "/lock/" + Transport.segment(name), null, Duration.ZERO);
@@ -140,6 +176,35 @@ public final class BatonClient {
   /** Releases grant token of lock name held through this sidecar (Lock.close does it for its own). */
   public void releaseLock(String name, long token) throws BatonException, IOException, InterruptedException {
     t.call("DELETE", "/lock/" + Transport.segment(name), Transport.query("token", Long.toString(token)), Duration.ZERO);
+  }
+
+  /** Reads on a daemon thread, never blocking a thread for an event. */
+  private static final java.util.concurrent.ExecutorService READER =
+      java.util.concurrent.Executors.newCachedThreadPool(
+          r -> {
+            Thread thread = new Thread(r, "baton-acquire");
+            thread.setDaemon(true);
+            return thread;
+          });
+
+  /**
+   * The stream's first event, read so that interrupting the waiting thread ends the wait: a
+   * socket read cannot be interrupted, so another thread reads and this one waits for it.
+   */
+  private static Transport.Event firstEvent(Transport.EventStream stream) throws IOException, InterruptedException {
+    java.util.concurrent.Future<Transport.Event> read = READER.submit(stream::next);
+    try {
+      return read.get();
+    } catch (InterruptedException e) {
+      stream.close();
+      throw e;
+    } catch (java.util.concurrent.ExecutionException e) {
+      stream.close();
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException io) throw io;
+      if (cause instanceof RuntimeException rt) throw rt;
+      throw new IOException(cause);
+    }
   }
 
   private Lock acquire(String path, Map<String, String> query, LockOptions options)
@@ -154,13 +219,7 @@ public final class BatonClient {
         }
         query.put("hold", "stream");
         Transport.EventStream stream = t.stream("POST", path, query, wait, idle);
-        Transport.Event first;
-        try {
-          first = stream.next();
-        } catch (IOException | RuntimeException e) {
-          stream.close();
-          throw e;
-        }
+        Transport.Event first = firstEvent(stream);
         if (first == null || !first.name.equals("granted")) {
           stream.close();
           throw new IOException(path + ": the hold's stream began without a grant");

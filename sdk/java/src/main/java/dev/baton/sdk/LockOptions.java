@@ -16,14 +16,33 @@ public final class LockOptions {
     return new LockOptions();
   }
 
+  /** A copy with wait 0 (try once), leaving these options as they are. */
+  LockOptions tryOnlyCopy() {
+    LockOptions copy = new LockOptions();
+    copy.mode = mode;
+    copy.ttl = ttl;
+    copy.wait = Duration.ZERO;
+    return copy;
+  }
+
   /** {@code read} or {@code write} (a read/write lock); default exclusive. */
   public LockOptions mode(String mode) {
     this.mode = mode;
     return this;
   }
 
-  /** How long to queue; {@link Duration#ZERO} tries once. Default: as long as it takes. */
+  /**
+   * How long to queue: {@link Duration#ZERO} tries once (NotGranted when held elsewhere), at most
+   * 600 s (NotGranted after). Default (null): until granted or the thread is interrupted, in
+   * calls of at most 600 s.
+   *
+   * @throws IllegalArgumentException if wait is negative or above the sidecar's 600 s limit
+   */
   public LockOptions waitFor(Duration wait) {
+    if (wait != null && (wait.isNegative() || wait.compareTo(BatonClient.MAX_WAIT) > 0)) {
+      throw new IllegalArgumentException(
+          "wait " + wait + ": 0 (try once) to " + BatonClient.MAX_WAIT + ", or null to wait until granted or interrupted");
+    }
     this.wait = wait;
     return this;
   }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.baton.sdk.Harness.Sidecar;
 import java.io.BufferedReader;
+import java.io.File;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -16,14 +17,14 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
-/** The README's examples (src/main/java/dev/baton/sdk/examples) run, and are shown as they are. */
+/** The README's examples (src/test/java/dev/baton/sdk/examples: out of the main jar) run, and are shown as they are. */
 class ExamplesTest {
   private static final Path PACKAGE = Path.of(System.getProperty("user.dir"));
 
   private static Process run(String example, Sidecar sidecar) throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     ProcessBuilder pb =
-        new ProcessBuilder(java, "-cp", PACKAGE.resolve("target/classes").toString(), "dev.baton.sdk.examples." + example)
+        new ProcessBuilder(java, "-cp", PACKAGE.resolve("target/classes") + File.pathSeparator + PACKAGE.resolve("target/test-classes"), "dev.baton.sdk.examples." + example)
             .redirectError(ProcessBuilder.Redirect.INHERIT);
     pb.environment().put("BATON_SIDECAR", sidecar.addr);
     return pb.start();
@@ -72,7 +73,7 @@ class ExamplesTest {
 
   /** The lines of an example between the `// --- README ---` markers, trimmed. */
   private static List<String> snippet(String example) throws Exception {
-    String source = Files.readString(PACKAGE.resolve("src/main/java/dev/baton/sdk/examples/" + example + ".java"));
+    String source = Files.readString(PACKAGE.resolve("src/test/java/dev/baton/sdk/examples/" + example + ".java"));
     String[] parts = source.split("// --- README ---", -1);
     assertEquals(3, parts.length, example + ": want one README part between two markers");
     return trimmed(parts[1]);

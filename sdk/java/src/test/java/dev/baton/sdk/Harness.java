@@ -29,7 +29,11 @@ final class Harness {
   static String env(String name) {
     String v = System.getenv(name);
     if (v == null || v.isEmpty()) {
-      throw new IllegalStateException(name + " is not set: run the tests with sdk/test.sh, which starts the ensembles");
+      String why = name + " is not set: run the tests with sdk/test.sh, which starts the ensembles";
+      // sdk/test.sh sets BATON_SDK_REQUIRED: there a missing harness is a failure, elsewhere
+      // (mvn install as the README says) the tests that need sidecars are skipped.
+      if (System.getenv("BATON_SDK_REQUIRED") != null) throw new IllegalStateException(why);
+      org.junit.jupiter.api.Assumptions.abort(why);
     }
     return v;
   }

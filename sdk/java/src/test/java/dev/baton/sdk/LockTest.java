@@ -13,6 +13,7 @@ import dev.baton.sdk.Harness.Sidecar;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -21,6 +22,50 @@ class LockTest {
   /** Waits (bounded) for the grant to end; why it did. */
   static Ended lost(Lock lock) throws Exception {
     return lock.lost().get(BOUND.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  @Test
+  void waitLimitInspectionReleaseByTokenAndInterrupt() throws Exception {
+    String name = unique("lock");
+    assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().waitFor(Duration.ofSeconds(601)));
+    assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().waitFor(Duration.ofSeconds(-1)));
+    try (Sidecar sa = new Sidecar(null, unique("a"), List.of());
+        Sidecar sb = new Sidecar(null, unique("b"), List.of())) {
+      BatonClient a = new BatonClient(sa.addr);
+      BatonClient b = new BatonClient(sb.addr);
+      assertTrue(a.healthy());
+      try (Lock permit = a.semaphore(name, 2, LockOptions.defaults().lease(Duration.ofSeconds(30)))) {
+        Map<String, Object> state = a.semaphoreState(name);
+        assertEquals(2L, ((Number) state.get("permits")).longValue());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> self = (Map<String, Object>) state.get("self");
+        assertEquals(permit.token(), ((Number) self.get("token")).longValue());
+        a.releaseSemaphore(name, permit.token());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> after = (Map<String, Object>) a.semaphoreState(name).get("self");
+        assertEquals(false, after.get("holds"));
+      }
+      for (LockOptions options : List.of(LockOptions.defaults(), LockOptions.defaults().lease(Duration.ofSeconds(30)))) {
+        try (Lock held = a.tryLock(name, options)) {
+          CompletableFuture<Throwable> failed = new CompletableFuture<>();
+          Thread waiter =
+              new Thread(
+                  () -> {
+                    try {
+                      b.lock(name, options).close();
+                      failed.complete(null);
+                    } catch (Exception e) {
+                      failed.complete(e);
+                    }
+                  });
+          waiter.start();
+          while (((List<?>) a.lockState(name).get("waiters")).isEmpty()) Thread.sleep(20);
+          waiter.interrupt();
+          assertInstanceOf(InterruptedException.class, failed.get(BOUND.toMillis(), TimeUnit.MILLISECONDS));
+          assertFalse(held.lost().isDone());
+        }
+      }
+    }
   }
 
   @Test
@@ -39,7 +84,7 @@ class LockTest {
         assertNull(held.grant().get("expiresAt"));
         assertTrue(held.token() > 0);
         BatonException.NotGranted refused =
-            assertThrows(BatonException.NotGranted.class, () -> b.lock(name, LockOptions.defaults().tryOnly()));
+            assertThrows(BatonException.NotGranted.class, () -> b.tryLock(name));
         assertEquals(409, refused.status());
         assertThrows(BatonException.AlreadyHeld.class, () -> a.lock(name, LockOptions.defaults().tryOnly()));
         waiter =
