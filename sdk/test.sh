@@ -106,17 +106,18 @@ installed_go() {
 installed_python() {
   # sdk/python/README.md: python -m build, the wheel into a fresh virtualenv; mypy --strict
   # on the examples there (the package is typed: py.typed).
-  [ -x "$tools/venv/bin/mypy" ] && "$tools/venv/bin/python" -c 'import build' 2>/dev/null ||
-    tools_pip 'build==1.6.1' 'mypy==2.4.1'
   local dir=$scratch/python
   mkdir -p "$dir"
   "$tools/venv/bin/python" -m build --wheel --outdir "$dir/dist" "$sdk/python" >"$dir/build.log" 2>&1 ||
     { cat "$dir/build.log" >&2; return 1; }
   rm -rf "$sdk/python/build" "$sdk/python"/*.egg-info
-  python3 -m venv "$dir/venv"
-  "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "$dir"/dist/*.whl
+  # A fresh virtualenv; the tools' pip installs into it (--python), which saves bootstrapping
+  # a pip of its own.
+  python3 -m venv --without-pip "$dir/venv"
+  "$tools/venv/bin/pip" --python "$dir/venv/bin/python" install --quiet --disable-pip-version-check "$dir"/dist/*.whl
   cp "$sdk/python/examples/lock.py" "$sdk/python/examples/leader.py" "$dir/"
-  (cd "$dir" && "$tools/venv/bin/mypy" --strict --no-incremental --python-executable "$dir/venv/bin/python" lock.py leader.py)
+  (cd "$dir" && "$tools/venv/bin/mypy" --strict --cache-dir "$tools/mypy-cache" \
+    --python-executable "$dir/venv/bin/python" lock.py leader.py)
   examples_run python "$dir/venv/bin/python" "$dir/lock.py" -- "$dir/venv/bin/python" "$dir/leader.py"
 }
 
@@ -178,18 +179,13 @@ installed_java() {
         <version>3.14.1</version>
         <configuration><compilerArgs><arg>-Xlint:all</arg><arg>-Werror</arg></compilerArgs></configuration>
       </plugin>
-      <plugin>
-        <groupId>org.apache.maven.plugins</groupId>
-        <artifactId>maven-dependency-plugin</artifactId>
-        <version>3.8.1</version>
-      </plugin>
     </plugins>
   </build>
 </project>
 POM
-  (cd "$dir" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=cp.txt)
-  local cp
-  cp=$dir/target/classes:$(cat "$dir/cp.txt")
+  (cd "$dir" && mvn -q -B compile)
+  # Run with the very jar Maven compiled against, from the local repository.
+  local cp=$dir/target/classes:$HOME/.m2/repository/dev/baton/baton-sidecar-client/$version/baton-sidecar-client-$version.jar
   examples_run java java -cp "$cp" consumer.LockExample -- java -cp "$cp" consumer.LeaderExample
 }
 
@@ -209,10 +205,12 @@ for lang in "${langs[@]}"; do
       installed_go
       ;;
     python)
-      # ruff from PyPI into the tools' virtualenv.
-      [ -x "$tools/venv/bin/ruff" ] || tools_pip 'ruff==0.17.5'
+      # ruff, mypy and build from PyPI into the tools' virtualenv.
+      [ -x "$tools/venv/bin/ruff" ] && [ -x "$tools/venv/bin/mypy" ] && "$tools/venv/bin/python" -c 'import build' 2>/dev/null ||
+        tools_pip 'ruff==0.17.5' 'mypy==2.4.1' 'build==1.6.1'
       cd "$sdk/python"
       "$tools/venv/bin/ruff" check --no-cache .
+      "$tools/venv/bin/mypy" --strict --cache-dir "$tools/mypy-cache" baton
       # -S: no site-packages at all, so the tests prove the client needs only the standard
       # library (the examples they start run with -S too).
       PYTHONPATH=.:tests python3 -S -m unittest discover -s tests
@@ -232,7 +230,7 @@ for lang in "${langs[@]}"; do
       cd "$sdk/java"
       # javac -Xlint:all -Werror, JUnit 5 (Maven Central, into ~/.m2 on first use); install
       # puts the jar, its sources and javadoc into ~/.m2 as the README says.
-      mvn -q -B clean install
+      mvn -q -B install
       installed_java
       ;;
     *)

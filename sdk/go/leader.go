@@ -286,7 +286,7 @@ func (r *leaderRun) handle(ctx context.Context, ev event) bool {
 	case "stepping-down":
 		r.stop(fmt.Errorf("%w: election %s", ErrSteppingDown, r.config.Election))
 		// The app has stopped acting as leader: hand over now rather than after the grace.
-		releaseCtx, cancel := context.WithTimeout(context.Background(), callSlack)
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callSlack) // the values of ctx (tracing), not its end
 		defer cancel()
 		_, _ = r.c.Release(releaseCtx, r.config.Election)
 		return true

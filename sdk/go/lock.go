@@ -171,7 +171,7 @@ func (c *Client) ReleaseSemaphore(ctx context.Context, name string, token int64)
 
 func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (lock *Lock, err error) {
 	l := &Lock{c: c, path: path, stop: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx)) // ctx's values, not its end
 	defer func() {
 		if err != nil {
 			l.cancel(err) // nothing was granted: free the context
@@ -187,7 +187,7 @@ func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opt
 		q.Set("hold", "stream")
 		q.Del("ttl")
 		// The stream outlives ctx (it is the hold); ctx only bounds the wait for the grant.
-		streamCtx, closeStream := context.WithCancel(context.Background())
+		streamCtx, closeStream := context.WithCancel(context.WithoutCancel(ctx))
 		unhook := context.AfterFunc(ctx, closeStream)
 		stream, err := c.stream(streamCtx, http.MethodPost, path, q)
 		if err != nil {

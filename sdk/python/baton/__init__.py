@@ -2,6 +2,7 @@
 leader election like client-go's leaderelection, locks and semaphores held by a stream or a
 renewed lease with their fencing tokens, barriers, groups and the pod's event stream."""
 
+from .aio import AsyncClient, AsyncLock, AsyncTerm
 from .client import DISCONNECTED, Client
 from .errors import (
     ERRORS,
@@ -68,6 +69,9 @@ __all__ = [
     "AcquireInProgress",
     "AlreadyHeld",
     "AppUnhealthy",
+    "AsyncClient",
+    "AsyncLock",
+    "AsyncTerm",
     "BadBody",
     "BatonError",
     "CampaignInProgress",

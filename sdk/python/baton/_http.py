@@ -44,10 +44,10 @@ class Transport:
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
 
-    def url(self, path: str, query: dict | None = None) -> str:
+    def url(self, path: str, query: dict[str, Any] | None = None) -> str:
         return path + ("?" + urllib.parse.urlencode(query) if query else "")
 
-    def call(self, method: str, path: str, query: dict | None = None, wait: float = 0.0,
+    def call(self, method: str, path: str, query: dict[str, Any] | None = None, wait: float = 0.0,
              timeout: float | None = None, stop: threading.Event | None = None) -> Any:
         """One request; the 2xx JSON answer, or the error's class raised. ``timeout`` (default
         wait plus CALL_SLACK) bounds each socket operation; ``stop`` set ends it with Cancelled."""
@@ -63,7 +63,7 @@ class Transport:
             raise _error(resp.status, body)
         return json.loads(body) if body else None
 
-    def stream(self, method: str, path: str, query: dict | None, wait: float, idle: float,
+    def stream(self, method: str, path: str, query: dict[str, Any] | None, wait: float, idle: float,
                stop: threading.Event | None = None) -> EventStream:
         """Opens an event stream; a refusal before it starts raises the error's class; ``stop``
         set while it opens ends it with Cancelled."""
@@ -135,14 +135,14 @@ class EventStream:
     def next(self) -> Event | None:
         """The next event; None when the sidecar ended the stream. Raises OSError (socket.timeout
         when it fell silent) or http.client errors when it broke."""
-        name, data = "", []
+        name, data = "", list[str]()
         while True:
-            line = self._resp.readline()
-            if not line:
+            raw = self._resp.readline()
+            if not raw:
                 if self._closed.is_set():
                     raise ConnectionAbortedError("the stream was closed")
                 return None
-            line = line.decode("utf-8").rstrip("\r\n")
+            line = raw.decode("utf-8").rstrip("\r\n")
             if line == "":
                 if name or data:
                     text = "\n".join(data)

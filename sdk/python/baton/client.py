@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import cast
 
 from . import errors, leader, lock, types
-from ._http import Event, seconds
+from ._http import Event, EventStream, Transport, seconds
+from .leader import Callback
+from .lock import Lock
 
 DEFAULT_ADDRESS = "127.0.0.1:4040"
 
@@ -27,7 +29,7 @@ class Client:
     def __init__(self, address: str | None = None, *, stream_idle: float = 25.0):
         address = address or os.environ.get("BATON_SIDECAR") or DEFAULT_ADDRESS
         parsed = urllib.parse.urlsplit(address if "://" in address else "http://" + address)
-        self._t = lock.Transport(parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self._t = Transport(parsed.hostname or "127.0.0.1", parsed.port or 80)
         self.stream_idle = stream_idle
 
     # --- leadership ---
@@ -48,7 +50,7 @@ class Client:
         """Answers stepping-down (run_leader_election does it for the app); whether it led."""
         return bool(self._t.call("POST", leader.election_path(election) + "/release").get("wasLeader"))
 
-    def run_leader_election(self, on_started_leading: leader.Callback, *, election: str = "",
+    def run_leader_election(self, on_started_leading: Callback, *, election: str = "",
                             campaign: bool = False, stop: threading.Event | None = None,
                             on_stopped_leading: Callable[[errors.Ended], None] | None = None,
                             on_new_leader: Callable[[types.Leader | None], None] | None = None) -> None:
@@ -65,8 +67,8 @@ class Client:
     # --- locks and semaphores ---
 
     def lock(self, name: str, *, mode: str | None = None, wait: float | None = None,
-             ttl: float | None = None, on_lost: Callable[[lock.Lock], None] | None = None,
-             stop: threading.Event | None = None) -> lock.Lock:
+             ttl: float | None = None, on_lost: Callable[[Lock], None] | None = None,
+             stop: threading.Event | None = None) -> Lock:
         """Acquires lock ``name``: held by a stream (it dies with this process) unless ``ttl``
         asks for a lease, which this client renews until the first renewal fails. ``wait`` in
         seconds: None queues until granted or ``stop`` is set (Cancelled), 0 tries once
@@ -78,19 +80,19 @@ class Client:
                             idle=self.stream_idle, on_lost=on_lost, stop=stop)
 
     def try_lock(self, name: str, *, mode: str | None = None, ttl: float | None = None,
-                 on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+                 on_lost: Callable[[Lock], None] | None = None) -> Lock:
         """``lock(name, wait=0)``: granted only if free now, else NotGranted."""
         return self.lock(name, mode=mode, wait=0, ttl=ttl, on_lost=on_lost)
 
     def semaphore(self, name: str, permits: int, *, wait: float | None = None, ttl: float | None = None,
-                  on_lost: Callable[[lock.Lock], None] | None = None,
-                  stop: threading.Event | None = None) -> lock.Lock:
+                  on_lost: Callable[[Lock], None] | None = None,
+                  stop: threading.Event | None = None) -> Lock:
         """One of ``permits`` permits of semaphore ``name``, waited for, held and released as a lock is."""
         return lock.acquire(self._t, lock.lock_path("semaphore", name), {"permits": permits}, wait=wait,
                             ttl=ttl, idle=self.stream_idle, on_lost=on_lost, stop=stop)
 
     def try_semaphore(self, name: str, permits: int, *, ttl: float | None = None,
-                      on_lost: Callable[[lock.Lock], None] | None = None) -> lock.Lock:
+                      on_lost: Callable[[Lock], None] | None = None) -> Lock:
         """``semaphore(name, permits, wait=0)``: a permit only if one is free now, else NotGranted."""
         return self.semaphore(name, permits, wait=0, ttl=ttl, on_lost=on_lost)
 
@@ -172,7 +174,7 @@ class Client:
 
 
 
-def _close_on_stop(stream, stop: threading.Event, done: threading.Event) -> None:
+def _close_on_stop(stream: EventStream, stop: threading.Event, done: threading.Event) -> None:
     """Closes stream when stop is set (ending a read blocked in it), until done is set."""
     while not done.is_set():
         if stop.wait(0.2):

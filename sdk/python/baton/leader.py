@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from typing import Any
 
 from . import errors, types
 from ._http import Transport, parse_time
@@ -91,7 +92,7 @@ class _Run:
         else:
             self.stop(errors.Lost(f"election {self.election}: this pod no longer leads"))
 
-    def handle(self, name: str, data: dict) -> bool:
+    def handle(self, name: str, data: dict[str, Any]) -> bool:
         """Applies one event; True after a stepping-down hand-over."""
         if name == "leader":
             self.saw_leader(data.get("leader"))
@@ -144,7 +145,7 @@ class _Run:
             stream = self.t.stream("GET", path + "/campaign", None, 0, self.idle)
         else:
             stream = self.t.stream("GET", path, {"follow": "stream"}, 0, self.idle)
-        events: queue.Queue[tuple] = queue.Queue()
+        events: queue.Queue[tuple[Any, ...]] = queue.Queue()
 
         def read() -> None:
             while True:

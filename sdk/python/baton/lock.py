@@ -7,6 +7,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from typing import Any
 
 from . import errors
 from ._http import Event, EventStream, Transport, parse_time, seconds
@@ -23,7 +24,7 @@ class Lock:
     sidecar); ``cause`` says why (an ``errors.Ended`` subclass). Pass ``token`` (the fencing
     token) to what the lock protects."""
 
-    def __init__(self, transport: Transport, path: str, grant: dict, stream: EventStream | None,
+    def __init__(self, transport: Transport, path: str, grant: dict[str, Any], stream: EventStream | None,
                  ttl: float | None, on_lost: Callable[[Lock], None] | None):
         self._t, self._path, self.grant = transport, path, grant
         self.token: int = grant["token"]
@@ -74,7 +75,7 @@ class Lock:
     def __enter__(self) -> Lock:  # noqa: PYI034 - Lock is final; typing.Self needs Python 3.11
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def _end(self, cause: errors.Ended) -> None:
@@ -173,7 +174,7 @@ def check_wait(wait: float | None) -> None:
                          "granted or stop is set (in calls of at most 600 s)")
 
 
-def acquire(transport: Transport, path: str, query: dict, *, wait: float | None, ttl: float | None,
+def acquire(transport: Transport, path: str, query: dict[str, Any], *, wait: float | None, ttl: float | None,
             idle: float, on_lost: Callable[[Lock], None] | None,
             stop: threading.Event | None = None) -> Lock:
     """wait None: until granted or ``stop`` is set (in the sidecar's 600 s steps); 0: try once."""
