@@ -11,10 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use baton_sidecar::http::{
-    ApiError, ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, Exposure, MAX_TTL, MAX_WAIT, MIN_TTL,
-    Query, Route, route, serve,
-};
+use baton_sidecar::http::api::ParamKind;
+use baton_sidecar::http::{ApiError, ApiState, Exposure, Query, Route, route, serve};
 use baton_sidecar::leases::LockTable;
 use baton_sidecar::metrics::Metrics;
 use baton_sidecar::recipe::{SessionControl, SessionOptions, start_session};
@@ -42,35 +40,29 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-/// The query parameters each route takes, as in `http/handlers/`.
-fn allowed(route: &Route) -> &'static [&'static str] {
-    match route {
-        Route::Leader(_) => &["wait", "token", "follow"],
-        Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
-        Route::LockRenew(_) => &["ttl"],
-        _ => &[],
-    }
-}
-
-/// The duration parameters of a route, with their default and range, as the handlers read them.
-fn durations(route: &Route) -> Vec<(&'static str, Duration, Duration, Duration)> {
-    match route {
-        Route::Leader(_) => vec![("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)],
-        Route::LockAcquire(_) => vec![
-            ("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT),
-            ("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL),
-        ],
-        Route::LockRenew(_) => vec![("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)],
-        _ => Vec::new(),
-    }
-}
-
-/// What the router and query parser make of a request line: the route, or the refusal.
+/// What the router and query parser make of a request line: the route, or the refusal. The
+/// parameters are the route's in the API's table, checked in its order (the handlers' order) up
+/// to the first word-valued one, after which handlers may check other things first.
 fn predict(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiError> {
     let route = route(method, path)?;
-    let q = Query::parse(query, allowed(&route))?;
-    for (key, default, min, max) in durations(&route) {
-        q.duration(key, default, min, max)?;
+    let endpoint = route.endpoint();
+    let q = Query::for_endpoint(query, endpoint)?;
+    for p in endpoint.params {
+        let given = match p.kind {
+            ParamKind::Duration { .. } => q.optional_duration_of(p)?.is_some(),
+            ParamKind::Count { .. } => q.count_of(p)?.is_some(),
+            ParamKind::Token => q.token_of(p)?.is_some(),
+            ParamKind::Choice(_) | ParamKind::Text => break,
+        };
+        if p.required && !given && q.get(p.name).is_none() {
+            let code = p
+                .missing
+                .expect("a required parameter names its missing code");
+            return Err(ApiError::bad_request(
+                code,
+                format!("{} is missing", p.name),
+            ));
+        }
     }
     Ok(route)
 }

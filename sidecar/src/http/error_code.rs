@@ -53,7 +53,7 @@ error_codes! {
     InvalidToken BAD_REQUEST "`token` is not an integer (the fencing token of a grant or a leader).",
     MissingToken BAD_REQUEST "`renew` or `DELETE` without the grant's `token`.",
     InvalidMode BAD_REQUEST "`mode` is not `exclusive`, `read` or `write`.",
-    InvalidHold BAD_REQUEST "`hold` is not `stream`.",
+    InvalidHold BAD_REQUEST "`hold` is not `lease` or `stream`.",
     TtlWithStream BAD_REQUEST "`ttl` with `hold=stream`: a stream hold has no lease.",
     InvalidFollow BAD_REQUEST "`follow` is not `stream`.",
     FollowWithWait BAD_REQUEST "`follow=stream` with `wait` or `token`.",

@@ -1,8 +1,10 @@
 //! The localhost HTTP API on `--listen` (DESIGN.md §2): hyper HTTP/1.1, one task per
 //! connection, JSON answers, small bodies only.
 
+pub mod api;
 mod error_code;
 mod handlers;
+pub mod openapi;
 mod query;
 mod reply;
 mod route;
@@ -20,9 +22,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use handlers::{
-    ApiState, Campaigns, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, leader_body,
-};
+pub use api::{DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL};
+pub use handlers::{ApiState, Campaigns, leader_body};
 // `Query` is public (like `route`) only so the proptests in `sidecar/tests/http_parsing.rs`
 // and the cargo-fuzz targets in `tests/fuzz/` can drive the parsers directly; nothing else uses it.
 pub use error_code::ErrorCode;
@@ -54,15 +55,13 @@ pub enum Exposure {
 }
 
 impl Exposure {
-    /// Whether a listener of this exposure serves `route` (whatever the query: no probe
-    /// route streams or waits, so `follow=stream` never holds a connection open there).
+    /// Whether a listener of this exposure serves `route`: the probe port serves the endpoints
+    /// the API's table marks `probe` (whatever the query: no probe route streams or waits, so
+    /// `follow=stream` never holds a connection open there).
     pub fn serves(self, route: &Route) -> bool {
         match self {
             Exposure::Full => true,
-            Exposure::ProbesOnly => matches!(
-                route,
-                Route::LeaderReady(_) | Route::Healthz | Route::Readyz | Route::Metrics
-            ),
+            Exposure::ProbesOnly => route.endpoint().probe,
         }
     }
 }

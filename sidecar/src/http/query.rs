@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::api::{Endpoint, Param, ParamKind};
 use super::reply::ApiError;
 use crate::http::error_code::ErrorCode;
 
@@ -40,6 +41,85 @@ impl Query {
             pairs.push((key, value));
         }
         Ok(Self { pairs })
+    }
+
+    /// Parses `raw` with the parameters `endpoint` takes (its entry in [`super::api`]).
+    pub fn for_endpoint(raw: Option<&str>, endpoint: &Endpoint) -> Result<Self, ApiError> {
+        let names: Vec<&str> = endpoint.params.iter().map(|p| p.name).collect();
+        Self::parse(raw, &names)
+    }
+
+    /// Duration parameter `p`: its value, else its default (zero when it has none: use
+    /// [`Self::optional_duration_of`] for those).
+    pub fn duration_of(&self, p: &Param) -> Result<Duration, ApiError> {
+        Ok(self.optional_duration_of(p)?.unwrap_or_default())
+    }
+
+    /// Duration parameter `p`: its value, else its default, else `None`.
+    pub fn optional_duration_of(&self, p: &Param) -> Result<Option<Duration>, ApiError> {
+        let ParamKind::Duration { default, min, max } = p.kind else {
+            unreachable!("{} is not a duration parameter", p.name);
+        };
+        match (self.get(p.name), default) {
+            (None, default) => Ok(default),
+            (Some(_), default) => self
+                .duration(p.name, default.unwrap_or(min), min, max)
+                .map(Some),
+        }
+    }
+
+    /// Count parameter `p` (a whole number within its limits), `None` when absent.
+    pub fn count_of(&self, p: &Param) -> Result<Option<u32>, ApiError> {
+        let ParamKind::Count { min, max } = p.kind else {
+            unreachable!("{} is not a count parameter", p.name);
+        };
+        let Some(raw) = self.get(p.name) else {
+            return Ok(None);
+        };
+        match raw.parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(ApiError::bad_request(
+                p.invalid,
+                format!(
+                    "{}: {raw:?} is not a whole number from {min} to {max}",
+                    p.name
+                ),
+            )),
+        }
+    }
+
+    /// Token parameter `p` (a signed 64-bit integer), `None` when absent.
+    pub fn token_of(&self, p: &Param) -> Result<Option<i64>, ApiError> {
+        debug_assert_eq!(p.kind, ParamKind::Token, "{}", p.name);
+        let Some(raw) = self.get(p.name) else {
+            return Ok(None);
+        };
+        raw.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::bad_request(
+                p.invalid,
+                format!("{}: {raw:?} is not an integer fencing token", p.name),
+            )
+        })
+    }
+
+    /// Choice parameter `p`: its value when it is one of the choices, `None` when absent.
+    pub fn choice_of(&self, p: &Param) -> Result<Option<&'static str>, ApiError> {
+        let ParamKind::Choice(choices) = p.kind else {
+            unreachable!("{} is not a choice parameter", p.name);
+        };
+        let Some(raw) = self.get(p.name) else {
+            return Ok(None);
+        };
+        match choices.iter().find(|c| **c == raw) {
+            Some(c) => Ok(Some(c)),
+            None => Err(ApiError::bad_request(
+                p.invalid,
+                match choices {
+                    [one] => format!("{}: {raw:?} is not {one}", p.name),
+                    _ => format!("{}: {raw:?} is not one of {}", p.name, choices.join(", ")),
+                },
+            )),
+        }
     }
 
     /// The raw value of `key`.

@@ -2,6 +2,7 @@
 
 use hyper::Method;
 
+use super::api::{self, Endpoint};
 use super::reply::ApiError;
 use crate::http::error_code::ErrorCode;
 use crate::recipe::ResourceName;
@@ -44,9 +45,16 @@ pub enum Route {
     Healthz,
     Readyz,
     Metrics,
+    /// `GET /openapi.json`: this API's OpenAPI document.
+    OpenApi,
 }
 
 impl Route {
+    /// The route's entry in the API's table: its parameters, answers and errors.
+    pub fn endpoint(&self) -> &'static Endpoint {
+        api::endpoint(self.label()).expect("every route has an endpoint (checked by api's tests)")
+    }
+
     /// A fixed name for metrics (never the raw path: names would explode the label set).
     pub fn label(&self) -> &'static str {
         match self {
@@ -69,6 +77,7 @@ impl Route {
             Route::Healthz => "healthz",
             Route::Readyz => "readyz",
             Route::Metrics => "metrics",
+            Route::OpenApi => "openapi",
         }
     }
 }
@@ -102,6 +111,7 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         ["healthz"] => only(Method::GET, "GET").map(|()| Route::Healthz),
         ["readyz"] => only(Method::GET, "GET").map(|()| Route::Readyz),
         ["metrics"] => only(Method::GET, "GET").map(|()| Route::Metrics),
+        ["openapi.json"] => only(Method::GET, "GET").map(|()| Route::OpenApi),
         ["events"] => only(Method::GET, "GET").map(|()| Route::Events),
         ["leader"] => {
             only(Method::GET, "GET")?;
@@ -262,6 +272,7 @@ mod tests {
             (Method::GET, "/readyz", Route::Readyz),
             (Method::GET, "/metrics", Route::Metrics),
             (Method::GET, "/events", Route::Events),
+            (Method::GET, "/openapi.json", Route::OpenApi),
         ];
         for (method, path, expected) in cases {
             assert_eq!(route(&method, path), Ok(expected), "{method} {path}");

@@ -18,7 +18,6 @@ use super::ApiState;
 use crate::config::Candidacy;
 use crate::events::{session_change_data, session_changes, session_mark, sse_comment, sse_event};
 use crate::http::error_code::ErrorCode;
-use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
 use crate::http::sse::{KEEP_ALIVE, SseSender};
 use crate::recipe::timestamp::rfc3339;
@@ -64,9 +63,7 @@ impl Campaigns {
 pub(super) async fn campaign(
     state: &ApiState,
     name: Option<&ResourceName>,
-    query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    Query::parse(query, &[])?;
     let election = state.election(name)?;
     if state.candidacy != Candidacy::App {
         return Err(ApiError::new(
@@ -220,9 +217,7 @@ impl Tracker {
 pub(super) async fn release(
     state: &ApiState,
     name: Option<&ResourceName>,
-    query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    Query::parse(query, &[])?;
     let election = state.election(name)?;
     match state.handoff.release(election).await {
         Ok(led) => Ok(json(

@@ -1,13 +1,11 @@
 //! `/members` and `/barrier`: the routes about a group of pods rather than one holder.
 
-use std::time::Duration;
-
 use hyper::{Response, StatusCode};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::locks::MAX_PERMITS;
-use super::{ApiState, MAX_WAIT};
+use super::ApiState;
+use crate::http::api;
 use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, json};
@@ -19,14 +17,13 @@ use crate::recipe::{BarrierError, BarrierRecipe, ResourceName, read_members};
 pub(super) async fn members(
     state: &ApiState,
     name: &ResourceName,
-    query: Option<&str>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "version"])?;
-    let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
+    let wait = q.duration_of(&api::MEMBERS_WAIT)?;
     let deadline = Instant::now() + wait;
     loop {
         let (found, watcher) = read_members(&state.session, name).await?;
-        if q.get("version") != Some(found.version.as_str())
+        if q.get(api::VERSION.name) != Some(found.version.as_str())
             || Instant::now() >= deadline
             || state.is_draining()
         {
@@ -40,26 +37,16 @@ pub(super) async fn members(
     }
 }
 
-/// Default `wait` at a barrier.
-pub const DEFAULT_BARRIER_WAIT: Duration = Duration::from_secs(60);
-
 /// `POST /barrier/NAME?parties=N&wait=60s`: 200 once N pods are in, 409 `NotPassed` when
 /// `wait` runs out; this pod has left the barrier when the answer comes (or the call drops).
 pub(super) async fn barrier(
     state: &ApiState,
     name: &ResourceName,
-    query: Option<&str>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["parties", "wait"])?;
-    let wait = q.duration("wait", DEFAULT_BARRIER_WAIT, Duration::ZERO, MAX_WAIT)?;
-    let parties = match q.get("parties").map(|raw| (raw, raw.parse::<u32>())) {
-        Some((_, Ok(n))) if (1..=MAX_PERMITS).contains(&n) => n,
-        Some((raw, _)) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidParties,
-                format!("parties: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
-            ));
-        }
+    let wait = q.duration_of(&api::BARRIER_WAIT)?;
+    let parties = match q.count_of(&api::PARTIES)? {
+        Some(n) => n,
         None => {
             return Err(ApiError::bad_request(
                 ErrorCode::MissingParties,

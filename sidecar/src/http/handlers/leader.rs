@@ -8,10 +8,11 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use super::{ApiState, MAX_WAIT};
+use super::ApiState;
 use crate::events::{
     leader_key, session_change_data, session_changes, session_mark, sse_comment, sse_event,
 };
+use crate::http::api;
 use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
@@ -26,34 +27,19 @@ const REFRESH_BOUND: Duration = Duration::from_secs(2);
 pub(super) async fn leader(
     state: &ApiState,
     name: Option<&ResourceName>,
-    query: Option<&str>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "token", "follow"])?;
-    let wait = q.duration("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)?;
-    let token = match q.get("token") {
-        None => 0,
-        Some(raw) => raw.parse::<i64>().map_err(|_| {
-            ApiError::bad_request(
-                ErrorCode::InvalidToken,
-                format!("token: {raw:?} is not an integer fencing token"),
-            )
-        })?,
-    };
-    let follow = match q.get("follow") {
+    let wait = q.duration_of(&api::LEADER_WAIT)?;
+    let token = q.token_of(&api::LEADER_TOKEN)?.unwrap_or(0);
+    let follow = match q.choice_of(&api::FOLLOW)? {
         None => false,
-        Some("stream") if q.get("wait").is_some() || q.get("token").is_some() => {
+        Some(_) if q.get("wait").is_some() || q.get("token").is_some() => {
             return Err(ApiError::bad_request(
                 ErrorCode::FollowWithWait,
                 "follow=stream sends every change as it happens; it takes no wait or token",
             ));
         }
-        Some("stream") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidFollow,
-                format!("follow: {other:?} is not stream"),
-            ));
-        }
+        Some(_) => true,
     };
     let election = state.election(name)?;
     if follow {

@@ -2,14 +2,13 @@
 //! inspecting. A semaphore is held as a lock is, so both share the hold parameters and the
 //! stream.
 
-use std::time::Duration;
-
 use hyper::{Response, StatusCode};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{ApiState, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL};
+use super::ApiState;
 use crate::events::{session_change_data, session_changes, session_mark, sse_comment, sse_event};
+use crate::http::api::{self, MAX_PERMITS};
 use crate::http::error_code::ErrorCode;
 use crate::http::query::Query;
 use crate::http::reply::{ApiError, Body, event_stream, json};
@@ -20,7 +19,7 @@ use crate::recipe::{LockEntry, LockMode, LockRecipe, ResourceName};
 
 /// The `token` a renew or release names: the fencing token its grant was answered with.
 pub(super) fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<i64, ApiError> {
-    let Some(raw) = q.get("token") else {
+    let Some(token) = q.token_of(&api::GRANT_TOKEN)? else {
         return Err(ApiError::bad_request(
             ErrorCode::MissingToken,
             format!(
@@ -29,31 +28,19 @@ pub(super) fn grant_token(q: &Query, lock: &ResourceName, what: &str) -> Result<
             ),
         ));
     };
-    raw.parse::<i64>().map_err(|_| {
-        ApiError::bad_request(
-            ErrorCode::InvalidToken,
-            format!("token: {raw:?} is not an integer fencing token"),
-        )
-    })
+    Ok(token)
 }
 
 pub(super) async fn acquire(
     state: &ApiState,
     name: &ResourceName,
-    query: Option<&str>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "ttl", "mode", "hold"])?;
-    let (wait, ttl, stream) = hold_params(state, &q)?;
-    let mode = match q.get("mode") {
+    let (wait, ttl, stream) = hold_params(state, q)?;
+    let mode = match q.choice_of(&api::MODE)? {
         None | Some("exclusive") => LockMode::Exclusive,
         Some("read") => LockMode::Read,
-        Some("write") => LockMode::Write,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidMode,
-                format!("mode: {other:?} is not one of exclusive, read, write"),
-            ));
-        }
+        Some(_) => LockMode::Write,
     };
     let shutting_down = || ApiError::new(ErrorCode::ShuttingDown, "this sidecar is shutting down");
     if stream {
@@ -70,38 +57,20 @@ pub(super) async fn acquire(
     Ok(json(StatusCode::OK, &lease.to_json()))
 }
 
-/// Most holders a semaphore may have.
-pub const MAX_PERMITS: u32 = 10_000;
-
-/// `?permits=N` (1 to [`MAX_PERMITS`]); `None` when absent.
-pub(super) fn permits(q: &Query) -> Result<Option<u32>, ApiError> {
-    let Some(raw) = q.get("permits") else {
-        return Ok(None);
-    };
-    match raw.parse::<u32>() {
-        Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(Some(n)),
-        _ => Err(ApiError::bad_request(
-            ErrorCode::InvalidPermits,
-            format!("permits: {raw:?} is not a whole number from 1 to {MAX_PERMITS}"),
-        )),
-    }
-}
-
 /// `POST /semaphore/NAME?permits=N`: one of N permits, held as a lock is (`ttl` or
 /// `hold=stream`), first come first served.
 pub(super) async fn acquire_permit(
     state: &ApiState,
     name: &ResourceName,
-    query: Option<&str>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let q = Query::parse(query, &["wait", "ttl", "hold", "permits"])?;
-    let Some(permits) = permits(&q)? else {
+    let Some(permits) = q.count_of(&api::PERMITS)? else {
         return Err(ApiError::bad_request(
             ErrorCode::MissingPermits,
             "a semaphore needs ?permits=N: how many pods may hold it at once (the same on every pod)",
         ));
     };
-    let (wait, ttl, stream) = hold_params(state, &q)?;
+    let (wait, ttl, stream) = hold_params(state, q)?;
     let ttl = (!stream).then_some(ttl);
     let (lease, ended) = tokio::select! {
         held = state.locks.acquire_permit(name, permits, wait, ttl) => held?,
@@ -118,24 +87,21 @@ pub(super) async fn acquire_permit(
 
 /// The `wait`, `ttl` and `hold` of an acquisition (true: `hold=stream`); refused while the
 /// sidecar drains.
-fn hold_params(state: &ApiState, q: &Query) -> Result<(Duration, Duration, bool), ApiError> {
-    let wait = q.duration("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT)?;
-    let ttl = q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?;
-    let stream = match q.get("hold") {
+fn hold_params(
+    state: &ApiState,
+    q: &Query,
+) -> Result<(std::time::Duration, std::time::Duration, bool), ApiError> {
+    let wait = q.duration_of(&api::LOCK_WAIT)?;
+    let ttl = q.duration_of(&api::TTL)?;
+    let stream = match q.choice_of(&api::HOLD)? {
         None | Some("lease") => false,
-        Some("stream") if q.get("ttl").is_some() => {
+        Some(_) if q.get(api::TTL.name).is_some() => {
             return Err(ApiError::bad_request(
                 ErrorCode::TtlWithStream,
                 "a stream hold (hold=stream) has no ttl: it lasts as long as the connection",
             ));
         }
-        Some("stream") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidHold,
-                format!("hold: {other:?} is not one of lease, stream"),
-            ));
-        }
+        Some(_) => true,
     };
     if state.is_draining() {
         return Err(ApiError::new(

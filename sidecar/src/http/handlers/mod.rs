@@ -10,12 +10,12 @@ mod leader;
 mod locks;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::{Response, StatusCode};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::api;
 use super::query::Query;
 use super::reply::{ApiError, Body, json, text};
 use super::route::Route;
@@ -33,18 +33,7 @@ use campaign::{campaign, release};
 use events::events;
 use groups::{barrier, members};
 use leader::{leader, ready, ready_status};
-use locks::{acquire, acquire_permit, grant_token, inspect, inspect_semaphore, permits};
-
-/// Longest accepted `wait` for long-polls and lock acquisitions.
-pub const MAX_WAIT: Duration = Duration::from_secs(600);
-/// Default `wait` for a lock acquisition.
-pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
-/// Default lease of an HTTP lock.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-/// Shortest accepted lease.
-pub const MIN_TTL: Duration = Duration::from_millis(100);
-/// Longest accepted lease: a lock is an application's, not a reservation for a day.
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+use locks::{acquire, acquire_permit, grant_token, inspect, inspect_semaphore};
 
 /// Everything the handlers use.
 pub struct ApiState {
@@ -110,29 +99,28 @@ pub async fn handle_probe(
     route: Route,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
+    let endpoint = route.endpoint();
     match route {
         Route::LeaderReady(name) => {
-            Query::parse(query, &[])?;
+            Query::for_endpoint(query, endpoint)?;
             ready_status(state, state.election(name.as_ref())?)
         }
         route => handle(state, route, query).await,
     }
 }
 
-/// Runs `route` with the raw query string.
+/// Runs `route` with the raw query string, parsed with the parameters the route's entry in
+/// [`api::ENDPOINTS`] lists (any other is refused).
 pub async fn handle(
     state: &ApiState,
     route: Route,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
+    let q = Query::for_endpoint(query, route.endpoint())?;
     match route {
-        Route::Leader(name) => leader(state, name.as_ref(), query).await,
-        Route::LeaderReady(name) => {
-            Query::parse(query, &[])?;
-            ready(state, state.election(name.as_ref())?)
-        }
+        Route::Leader(name) => leader(state, name.as_ref(), &q).await,
+        Route::LeaderReady(name) => ready(state, state.election(name.as_ref())?),
         Route::LeaderResign(name) => {
-            Query::parse(query, &[])?;
             let election = state.election(name.as_ref())?;
             let resigned = election.resign().await?;
             Ok(json(
@@ -140,21 +128,16 @@ pub async fn handle(
                 &json!({ "election": election.name(), "resigned": resigned }),
             ))
         }
-        Route::LeaderCampaign(name) => campaign(state, name.as_ref(), query).await,
-        Route::LeaderRelease(name) => release(state, name.as_ref(), query).await,
-        Route::LockAcquire(name) => acquire(state, &name, query).await,
+        Route::LeaderCampaign(name) => campaign(state, name.as_ref()).await,
+        Route::LeaderRelease(name) => release(state, name.as_ref()).await,
+        Route::LockAcquire(name) => acquire(state, &name, &q).await,
         Route::LockRenew(name) => {
-            let q = Query::parse(query, &["token", "ttl"])?;
-            let ttl = match q.get("ttl") {
-                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
-                None => None,
-            };
+            let ttl = q.optional_duration_of(&api::RENEW_TTL)?;
             let token = grant_token(&q, &name, "renew")?;
             let lease = state.locks.renew(&name, token, ttl).await?;
             Ok(json(StatusCode::OK, &lease.to_json()))
         }
         Route::LockRelease(name) => {
-            let q = Query::parse(query, &["token"])?;
             let token = grant_token(&q, &name, "release")?;
             state.locks.release(&name, token).await?;
             Ok(json(
@@ -162,25 +145,17 @@ pub async fn handle(
                 &json!({ "lock": name, "released": true }),
             ))
         }
-        Route::LockInspect(name) => {
-            Query::parse(query, &[])?;
-            inspect(state, &name).await
-        }
-        Route::Members(name) => members(state, &name, query).await,
-        Route::Barrier(name) => barrier(state, &name, query).await,
-        Route::SemaphoreAcquire(name) => acquire_permit(state, &name, query).await,
+        Route::LockInspect(name) => inspect(state, &name).await,
+        Route::Members(name) => members(state, &name, &q).await,
+        Route::Barrier(name) => barrier(state, &name, &q).await,
+        Route::SemaphoreAcquire(name) => acquire_permit(state, &name, &q).await,
         Route::SemaphoreRenew(name) => {
-            let q = Query::parse(query, &["token", "ttl"])?;
-            let ttl = match q.get("ttl") {
-                Some(_) => Some(q.duration("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)?),
-                None => None,
-            };
+            let ttl = q.optional_duration_of(&api::RENEW_TTL)?;
             let token = grant_token(&q, &name, "renew")?;
             let lease = state.locks.semaphores().renew(&name, token, ttl).await?;
             Ok(json(StatusCode::OK, &lease.to_json()))
         }
         Route::SemaphoreRelease(name) => {
-            let q = Query::parse(query, &["token"])?;
             let token = grant_token(&q, &name, "release")?;
             state.locks.semaphores().release(&name, token).await?;
             Ok(json(
@@ -189,24 +164,14 @@ pub async fn handle(
             ))
         }
         Route::SemaphoreInspect(name) => {
-            let q = Query::parse(query, &["permits"])?;
-            let permits = permits(&q)?;
+            let permits = q.count_of(&api::INSPECT_PERMITS)?;
             inspect_semaphore(state, &name, permits).await
         }
-        Route::Events => {
-            Query::parse(query, &[])?;
-            Ok(events(state))
-        }
-        Route::Healthz => {
-            Query::parse(query, &[])?;
-            Ok(json(StatusCode::OK, &json!({ "status": "ok" })))
-        }
-        Route::Readyz => {
-            Query::parse(query, &[])?;
-            readyz(state)
-        }
+        Route::Events => Ok(events(state)),
+        Route::Healthz => Ok(json(StatusCode::OK, &json!({ "status": "ok" }))),
+        Route::OpenApi => Ok(json(StatusCode::OK, &super::openapi::document())),
+        Route::Readyz => readyz(state),
         Route::Metrics => {
-            Query::parse(query, &[])?;
             let views: Vec<_> = state.elections.iter().map(ElectionRecipe::view).collect();
             let leadership: Vec<_> = views
                 .iter()
