@@ -18,6 +18,7 @@ pub mod events;
 pub mod finalizer;
 pub mod http_server;
 pub mod leader_lease;
+pub mod metadata_keys;
 pub mod metrics;
 pub mod names;
 pub mod operation;

@@ -26,6 +26,11 @@ use crate::webhook::lookup::{EnsembleLookup, resolve};
 pub const CONDITION: &str = "SidecarsMissing";
 /// The reason of the Warning Event on each pod.
 pub const EVENT_REASON: &str = "SidecarMissing";
+/// The namespace label that opts a namespace in to injection (the chart's default
+/// `webhook.namespaceSelector`), with the value [`INJECTION_ENABLED`].
+pub const INJECTION_LABEL: &str = "baton.dev/injection";
+/// The value of [`INJECTION_LABEL`] that opts in.
+pub const INJECTION_ENABLED: &str = "enabled";
 /// The namespaces looked at: those opted in to injection.
 pub const NAMESPACE_SELECTOR: &str = "baton.dev/injection=enabled";
 /// The `ensemble` label of pods whose ensemble cannot be resolved (none, several, missing).

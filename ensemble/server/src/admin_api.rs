@@ -131,9 +131,189 @@ async fn serve_connection<S>(
     }
 }
 
+/// One call of the admin API, as the reference documents it. The router below answers these
+/// and no others (a test reads its match arms); whether a call is open to anyone and which
+/// paths answer 405 rather than 404 come from this table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminRoute {
+    pub method: &'static str,
+    /// The path; `{id}` stands for a member id.
+    pub path: &'static str,
+    /// Served to callers without the admin certificate (probes, Prometheus).
+    pub open: bool,
+    /// Only the leader acts on it; other members answer 421 `NotLeader` with `leaderId`.
+    pub leader_only: bool,
+    /// The JSON body it takes, in words (empty: none).
+    pub body: &'static str,
+    /// What it answers, in words.
+    pub answer: &'static str,
+    /// The error codes it can answer with beyond `Forbidden`, `NotFound` and
+    /// `MethodNotAllowed`, each as `STATUS Code`.
+    pub errors: &'static [&'static str],
+}
+
+/// Every admin call (the test-only raw proposal of `--unsafe-testing-raw-proposals` aside).
+pub const ADMIN_ROUTES: &[AdminRoute] = &[
+    AdminRoute {
+        method: "GET",
+        path: "/healthz",
+        open: true,
+        leader_only: false,
+        body: "",
+        answer: "200 `ok` (text) while the process serves.",
+        errors: &[],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/readyz",
+        open: true,
+        leader_only: false,
+        body: "",
+        answer: "200 `ready` (text) once a leader is known and everything known committed is \
+                 applied.",
+        errors: &["503 NoLeader", "503 CatchingUp"],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/metrics",
+        open: true,
+        leader_only: false,
+        body: "",
+        answer: "200 OpenMetrics text (the ensemble's metric families).",
+        errors: &[],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/v1/status",
+        open: false,
+        leader_only: false,
+        body: "",
+        answer: "200 `{id, role, leaderId, term, commitIndex, appliedIndex, members, learners, \
+                 clusterId, sessions, znodes, settings, featureLevel, maxFeatureLevel}`, fresh \
+                 from the member's core.",
+        errors: &[],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/v1/members",
+        open: false,
+        leader_only: false,
+        body: "",
+        answer: "200 `{members: [{id, peerAddr, role, leader}]}` (`role`: `voter` or `learner`).",
+        errors: &[],
+    },
+    AdminRoute {
+        method: "POST",
+        path: "/v1/members",
+        open: false,
+        leader_only: true,
+        body: "`{id, peerAddr}`: a positive id and `HOST:PORT`.",
+        answer: "202 once proposed: the member is added as a learner (promoted to voter when it \
+                 has caught up).",
+        errors: &[
+            "400 BadRequest",
+            "409 Conflict",
+            "413 TooLarge",
+            "421 NotLeader",
+            "503 ShuttingDown",
+        ],
+    },
+    AdminRoute {
+        method: "DELETE",
+        path: "/v1/members/{id}",
+        open: false,
+        leader_only: true,
+        body: "",
+        answer: "202 once proposed: the member is removed.",
+        errors: &[
+            "400 BadRequest",
+            "409 Conflict",
+            "421 NotLeader",
+            "503 ShuttingDown",
+        ],
+    },
+    AdminRoute {
+        method: "POST",
+        path: "/v1/leader/transfer",
+        open: false,
+        leader_only: true,
+        body: "`{to}` (optional): the voter to hand leadership to; without it the most caught-up \
+               voter.",
+        answer: "202 once the transfer started.",
+        errors: &[
+            "400 BadRequest",
+            "409 Conflict",
+            "413 TooLarge",
+            "421 NotLeader",
+            "503 ShuttingDown",
+        ],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/v1/settings",
+        open: false,
+        leader_only: false,
+        body: "",
+        answer: "200 the replicated settings and alarms: `{set, appliedIndex, checkIdentities, \
+                 namespaceZnodes, namespaceBytes, sharedZnodes, sharedBytes, \
+                 ephemeralsPerSession, alarms: [{member, kind}]}` (also `settings` in \
+                 `/v1/status`).",
+        errors: &[],
+    },
+    AdminRoute {
+        method: "PUT",
+        path: "/v1/settings",
+        open: false,
+        leader_only: true,
+        body: "Any of `{checkIdentities, namespaceZnodes, namespaceBytes, sharedZnodes, \
+               sharedBytes, ephemeralsPerSession}`; those left out keep their value.",
+        answer: "200 the new settings, once applied.",
+        errors: &[
+            "400 BadRequest",
+            "409 Conflict",
+            "413 TooLarge",
+            "421 NotLeader",
+            "503 ShuttingDown",
+        ],
+    },
+    AdminRoute {
+        method: "GET",
+        path: "/v1/snapshot",
+        open: false,
+        leader_only: false,
+        body: "",
+        answer: "200 a backup file (`application/octet-stream`, headers `x-baton-index` and \
+                 `x-baton-term`) of the state as applied through at least the commit index the \
+                 leader confirmed: what `baton-ensemble snapshot save` fetches.",
+        errors: &[
+            "503 NoLeader",
+            "503 LeaderChanged",
+            "503 NotConfirmed",
+            "503 ShuttingDown",
+        ],
+    },
+];
+
+/// Whether `path` is `pattern`, `{id}` matching one segment.
+fn path_matches(pattern: &str, path: &str) -> bool {
+    match pattern.split_once("{id}") {
+        Some((prefix, "")) => path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/')),
+        _ => pattern == path,
+    }
+}
+
 /// Routes anyone may call: what probes and Prometheus need, and nothing that tells more.
 fn is_open(method: &Method, path: &str) -> bool {
-    method == Method::GET && matches!(path, "/healthz" | "/readyz" | "/metrics")
+    ADMIN_ROUTES
+        .iter()
+        .any(|r| r.open && r.method == method.as_str() && path_matches(r.path, path))
+}
+
+/// Whether some admin call has this path (with another method: 405, not 404).
+fn is_known_path(path: &str) -> bool {
+    ADMIN_ROUTES.iter().any(|r| path_matches(r.path, path))
 }
 
 fn json(status: StatusCode, body: &impl serde::Serialize) -> Response<Full<Bytes>> {
@@ -471,11 +651,7 @@ fn route_parts(ctx: &AdminContext, method: &Method, path: &str) -> Response<Full
                 .collect();
             json(StatusCode::OK, &serde_json::json!({ "members": members }))
         }
-        (
-            _,
-            "/healthz" | "/readyz" | "/metrics" | "/v1/status" | "/v1/members" | "/v1/snapshot"
-            | "/v1/settings",
-        ) => error(
+        (_, p) if is_known_path(p) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             "this path does not take that method",
@@ -529,6 +705,57 @@ mod tests {
             route_parts(&ready, &Method::GET, "/readyz").status(),
             StatusCode::OK
         );
+    }
+
+    /// The table lists exactly the calls the router's match arms answer.
+    #[test]
+    fn the_table_is_what_the_router_answers() {
+        let file = include_str!("admin_api.rs");
+        // The router, not these tests.
+        let source = file.split("#[cfg(test)]\nmod tests").next().unwrap_or(file);
+        let mut routed = std::collections::BTreeSet::new();
+        for (i, _) in source.match_indices("(&Method::") {
+            let rest = &source[i + "(&Method::".len()..];
+            let Some((method, rest)) = rest.split_once(", ") else {
+                continue;
+            };
+            if method.is_empty() || !method.chars().all(|c| c.is_ascii_uppercase()) {
+                continue;
+            }
+            let path = if let Some(rest) = rest.strip_prefix('"') {
+                rest.split('"').next().unwrap_or_default().to_owned()
+            } else if rest.starts_with("p)") {
+                // `(&Method::DELETE, p) if p.starts_with("/v1/members/")`
+                let prefix = rest.split('"').nth(1).unwrap_or_default();
+                format!("{prefix}{{id}}")
+            } else {
+                continue;
+            };
+            if path.starts_with("/v1/testing/") {
+                continue;
+            }
+            routed.insert((method.to_owned(), path));
+        }
+        let table: std::collections::BTreeSet<_> = ADMIN_ROUTES
+            .iter()
+            .map(|r| (r.method.to_owned(), r.path.to_owned()))
+            .collect();
+        assert_eq!(routed, table);
+    }
+
+    #[test]
+    fn other_methods_on_known_paths_are_405() {
+        let c = ctx(Status::default());
+        for path in ["/v1/leader/transfer", "/v1/members/3", "/v1/snapshot"] {
+            assert_eq!(
+                route_parts(&c, &Method::PATCH, path).status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{path}"
+            );
+        }
+        assert!(is_open(&Method::GET, "/metrics"));
+        assert!(!is_open(&Method::GET, "/v1/status"));
+        assert!(!is_open(&Method::POST, "/healthz"));
     }
 
     #[test]

@@ -20,9 +20,12 @@ use super::certs::{self, CertBundle, CertError, Renewal};
 use super::server::{ReloadableCert, TlsError, certified_key};
 use crate::names::FIELD_MANAGER;
 
-const CA_NOT_AFTER: &str = "baton.dev/ca-not-after";
-const CERT_NOT_AFTER: &str = "baton.dev/cert-not-after";
-const CERT_DNS_NAMES: &str = "baton.dev/cert-dns-names";
+/// Annotation of the webhook's certificate Secret: end of its CA's validity.
+pub const CA_NOT_AFTER: &str = "baton.dev/ca-not-after";
+/// Annotation of the webhook's certificate Secret: end of the serving certificate's validity.
+pub const CERT_NOT_AFTER: &str = "baton.dev/cert-not-after";
+/// Annotation of the webhook's certificate Secret: the serving certificate's DNS names.
+pub const CERT_DNS_NAMES: &str = "baton.dev/cert-dns-names";
 /// After a failed round, the next one comes this soon.
 const RETRY: Duration = Duration::from_secs(30);
 

@@ -38,6 +38,58 @@ pub const LEADER_SINCE_ANNOTATION: &str = "baton.dev/leader-since";
 /// Annotation with the current term's fencing token, while this pod leads.
 pub const FENCING_TOKEN_ANNOTATION: &str = "baton.dev/fencing-token";
 
+/// One `baton.dev/*` key the sidecar writes (the documentation's "Annotations and labels" page
+/// lists these with the operator's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodKey {
+    pub key: &'static str,
+    /// `label` or `annotation`.
+    pub kind: &'static str,
+    pub on: &'static str,
+    pub values: &'static str,
+    pub meaning: &'static str,
+    /// Whether elections after the first have their own key, `<key>-<election>`.
+    pub per_election: bool,
+}
+
+/// Every key the sidecar writes.
+pub const POD_KEYS: &[PodKey] = &[
+    PodKey {
+        key: ROLE_LABEL,
+        kind: "label",
+        on: "its own Pod (with `--pod`)",
+        values: "`leader`, `candidate`",
+        meaning: "Whether this pod leads the election: `kubectl get pods -l \
+                  baton.dev/role=leader` and a Service selector work.",
+        per_election: true,
+    },
+    PodKey {
+        key: LEADER_SINCE_ANNOTATION,
+        kind: "annotation",
+        on: "its own Pod (with `--pod`)",
+        values: "RFC 3339 time",
+        meaning: "When the current term began, while this pod leads (removed otherwise).",
+        per_election: true,
+    },
+    PodKey {
+        key: FENCING_TOKEN_ANNOTATION,
+        kind: "annotation",
+        on: "its own Pod (with `--pod`)",
+        values: "integer",
+        meaning: "The current term's fencing token, while this pod leads (removed otherwise).",
+        per_election: true,
+    },
+    PodKey {
+        key: FENCING_TOKEN_ANNOTATION,
+        kind: "annotation",
+        on: "the Lease `baton-<election>` (with `--mirror-lease`)",
+        values: "integer",
+        meaning: "The fencing token of the term the Lease mirrors (cleared with the holder on \
+                  stepping down).",
+        per_election: false,
+    },
+];
+
 /// Labels and annotations to set on the pod; `None` means "remove the key".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodMetadata {
