@@ -1,5 +1,6 @@
 //! Prometheus metrics of the sidecar, rendered at `GET /metrics`.
 
+use baton_metrics::{Catalog, FamilyInfo};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -44,6 +45,7 @@ pub struct HttpLabels {
 /// Every metric the sidecar exports; updates are atomics, safe from any task.
 pub struct Metrics {
     registry: Registry,
+    families: Vec<FamilyInfo>,
     /// 1 for the current session state, 0 for the others.
     pub session_state: Family<StateLabels, Gauge>,
     pub sessions_established: Counter,
@@ -76,9 +78,10 @@ impl Metrics {
     /// [`IgnoredNodes::family`](crate::recipe::trust::IgnoredNodes::family)) as
     /// `baton_sidecar_ignored_queue_nodes_total`.
     pub fn with_ignored_nodes(ignored: Family<IgnoredLabels, Counter>) -> Self {
-        let mut registry = Registry::with_prefix("baton_sidecar");
+        let mut registry = Catalog::with_prefix("baton_sidecar");
         let m = Self {
             registry: Registry::default(),
+            families: Vec::new(),
             session_state: Family::default(),
             sessions_established: Counter::default(),
             is_leader: Family::default(),
@@ -147,7 +150,12 @@ impl Metrics {
             "Persistent (planted) nodes in election and lock queues that were ignored, by kind",
             m.ignored_queue_nodes.clone(),
         );
-        Self { registry, ..m }
+        let (registry, families) = registry.finish();
+        Self {
+            registry,
+            families,
+            ..m
+        }
     }
 
     /// Counts one lock acquisition outcome.
@@ -188,6 +196,12 @@ impl Metrics {
             };
             self.is_leader.get_or_create(&labels).set(i64::from(*leads));
         }
+    }
+
+    /// Every family registered, with its help and type, including labelled ones that have no
+    /// series yet (the metrics reference is made from this).
+    pub fn families(&self) -> &[FamilyInfo] {
+        &self.families
     }
 
     /// The Prometheus text exposition of every metric.
