@@ -4,10 +4,12 @@
 //! baton-docs` writes them under `docs/src/reference/`; the `reference_is_current` test fails when
 //! a committed page differs from what the code says.
 
+pub mod admin;
 pub mod cli;
 pub mod crd;
 pub mod helm;
 pub mod markdown;
+pub mod metadata;
 pub mod metrics;
 pub mod sidecar_api;
 
@@ -62,8 +64,24 @@ pub fn pages() -> Result<Vec<Page>, String> {
             text: metrics::page(),
         },
         Page {
+            file: "sidecar-api.md",
+            text: sidecar_api::routes_page(),
+        },
+        Page {
+            file: "sidecar-openapi.json",
+            text: sidecar_api::openapi_document(),
+        },
+        Page {
             file: "sidecar-errors.md",
             text: sidecar_api::errors_page(),
+        },
+        Page {
+            file: "annotations.md",
+            text: metadata::page(),
+        },
+        Page {
+            file: "admin-api.md",
+            text: admin::page(),
         },
     ])
 }

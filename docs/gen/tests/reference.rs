@@ -29,13 +29,53 @@ fn reference_is_current() {
 fn every_page_is_in_the_table_of_contents() {
     let summary = std::fs::read_to_string(baton_docs::repo_root().join("docs/src/SUMMARY.md"))
         .expect("read docs/src/SUMMARY.md");
-    for page in baton_docs::pages().expect("generate the reference") {
+    let pages = baton_docs::pages().expect("generate the reference");
+    for page in &pages {
+        if !page.file.ends_with(".md") {
+            // A document beside the pages (the OpenAPI file): some page must link it.
+            assert!(
+                pages
+                    .iter()
+                    .any(|p| p.text.contains(&format!("]({})", page.file))),
+                "no reference page links {}",
+                page.file
+            );
+            continue;
+        }
         assert!(
             summary.contains(&format!("(reference/{})", page.file)),
             "docs/src/SUMMARY.md does not link reference/{}",
             page.file
         );
     }
+}
+
+/// Every `"baton.dev/..."` key the operator, the sidecar and the ensemble have in their code is
+/// in the annotations and labels tables, so on the generated page.
+#[test]
+fn every_baton_key_in_the_code_is_documented() {
+    let root = baton_docs::repo_root();
+    let dirs = [
+        root.join("operator/src"),
+        root.join("sidecar/src"),
+        root.join("ensemble/server/src"),
+    ];
+    let dirs: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
+    let keys = baton_docs::metadata::literal_keys(&dirs);
+    assert!(
+        keys.iter().any(|(k, _)| k == "baton.dev/inject"),
+        "{keys:?}"
+    );
+    let missing: Vec<String> = keys
+        .iter()
+        .filter(|(k, _)| !baton_docs::metadata::documented(k))
+        .map(|(k, file)| format!("{k} ({file})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys in the code but in no table (operator/src/metadata_keys.rs or \
+         baton_sidecar::pod::POD_KEYS): {missing:?}"
+    );
 }
 
 #[test]
