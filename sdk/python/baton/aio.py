@@ -144,6 +144,10 @@ class AsyncClient:
     async def members(self, election: str) -> types.Members:
         return await asyncio.to_thread(self.sync.members, election)
 
+    async def barrier(self, name: str, parties: int, wait: float) -> None:
+        """``Client.barrier``; cancelling the awaiting task leaves the barrier."""
+        await _cancellable(lambda stop: self.sync.barrier(name, parties, wait, stop=stop))
+
     async def healthy(self) -> bool:
         return await asyncio.to_thread(self.sync.healthy)
 

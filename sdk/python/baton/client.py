@@ -38,10 +38,11 @@ class Client:
         """GET /leader[/NAME]: {election, leader: {identity, token, ...} | None, self: {isLeader, validUntil, ...}}."""
         return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election)))
 
-    def wait_leader_change(self, election: str, token: int, wait: float) -> types.LeaderInfo:
-        """Long-polls until the leader's token differs from token, or wait passes."""
+    def wait_leader_change(self, election: str, token: int, wait: float, *,
+                           stop: threading.Event | None = None) -> types.LeaderInfo:
+        """Long-polls until the leader's token differs from token, or wait passes (``stop`` set: Cancelled)."""
         return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election),
-                                                   {"wait": seconds(wait), "token": token}, wait=wait))
+                                                   {"wait": seconds(wait), "token": token}, wait=wait, stop=stop))
 
     def resign(self, election: str = "") -> None:
         self._t.call("POST", leader.election_path(election) + "/resign")
@@ -114,17 +115,19 @@ class Client:
 
     # --- groups, barriers, events ---
 
-    def members(self, election: str, *, version: str | None = None, wait: float = 0.0) -> types.Members:
+    def members(self, election: str, *, version: str | None = None, wait: float = 0.0,
+                stop: threading.Event | None = None) -> types.Members:
         """The live members of ``election`` in queue order; with ``version``, waits up to ``wait``
-        for them to differ from that version."""
+        for them to differ from that version (``stop`` set: Cancelled)."""
         query = {"version": version, "wait": seconds(wait)} if version else None
         return cast(types.Members, self._t.call("GET", "/members/" + urllib.parse.quote(election, safe=""),
-                                                query, wait=wait))
+                                                query, wait=wait, stop=stop))
 
-    def barrier(self, name: str, parties: int, wait: float) -> None:
-        """Enters barrier ``name``; returns once ``parties`` pods are in, raises NotPassed after ``wait``."""
+    def barrier(self, name: str, parties: int, wait: float, *, stop: threading.Event | None = None) -> None:
+        """Enters barrier ``name``; returns once ``parties`` pods are in, raises NotPassed after
+        ``wait`` (``stop`` set: Cancelled)."""
         self._t.call("POST", "/barrier/" + urllib.parse.quote(name, safe=""),
-                     {"parties": parties, "wait": seconds(wait)}, wait=wait)
+                     {"parties": parties, "wait": seconds(wait)}, wait=wait, stop=stop)
 
     def events(self, stop: threading.Event | None = None) -> Iterator[Event]:
         """The pod's events (GET /events) until ``stop`` is set, reopening the stream when it breaks

@@ -31,6 +31,11 @@ class Aio(unittest.TestCase):
             self.assertEqual((await ca.lock_state(name))["waiters"], [])
             async with await cb.try_lock(name, ttl=30) as second:
                 self.assertGreater(second.token, held.token)
+            barrier = asyncio.ensure_future(ca.barrier(unique("barrier"), 2, 30))
+            await asyncio.sleep(0.3)
+            barrier.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await asyncio.wait_for(barrier, BOUND)
 
         asyncio.run(main())
 

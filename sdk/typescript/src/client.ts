@@ -69,9 +69,9 @@ export class Client {
     return this.t.call<LeaderInfo>("GET", electionPath(election));
   }
 
-  /** Long-polls until the leader's token differs from `token`, or `waitMs` passes. */
-  waitLeaderChange(election: string, token: number, waitMs: number): Promise<LeaderInfo> {
-    return this.t.call<LeaderInfo>("GET", electionPath(election), { wait: duration(waitMs), token }, waitMs);
+  /** Long-polls until the leader's token differs from `token`, or `waitMs` passes (`signal` gives up). */
+  waitLeaderChange(election: string, token: number, waitMs: number, signal?: AbortSignal): Promise<LeaderInfo> {
+    return this.t.call<LeaderInfo>("GET", electionPath(election), { wait: duration(waitMs), token }, waitMs, signal);
   }
 
   async resign(election?: string): Promise<void> {
@@ -151,15 +151,15 @@ export class Client {
     return acquire(this.t, `/semaphore/${encodeURIComponent(name)}`, { permits }, options, this.idleMs);
   }
 
-  /** The live members of `election`; with `version`, waits up to `waitMs` for them to differ. */
-  members(election: string, version?: string, waitMs = 0): Promise<Members> {
+  /** The live members of `election`; with `version`, waits up to `waitMs` for them to differ (`signal` gives up). */
+  members(election: string, version?: string, waitMs = 0, signal?: AbortSignal): Promise<Members> {
     const query = version ? { version, wait: duration(waitMs) } : undefined;
-    return this.t.call<Members>("GET", `/members/${encodeURIComponent(election)}`, query, waitMs);
+    return this.t.call<Members>("GET", `/members/${encodeURIComponent(election)}`, query, waitMs, signal);
   }
 
-  /** Enters barrier `name`; resolves once `parties` pods are in, rejects with NotPassed after `waitMs`. */
-  async barrier(name: string, parties: number, waitMs: number): Promise<void> {
-    await this.t.call("POST", `/barrier/${encodeURIComponent(name)}`, { parties, wait: duration(waitMs) }, waitMs);
+  /** Enters barrier `name`; resolves once `parties` pods are in, rejects with NotPassed after `waitMs` (`signal` gives up). */
+  async barrier(name: string, parties: number, waitMs: number, signal?: AbortSignal): Promise<void> {
+    await this.t.call("POST", `/barrier/${encodeURIComponent(name)}`, { parties, wait: duration(waitMs) }, waitMs, signal);
   }
 
   /** The pod's events (GET /events) until `signal` aborts, reopening the stream when it breaks

@@ -128,4 +128,9 @@ test("a wait above the sidecar's limit is refused before any call; an aborted wa
   stop.abort(new Error("stopped"));
   await assert.rejects(waiting);
   assert.ok(held.token > 0);
+  const leave = new AbortController();
+  const barrier = c.barrier(unique("barrier"), 2, 30_000, leave.signal);
+  await sleep(300);
+  leave.abort(new Error("left"));
+  await assert.rejects(barrier);
 });
