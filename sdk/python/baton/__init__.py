@@ -61,7 +61,7 @@ from .errors import (
 )
 from .leader import Term
 from .lock import Lock
-from .types import Holder, Leader, LeaderInfo, LockState, Member, Members
+from .types import Grant, Holder, Leader, LeaderInfo, LockState, Member, Members
 
 __all__ = [
     "DISCONNECTED",
@@ -82,6 +82,7 @@ __all__ = [
     "Ended",
     "EnsembleError",
     "FollowWithWait",
+    "Grant",
     "Holder",
     "InvalidDuration",
     "InvalidFollow",

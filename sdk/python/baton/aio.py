@@ -44,7 +44,7 @@ class AsyncLock:
     def __init__(self, lock: Lock, lost: asyncio.Event):
         self.lock, self.lost = lock, lost
         self.token: int = lock.token
-        self.grant: dict[str, Any] = lock.grant
+        self.grant: types.Grant = lock.grant
 
     @property
     def cause(self) -> errors.Ended | None:

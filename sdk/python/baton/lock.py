@@ -7,9 +7,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from . import errors
+from . import errors, types
 from ._http import Event, EventStream, Transport, parse_time, seconds
 
 # The longest wait the sidecar takes in one call.
@@ -26,7 +26,8 @@ class Lock:
 
     def __init__(self, transport: Transport, path: str, grant: dict[str, Any], stream: EventStream | None,
                  ttl: float | None, on_lost: Callable[[Lock], None] | None):
-        self._t, self._path, self.grant = transport, path, grant
+        self._t, self._path = transport, path
+        self.grant = cast(types.Grant, grant)
         self.token: int = grant["token"]
         self._stream, self._ttl, self._on_lost = stream, ttl, on_lost
         self.lost = threading.Event()

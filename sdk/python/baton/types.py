@@ -54,6 +54,20 @@ class Members(TypedDict):
     members: list[Member]
 
 
+class Grant(TypedDict, total=False):
+    """The sidecar's answer to an acquire (``Lock.grant``): what is held, its fencing token, and
+    until when the holder may act without fresher word."""
+
+    lock: str  # a lock's name
+    semaphore: str  # a semaphore's name
+    permits: int  # a semaphore's N
+    mode: str  # exclusive, read, write, permit
+    token: int
+    hold: str  # stream or lease
+    expiresAt: str | None  # a lease's end
+    validUntil: str | None
+
+
 class Holder(TypedDict, total=False):
     """One grant or waiter of a lock (``mode``) or semaphore (``permits``)."""
 
