@@ -103,7 +103,9 @@ pub fn routes_page() -> String {
          the codes and their statuses are in [Sidecar API error codes](sidecar-errors.md).\n\n\
          The same table is this API's OpenAPI 3.1 document, \
          [`sidecar-openapi.json`](sidecar-openapi.json), which a running sidecar also answers at \
-         `GET /openapi.json`; the client libraries are checked against it.\n\n",
+         `GET /openapi.json`; the client libraries are checked against it. The handlers take their \
+         parameters, defaults and limits from the table, and the sidecar's tests hold every \
+         answer and event they receive to it.\n\n",
     );
     out.push_str(&format!(
         "Every endpoint can also answer {}: the router's and the query parser's refusals \

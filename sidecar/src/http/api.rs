@@ -917,8 +917,9 @@ pub const SCHEMAS: &[Schema] = &[
             f("pod", "string?", ""),
             f(
                 "since",
-                "date-time",
-                "When it took office (or joined, if it has not said yet).",
+                "string",
+                "When it took office (or joined, if it has not said yet), RFC 3339; empty when \
+                 its node does not say (a node not made by a Baton sidecar).",
             ),
             f(
                 "token",
@@ -1118,8 +1119,9 @@ pub const SCHEMAS: &[Schema] = &[
             f("pod", "string?", ""),
             f(
                 "since",
-                "date-time",
-                "When it joined (the leader: when it took office).",
+                "string",
+                "When it joined (the leader: when it took office), RFC 3339; empty when its node \
+                 does not say (a node not made by a Baton sidecar).",
             ),
             f(
                 "token",
@@ -1157,11 +1159,24 @@ pub const SCHEMAS: &[Schema] = &[
     },
     Schema {
         name: "SessionChange",
-        doc: "Also the grant's `lock`/`token` on a stream hold, or `election` on the other streams.",
+        doc: "A change of the session on a stream: on a stream hold with the grant's fields, on a \
+              leader or campaign stream with the election.",
         fields: &[
             f("state", "state", ""),
             f("generation", "integer", ""),
             f("validUntil", "date-time?", ""),
+            f("election", "~string", "On a leader or campaign stream."),
+            f("lock", "~string", "On a lock's stream hold."),
+            f("semaphore", "~string", "On a semaphore's stream hold."),
+            f("permits", "~integer", "On a semaphore's stream hold."),
+            f("mode", "~mode", "On a stream hold."),
+            f(
+                "token",
+                "~integer",
+                "On a stream hold: the grant's; on a campaign's `lost`: the term's.",
+            ),
+            f("hold", "~hold", "On a stream hold."),
+            f("expiresAt", "~date-time?", "On a stream hold (`null`)."),
         ],
     },
     Schema {
@@ -1210,6 +1225,70 @@ pub const SCHEMAS: &[Schema] = &[
 /// The schema called `name`.
 pub fn schema(name: &str) -> Option<&'static Schema> {
     SCHEMAS.iter().find(|s| s.name == name)
+}
+
+/// Whether `value` is what schema `name` says: every field not marked `~` present, none that it
+/// does not list, each of its type. For tests that hold the API's real answers to the table.
+pub fn conforms(name: &str, value: &serde_json::Value) -> Result<(), String> {
+    let Some(s) = schema(name) else {
+        return Err(format!("no schema {name}"));
+    };
+    let Some(object) = value.as_object() else {
+        return Err(format!("{name}: not an object: {value}"));
+    };
+    for key in object.keys() {
+        if !s.fields.iter().any(|f| f.name == key) {
+            return Err(format!(
+                "{name}: field {key:?} is not in the table: {value}"
+            ));
+        }
+    }
+    for field in s.fields {
+        match object.get(field.name) {
+            None if field.ty.starts_with('~') => {}
+            None => return Err(format!("{name}: no field {:?}: {value}", field.name)),
+            Some(v) => conforms_type(field.ty.trim_start_matches('~'), v)
+                .map_err(|e| format!("{name}.{}: {e}", field.name))?,
+        }
+    }
+    Ok(())
+}
+
+fn conforms_type(ty: &str, v: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    if let Some(inner) = ty.strip_suffix('?') {
+        return if v.is_null() {
+            Ok(())
+        } else {
+            conforms_type(inner, v)
+        };
+    }
+    if let Some(item) = ty.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        let Some(items) = v.as_array() else {
+            return Err(format!("not an array: {v}"));
+        };
+        return items.iter().try_for_each(|i| conforms_type(item, i));
+    }
+    let words = |allowed: &[&str]| match v {
+        Value::String(s) if allowed.contains(&s.as_str()) => Ok(()),
+        _ => Err(format!("not one of {allowed:?}: {v}")),
+    };
+    match ty {
+        "string" if v.is_string() => Ok(()),
+        "integer" if v.is_i64() || v.is_u64() => Ok(()),
+        "boolean" if v.is_boolean() => Ok(()),
+        "date-time"
+            if v.as_str()
+                .is_some_and(|s| s.len() >= 20 && s.as_bytes()[10] == b'T') =>
+        {
+            Ok(())
+        }
+        "state" => words(&["CONNECTED", "SUSPENDED", "LOST"]),
+        "mode" => words(&["exclusive", "read", "write", "permit"]),
+        "hold" => words(&["lease", "stream"]),
+        "string" | "integer" | "boolean" | "date-time" => Err(format!("not a {ty}: {v}")),
+        other => conforms(other, v),
+    }
 }
 
 #[cfg(test)]

@@ -511,6 +511,92 @@ impl Response {
     }
 }
 
+/// Holds an answer to the API's table (`baton_sidecar::http::api`): a JSON success has the
+/// shape of one of the endpoint's answers with that status, an error the envelope and one of the
+/// endpoint's codes with its status. Every answer of every test goes through here (and every
+/// event of [`sse::EventStream`] through [`check_event`]), so the table, the reference made from
+/// it and the OpenAPI document cannot drift from what the sidecar answers.
+pub fn check_contract(method: &str, target: &str, status: u16, json: bool, body: &Value) {
+    use baton_sidecar::http::api::{self, Content};
+    let path = target.split('?').next().unwrap_or(target);
+    let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+        return;
+    };
+    let Ok(route) = baton_sidecar::http::route(&method, path) else {
+        return;
+    };
+    let endpoint = route.endpoint();
+    if !json {
+        return;
+    }
+    if status < 300 {
+        let mut schemas = endpoint
+            .answers
+            .iter()
+            .filter(|a| a.status == status)
+            .map(|a| a.content)
+            .peekable();
+        if schemas.peek().is_none() {
+            panic!("{method} {target}: status {status} is not in the API's table");
+        }
+        let mut why = Vec::new();
+        for content in schemas {
+            match content {
+                Content::Json(name) => match api::conforms(name, body) {
+                    Ok(()) => return,
+                    Err(e) => why.push(e),
+                },
+                Content::AnyJson => return,
+                Content::EventStream(_) | Content::OpenMetrics => {}
+            }
+        }
+        panic!("{method} {target}: {status} answer is not what the API's table says: {why:?}");
+    }
+    if let Err(e) = api::conforms("Error", body) {
+        panic!("{method} {target}: {status} is not the error envelope: {e}");
+    }
+    let code = body["error"]["code"].as_str().unwrap_or_default();
+    assert!(
+        endpoint
+            .all_errors()
+            .iter()
+            .any(|c| c.as_str() == code && c.status().as_u16() == status),
+        "{method} {target}: {status} {code} is not among the endpoint's errors in the API's table"
+    );
+}
+
+/// Holds an event of a stream opened with `METHOD target` to the API's table: its name is one
+/// of the endpoint's events and its data has that event's shape.
+pub fn check_event(method: &str, target: &str, name: &str, data: &Value) {
+    use baton_sidecar::http::api::{self, Content};
+    let path = target.split('?').next().unwrap_or(target);
+    let Ok(m) = Method::from_bytes(method.as_bytes()) else {
+        return;
+    };
+    let Ok(route) = baton_sidecar::http::route(&m, path) else {
+        return;
+    };
+    let events = route
+        .endpoint()
+        .answers
+        .iter()
+        .find_map(|a| match a.content {
+            Content::EventStream(events) => Some(events),
+            _ => None,
+        });
+    let Some(events) = events else {
+        panic!("{method} {target}: a stream, but the API's table lists no events");
+    };
+    let mut why = Vec::new();
+    for event in events.iter().filter(|e| e.name == name) {
+        match api::conforms(event.schema, data) {
+            Ok(()) => return,
+            Err(e) => why.push(e),
+        }
+    }
+    panic!("{method} {target}: event {name} is not what the API's table says: {why:?} {data}");
+}
+
 /// `METHOD path` on `addr` (the sidecar's API or probe port), with an optional JSON body,
 /// through the client Baton's tools share; the answer with its body as JSON (or its text as
 /// a JSON string).
@@ -520,7 +606,7 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Vec<u
         .request(&addr.to_string(), method.clone(), path, body)
         .await
         .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-    Response {
+    let response = Response {
         status: answer.status.as_u16(),
         headers: answer
             .headers
@@ -531,7 +617,10 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Vec<u
             })
             .collect(),
         body: answer.json(),
-    }
+    };
+    let json = response.header("content-type") == Some("application/json");
+    check_contract(method.as_str(), path, response.status, json, &response.body);
+    response
 }
 
 /// Sends `bytes` as they are (then half-closes if `close`), and returns all the sidecar sends

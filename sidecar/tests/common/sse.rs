@@ -28,6 +28,8 @@ pub struct EventStream {
     body: Incoming,
     buffer: Vec<u8>,
     connection: JoinHandle<()>,
+    /// The request, to hold each event to the API's table.
+    request: (String, String),
 }
 
 impl Drop for EventStream {
@@ -80,6 +82,7 @@ impl EventStream {
                 body: response.into_body(),
                 buffer: Vec::new(),
                 connection,
+                request: (method.to_owned(), path.to_owned()),
             });
         }
         let bytes = response
@@ -89,10 +92,9 @@ impl EventStream {
             .map(|c| c.to_bytes())
             .unwrap_or_default();
         connection.abort();
-        Err(Refused {
-            status,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        })
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        super::check_contract(method, path, status, !body.is_null(), &body);
+        Err(Refused { status, body })
     }
 
     /// The next item, or `None` when the stream ended; fails the test past [`BOUND`].
@@ -100,7 +102,11 @@ impl EventStream {
         loop {
             if let Some(end) = find_blank_line(&self.buffer) {
                 let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                return Some(parse_block(&String::from_utf8_lossy(&block)));
+                let item = parse_block(&String::from_utf8_lossy(&block));
+                if let Item::Event { name, data } = &item {
+                    super::check_event(&self.request.0, &self.request.1, name, data);
+                }
+                return Some(item);
             }
             let frame = tokio::time::timeout(BOUND, self.body.frame())
                 .await
