@@ -1,6 +1,6 @@
 //! The sidecar's request-line parsers: a method, a path and a query string go through `route`,
-//! then `Query::parse` with the parameters of the route it found, then the route's durations,
-//! as `http::handlers` does. None of it panics, and every refusal is a 4xx that renders as the
+//! then `Query::for_endpoint` with the parameters the API's table lists for the route it found,
+//! then the route's durations with the table's limits, as `http::handlers` does. None of it panics, and every refusal is a 4xx that renders as the
 //! JSON error envelope `{"error": {"code", "message"}}` (with `Allow` on 405).
 //!
 //! Input: one byte choosing the method (a known one, or the bytes up to the first space as a
@@ -13,9 +13,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use baton_sidecar::duration;
-use baton_sidecar::http::{
-    ApiError, DEFAULT_LOCK_WAIT, DEFAULT_TTL, MAX_TTL, MAX_WAIT, MIN_TTL, Query, Route, route,
-};
+use baton_sidecar::http::api::ParamKind;
+use baton_sidecar::http::{ApiError, Query, Route, route};
 use http_body_util::BodyExt;
 use hyper::{Method, StatusCode, header};
 use libfuzzer_sys::fuzz_target;
@@ -32,52 +31,22 @@ const METHODS: [Method; 9] = [
     Method::TRACE,
 ];
 
-/// The query parameters each route takes, as in `http/handlers/`.
-fn allowed(route: &Route) -> &'static [&'static str] {
-    match route {
-        Route::Leader(_) => &["wait", "token", "follow"],
-        Route::LockAcquire(_) => &["wait", "ttl", "mode", "hold"],
-        Route::LockRenew(_) | Route::SemaphoreRenew(_) => &["token", "ttl"],
-        Route::LockRelease(_) | Route::SemaphoreRelease(_) => &["token"],
-        Route::SemaphoreAcquire(_) => &["wait", "ttl", "hold", "permits"],
-        Route::SemaphoreInspect(_) => &["permits"],
-        Route::Members(_) => &["wait", "version"],
-        Route::Barrier(_) => &["parties", "wait"],
-        _ => &[],
-    }
-}
-
-/// The duration parameters of a route: (name, default, min, max), as the handlers read them.
-fn durations(route: &Route) -> &'static [(&'static str, Duration, Duration, Duration)] {
-    match route {
-        Route::Leader(_) => &[("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)],
-        Route::LockAcquire(_) => &[
-            ("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT),
-            ("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL),
-        ],
-        Route::SemaphoreAcquire(_) => &[
-            ("wait", DEFAULT_LOCK_WAIT, Duration::ZERO, MAX_WAIT),
-            ("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL),
-        ],
-        Route::LockRenew(_) | Route::SemaphoreRenew(_) => {
-            &[("ttl", DEFAULT_TTL, MIN_TTL, MAX_TTL)]
-        }
-        Route::Members(_) | Route::Barrier(_) => {
-            &[("wait", Duration::ZERO, Duration::ZERO, MAX_WAIT)]
-        }
-        _ => &[],
-    }
-}
-
+/// The route, its query parsed with the parameters the API's table lists for it, and each
+/// duration parameter read with its default and limits from the same table, as the handlers do.
 fn parse(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiError> {
     let route = route(method, path)?;
-    let q = Query::parse(query, allowed(&route))?;
-    for &(key, default, min, max) in durations(&route) {
-        let d = q.duration(key, default, min, max)?;
-        assert!(
-            min <= d && d <= max,
-            "{key}: {d:?} outside {min:?}..={max:?}"
-        );
+    let endpoint = route.endpoint();
+    let q = Query::for_endpoint(query, endpoint)?;
+    for p in endpoint.params {
+        if let ParamKind::Duration { min, max, .. } = p.kind
+            && let Some(d) = q.optional_duration_of(p)?
+        {
+            assert!(
+                min <= d && d <= max,
+                "{}: {d:?} outside {min:?}..={max:?}",
+                p.name
+            );
+        }
     }
     Ok(route)
 }
