@@ -16,7 +16,8 @@ pub const ELECTION_ANNOTATION: &str = "baton.dev/election";
 /// The ensemble, `NAME` (the pod's namespace) or `NAMESPACE/NAME`; the namespace's only one when
 /// absent.
 pub const ENSEMBLE_ANNOTATION: &str = "baton.dev/ensemble";
-/// `"false"` injects a plain container, for clusters before Kubernetes 1.29.
+/// `"false"` injects a plain container instead of a native sidecar (it gets SIGTERM together
+/// with the app, and it keeps a Job's pod from completing).
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "baton.dev/native-sidecar";
 /// `"leader"` makes the sidecar's readiness (and so the pod's) follow leadership of the first
 /// election, without a probe on the app; `"session"` (the default) follows the session.

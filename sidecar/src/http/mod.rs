@@ -116,6 +116,23 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await.is_ok();
 }
 
+/// The endpoints the probe port serves, for its refusal's message: `GET /healthz, ...`.
+fn probe_routes() -> String {
+    api::ENDPOINTS
+        .iter()
+        .filter(|e| e.probe)
+        .map(|e| {
+            let path = if e.default_name {
+                e.path.replace("/{name}", "[/NAME]")
+            } else {
+                e.path.replace("{name}", "NAME")
+            };
+            format!("{} {path}", e.method)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Answers one request, counting it by route and status.
 async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
@@ -129,8 +146,8 @@ async fn respond(state: &ApiState, exposure: Exposure, req: Request<Incoming>) -
                 ErrorCode::ProbePortReadOnly,
                 format!(
                     "{method} {path} is served only on the localhost API (--listen); the probe \
-                     port answers /healthz, /readyz, /leader[/NAME]/ready (status only) and \
-                     /metrics"
+                     port answers {}",
+                    probe_routes()
                 ),
             ))
         }
