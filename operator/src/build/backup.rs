@@ -45,7 +45,11 @@ pub const BACKUP_SUFFIX: &str = ".baton-backup";
 /// folder), a file `CLUSTER-ID-yyyymmddThhmmssZ.baton-backup` written under a hidden partial
 /// name and renamed once whole, after which only the newest `BACKUP_KEEP` of this ensemble's
 /// backups stay (their names sort by time). A backup holds every session's password, so the
-/// folder it makes and the files are the owner's alone (umask 077).
+/// folder it makes and the files are the owner's alone (umask 077). When no member saves, the
+/// round is tried again, `BACKUP_PASSES` rounds (default 4) `BACKUP_RETRY_DELAY` seconds apart
+/// (default 5): a NetworkPolicy enforcer that admits pods by their labels (kube-router, Calico)
+/// may refuse a new pod's first connections until it has seen the pod, and a Job's retry is a
+/// new pod again.
 pub const BACKUP_SCRIPT: &str = r#"set -eu
 umask 077
 tls="${BACKUP_ADMIN_DIR:?}"
@@ -57,14 +61,21 @@ if [ -n "${BACKUP_DIR:-}" ]; then
   set -- --out "$partial"
 fi
 saved=
-for host in ${BACKUP_ADMIN_HOSTS:?}; do
-  [ -z "$partial" ] || rm -f -- "$partial"
-  if baton-ensemble snapshot save --admin-url "https://$host" --tls-ca "$tls/ca.crt" \
-       --tls-cert "$tls/admin.crt" --tls-key "$tls/admin.key" "$@"; then
-    saved="$host"
-    break
-  fi
-  echo "no backup through $host; trying the next member" >&2
+pass=1
+while :; do
+  for host in ${BACKUP_ADMIN_HOSTS:?}; do
+    [ -z "$partial" ] || rm -f -- "$partial"
+    if baton-ensemble snapshot save --admin-url "https://$host" --tls-ca "$tls/ca.crt" \
+         --tls-cert "$tls/admin.crt" --tls-key "$tls/admin.key" "$@"; then
+      saved="$host"
+      break
+    fi
+    echo "no backup through $host; trying the next member" >&2
+  done
+  [ -z "$saved" ] && [ "$pass" -lt "${BACKUP_PASSES:-4}" ] || break
+  pass=$((pass + 1))
+  echo "no member made a backup; round $pass in ${BACKUP_RETRY_DELAY:-5}s" >&2
+  sleep "${BACKUP_RETRY_DELAY:-5}"
 done
 if [ -z "$saved" ]; then
   [ -z "$partial" ] || rm -f -- "$partial"

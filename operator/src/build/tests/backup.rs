@@ -502,15 +502,22 @@ fn the_backup_script_tries_each_member_and_keeps_the_newest_files() {
         Some("snapshot\n")
     );
 
-    // No member answers: the run fails and leaves nothing behind.
-    let out = sh(
-        BACKUP_SCRIPT,
-        "baton-backup",
-        &[],
-        &env("down:8080 down-too:8080"),
-    );
+    // No member answers: every member is asked again, BACKUP_PASSES rounds; then the run
+    // fails and leaves nothing behind.
+    std::fs::remove_file(tmp.path().join("calls")).ok();
+    let mut no_wait = env("down:8080 down-too:8080");
+    no_wait.push(("BACKUP_PASSES", "3".into()));
+    no_wait.push(("BACKUP_RETRY_DELAY", "0".into()));
+    let out = sh(BACKUP_SCRIPT, "baton-backup", &[], &no_wait);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no member made a backup"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no member made a backup"), "{stderr}");
+    assert!(stderr.contains("round 3 in 0s"), "{stderr}");
+    assert_eq!(
+        self::calls(tmp.path()).len(),
+        6,
+        "two members, three rounds"
+    );
     assert_eq!(files(&dir), now);
 }
 
