@@ -65,21 +65,27 @@ pub struct MotoTls<'a> {
 impl Moto {
     /// Starts moto on a free loopback port and waits until it answers.
     pub async fn start() -> Result<Moto> {
-        Moto::spawn(None).await
+        Moto::spawn(Ipv4Addr::LOCALHOST, None).await
     }
 
     /// As `start`, serving HTTPS only (`moto_server --ssl-cert --ssl-key`).
     pub async fn start_tls(tls: MotoTls<'_>) -> Result<Moto> {
-        Moto::spawn(Some(tls)).await
+        Moto::spawn(Ipv4Addr::LOCALHOST, Some(tls)).await
     }
 
-    async fn spawn(tls: Option<MotoTls<'_>>) -> Result<Moto> {
+    /// As `start_tls`, on a free port of `host`, one of this machine's addresses (e.g. the one
+    /// a node's pods reach the host at); the certificate must name it.
+    pub async fn start_tls_at(host: Ipv4Addr, tls: MotoTls<'_>) -> Result<Moto> {
+        Moto::spawn(host, Some(tls)).await
+    }
+
+    async fn spawn(host: Ipv4Addr, tls: Option<MotoTls<'_>>) -> Result<Moto> {
         let binary = moto_server_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("baton-tests-moto-")
             .tempdir()
             .context("temp dir for moto's log")?;
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let port = TcpListener::bind((host, 0))
             .and_then(|l| l.local_addr())
             .context("pick a port for moto")?
             .port();
@@ -89,7 +95,7 @@ impl Moto {
             .open(dir.path().join("moto.log"))
             .context("open moto's log")?;
         let mut command = Command::new(&binary);
-        command.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        command.args(["-H", &host.to_string(), "-p", &port.to_string()]);
         let http = match &tls {
             Some(tls) => {
                 command
@@ -111,7 +117,7 @@ impl Moto {
             .with_context(|| format!("start {}", binary.display()))?;
         let mut moto = Moto {
             child,
-            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            addr: SocketAddr::from((host, port)),
             dir,
             http,
         };
@@ -137,7 +143,7 @@ impl Moto {
         }
     }
 
-    /// `http://127.0.0.1:PORT` (`https://` when started with `start_tls`), for `--s3-endpoint`.
+    /// `http://HOST:PORT` (`https://` when started with `start_tls`), for `--s3-endpoint`.
     pub fn endpoint(&self) -> String {
         let scheme = if self.http.is_tls() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
@@ -186,6 +192,42 @@ impl Moto {
             bail!("moto refused to store {bucket}/{key}: {}", reply.status);
         }
         Ok(())
+    }
+
+    /// The objects in `bucket` under `prefix` with their sizes in bytes, sorted by key
+    /// (ListObjectsV2, one page: tests hold few).
+    pub async fn sizes(&self, bucket: &str, prefix: &str) -> Result<Vec<(String, u64)>> {
+        let reply = self
+            .http
+            .request(
+                &self.addr.to_string(),
+                http::Method::GET,
+                &format!("/{bucket}?list-type=2&max-keys=1000&prefix={prefix}"),
+                None,
+            )
+            .await
+            .context("list a bucket in moto")?;
+        if !reply.status.is_success() {
+            bail!("moto refused to list {bucket}: {}", reply.status);
+        }
+        let text = String::from_utf8_lossy(&reply.body);
+        let field = |object: &str, tag: &str| {
+            object
+                .split(&format!("<{tag}>"))
+                .nth(1)
+                .and_then(|rest| rest.split(&format!("</{tag}>")).next())
+                .map(str::to_string)
+        };
+        let mut objects = Vec::new();
+        for object in text.split("<Contents>").skip(1) {
+            let key = field(object, "Key").context("an object without a key")?;
+            let size = field(object, "Size")
+                .and_then(|s| s.parse().ok())
+                .with_context(|| format!("no size of {key}"))?;
+            objects.push((key, size));
+        }
+        objects.sort();
+        Ok(objects)
     }
 
     /// The keys in `bucket` under `prefix`, sorted (ListObjectsV2, one page: tests hold few).

@@ -30,6 +30,21 @@ impl Pki {
         })
     }
 
+    /// As `new`, with the members' certificates naming `hosts` (DNS names or IP addresses)
+    /// instead of the loopback names: a server the test runs on another address.
+    pub fn with_hosts(cluster: &str, ids: &[u64], hosts: &[String]) -> Result<Pki> {
+        let dir = tempfile::Builder::new()
+            .prefix("baton-tests-pki-")
+            .tempdir()
+            .context("create a temp dir for certificates")?;
+        local::write_dir(dir.path(), cluster, ids, &HostNames(hosts.to_vec()))
+            .context("make test certificates")?;
+        Ok(Pki {
+            dir,
+            cluster: cluster.to_string(),
+        })
+    }
+
     /// The cluster id the certificates name.
     pub fn cluster(&self) -> &str {
         &self.cluster
