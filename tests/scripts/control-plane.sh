@@ -456,10 +456,12 @@ EOF
   # controller lifts once it is Ready (and puts back, with taint-based eviction, if it stops
   # reporting): only with --node, as the node agent's Nodes post no heartbeats.
   # And the volume controllers: binding claims to volumes (and asking the node's provisioner for
-  # them), attach/detach bookkeeping.
+  # them), attach/detach bookkeeping; and the Job and CronJob controllers (the ensembles' backup
+  # runs), which without a node would make pods nothing runs.
   if ((with_node)); then
     controllers+=,node-lifecycle-controller,taint-eviction-controller
     controllers+=,persistentvolume-binder-controller,persistentvolume-attach-detach-controller
+    controllers+=,job-controller,cronjob-controller
   fi
   # One instance: no leader election, so a restart on the same DIR does not wait out the
   # previous holder's lease.

@@ -329,7 +329,7 @@ image_name() {
     die "no image.repository or tag in charts/baton"
   fi
   local operator_default
-  operator_default=$(grep -o 'default_value = "[^"]*:latest"' "$repo/operator/src/main.rs" |
+  operator_default=$(grep -o 'default_value = "[^"]*:latest"' "$repo/operator/src/cli.rs" |
     head -n1 | sed 's/.*"\(.*\)"/\1/')
   [ "$operator_default" = "$repository:latest" ] ||
     die "the operator's --default-image ($operator_default) is not $repository:latest"

@@ -351,13 +351,9 @@ async fn run_now(kube: &Kube, cron_job: &CronJob, job: &str) -> Result<(bool, St
         status: None,
     };
     let jobs = Api::<Job>::namespaced(kube.client.clone(), &kube.namespace);
-    let created = jobs
-        .create(&PostParams::default(), &run)
+    jobs.create(&PostParams::default(), &run)
         .await
         .with_context(|| format!("create Job {job}"))?;
-    if !job_controller_acts(kube, job).await? {
-        return run_as_the_job_controller_would(kube, &created).await;
-    }
     let succeeded = wait_for(
         kube,
         &format!("Job {job} finished"),
@@ -379,97 +375,6 @@ async fn run_now(kube: &Kube, cron_job: &CronJob, job: &str) -> Result<(bool, St
     )
     .await?;
     Ok((succeeded, job_logs(kube, job).await?))
-}
-
-/// Whether a pod of Job `job` appears within 20 seconds: whether the cluster runs the Job
-/// controller. `control-plane.sh`'s kube-controller-manager runs only the controllers it lists,
-/// and those had no `job-controller` (nor `cronjob-controller`) when this test was written.
-async fn job_controller_acts(kube: &Kube, job: &str) -> Result<bool> {
-    let pods = Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace);
-    let selector = format!("batch.kubernetes.io/job-name={job}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if !pods
-            .list(&ListParams::default().labels(&selector))
-            .await?
-            .items
-            .is_empty()
-        {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Ok(false)
-}
-
-/// Without a Job controller: makes Job `job`'s pods from its template, labelled and owned as
-/// the controller makes them, one after another until one succeeds or `backoffLimit` retries
-/// failed (10 s, then 20 s apart, as the controller backs off); whether one succeeded, and the
-/// logs. Retries matter: a new pod's first connections can be refused until the NetworkPolicy
-/// enforcer has seen it (kube-router here), and the members' policy admits backup pods by
-/// their labels. What is under test (the kubelet mounting the CA's ConfigMap, the image's
-/// `baton-ensemble` trusting it through `SSL_CERT_FILE`) is the same as under the controller.
-async fn run_as_the_job_controller_would(kube: &Kube, job: &Job) -> Result<(bool, String)> {
-    let name = job.metadata.name.clone().unwrap_or_default();
-    eprintln!(
-        "no Job controller acts on this cluster (kube-controller-manager without \
-         job-controller): the test makes Job {name}'s pod itself"
-    );
-    let spec = job.spec.as_ref().context("the Job has no spec")?;
-    let tries = spec.backoff_limit.unwrap_or(6).max(0) + 1;
-    let pods = Api::<Pod>::namespaced(kube.client.clone(), &kube.namespace);
-    let mut succeeded = false;
-    for try_ in 0..tries {
-        if try_ > 0 {
-            tokio::time::sleep(Duration::from_secs(10 << (try_ - 1))).await;
-        }
-        let mut meta = spec.template.metadata.clone().unwrap_or_default();
-        let labels = meta.labels.get_or_insert_with(Default::default);
-        labels.insert("batch.kubernetes.io/job-name".into(), name.clone());
-        labels.insert("job-name".into(), name.clone());
-        meta.name = Some(format!("{name}-{try_}"));
-        meta.owner_references = Some(vec![OwnerReference {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            name: name.clone(),
-            uid: job.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]);
-        let pod = Pod {
-            metadata: meta,
-            spec: spec.template.spec.clone(),
-            status: None,
-        };
-        let pod = pods
-            .create(&PostParams::default(), &pod)
-            .await
-            .with_context(|| format!("create Job {name}'s pod"))?;
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        succeeded = wait_for(
-            kube,
-            &format!("pod {pod_name} of Job {name} finished"),
-            Duration::from_secs(240),
-            || async {
-                let phase = pods
-                    .get(&pod_name)
-                    .await?
-                    .status
-                    .and_then(|s| s.phase)
-                    .unwrap_or_default();
-                match phase.as_str() {
-                    "Succeeded" => Ok(true),
-                    "Failed" => Ok(false),
-                    _ => bail!("phase {phase:?}"),
-                }
-            },
-        )
-        .await?;
-        if succeeded {
-            break;
-        }
-    }
-    Ok((succeeded, job_logs(kube, &name).await?))
 }
 
 /// What each pod of Job `job` printed.
