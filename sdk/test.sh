@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 sdk=$(pwd)
+# shellcheck source=testenv.sh
 source ./testenv.sh
 scratch=$(mktemp -d)
 installed_pid=
@@ -21,6 +22,8 @@ cleanup() {
 trap cleanup EXIT
 langs=("$@")
 ((${#langs[@]})) || langs=(go python typescript java)
+# The four libraries' error codes against the sidecar's OpenAPI document (made from its code).
+python3 ./contract.py
 testenv_start
 # A harness that is missing fails the tests here (elsewhere the Java tests skip, for `mvn install`).
 export BATON_SDK_REQUIRED=1
@@ -70,8 +73,8 @@ examples_run() {
   "${lock[@]}" >"$out" || { echo "$lang: the installed lock example failed" >&2; return 1; }
   grep -q '^holding db with fencing token [0-9]' "$out" || { echo "$lang: lock example printed: $(cat "$out")" >&2; return 1; }
   "${leader[@]}" >"$out" &
-  local pid=$! i
-  for i in $(seq 1 300); do
+  local pid=$! _
+  for _ in $(seq 1 300); do
     grep -q '^leading with fencing token [0-9]' "$out" && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -206,8 +209,10 @@ for lang in "${langs[@]}"; do
       ;;
     python)
       # ruff, mypy and build from PyPI into the tools' virtualenv.
-      [ -x "$tools/venv/bin/ruff" ] && [ -x "$tools/venv/bin/mypy" ] && "$tools/venv/bin/python" -c 'import build' 2>/dev/null ||
+      if ! { [ -x "$tools/venv/bin/ruff" ] && [ -x "$tools/venv/bin/mypy" ] &&
+        "$tools/venv/bin/python" -c 'import build' 2>/dev/null; }; then
         tools_pip 'ruff==0.17.5' 'mypy==2.4.1' 'build==1.6.1'
+      fi
       cd "$sdk/python"
       "$tools/venv/bin/ruff" check --no-cache .
       "$tools/venv/bin/mypy" --strict --cache-dir "$tools/mypy-cache" baton

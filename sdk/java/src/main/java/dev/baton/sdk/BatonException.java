@@ -473,12 +473,12 @@ public class BatonException extends Exception {
           Map.entry("MethodNotAllowed", (s, m) -> new MethodNotAllowed(s, "MethodNotAllowed", m)),
           Map.entry("ProbePortReadOnly", (s, m) -> new ProbePortReadOnly(s, "ProbePortReadOnly", m)));
 
-  /** The error of an answer: the code's own class, else BatonException. */
   /** The sidecar's documented error codes this client has a class for (BY_CODE's keys). */
   public static java.util.Set<String> codes() {
     return BY_CODE.keySet();
   }
 
+  /** The error of an answer: the code's own class, else BatonException. */
   static BatonException of(int status, String code, String message) {
     BiFunction<Integer, String, BatonException> make = BY_CODE.get(code);
     return make == null ? new BatonException(status, code, message) : make.apply(status, message);
