@@ -170,14 +170,14 @@ if ! wait "$image_pid"; then
 fi
 image_waited=$((SECONDS - t))
 grep -E '^(ghcr|compressed|image: (built|assembled|up to date))' "$image_log" >&2 || true
-echo "image: built in the background in $((t - image_started))s; test.sh waited ${image_waited}s for it" >&2
+echo "image: ready $((SECONDS - image_started))s after its background build started (test.sh waited ${image_waited}s for it)" >&2
 t=$SECONDS
 if ! wait "$node_build_pid"; then
   tail -n 40 "$node_log" >&2
   echo "building the node's programs failed" >&2
   exit 1
 fi
-echo "node programs: built in the background in $((t - node_build_started))s; test.sh waited $((SECONDS - t))s for them" >&2
+echo "node programs: ready $((SECONDS - node_build_started))s after their background build started (test.sh waited $((SECONDS - t))s for them)" >&2
 rm -f "$image_log" "$node_log"
 node_dir=$(mktemp -d)
 t=$SECONDS
