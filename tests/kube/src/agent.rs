@@ -203,32 +203,18 @@ unsafe extern "C" {
     fn libc_kill(pid: i32, signal: i32) -> i32;
 }
 
-/// Polls `check` every half second until it answers `Ok`, at most `timeout`; the failure
-/// names `what`, the last reason `check` gave, and the agent's and containers' logs.
+/// [`crate::poll`], the failure carrying the agent's and containers' logs.
 pub async fn wait_for<T, F, Fut>(
     agent: &NodeAgent,
     what: &str,
     timeout: Duration,
-    mut check: F,
+    check: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = match check().await {
-            Ok(value) => return Ok(value),
-            Err(e) => format!("{e:#}"),
-        };
-        if Instant::now() >= deadline {
-            bail!(
-                "{what}: not within {timeout:?}; last: {last}\n{}",
-                agent.logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    crate::poll(what, timeout, check, || async { agent.logs() }).await
 }
 
 /// Held while a test has an operator installed: the operator watches every namespace, so two

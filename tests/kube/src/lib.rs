@@ -130,6 +130,36 @@ pub(crate) fn up_in_target(name: &str, extra: &[&str]) -> Result<PathBuf> {
     Ok(PathBuf::from(last.trim()))
 }
 
+/// Polls `check` every half second until it answers `Ok`, at most `timeout`; the failure
+/// names `what` and the last reason `check` gave, then what `diagnose` finds (logs, pod states).
+pub async fn poll<T, F, Fut, D, DFut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+    diagnose: D,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+    D: FnOnce() -> DFut,
+    DFut: std::future::Future<Output = String>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(value) => return Ok(value),
+            Err(e) => format!("{e:#}"),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "{what}: not within {timeout:?}; last: {last}\n{}",
+                diagnose().await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// A unique suffix for names (pid and time: tests run in processes of their own).
 pub fn unique(prefix: &str) -> String {
     let nanos = SystemTime::now()

@@ -197,33 +197,41 @@ fn pod_monitor_crd() -> serde_json::Value {
     })
 }
 
-/// Polls `check` every half second until it answers `Ok`, at most `timeout`; the failure
-/// names `what`, the last reason `check` gave, and what the test's namespace shows
-/// ([`describe`]).
-pub async fn wait_for<T, F, Fut>(
-    kube: &Kube,
-    what: &str,
-    timeout: Duration,
-    mut check: F,
-) -> Result<T>
+/// [`crate::poll`], the failure carrying what the test's namespace shows ([`describe`]).
+pub async fn wait_for<T, F, Fut>(kube: &Kube, what: &str, timeout: Duration, check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = match check().await {
-            Ok(value) => return Ok(value),
-            Err(e) => format!("{e:#}"),
-        };
-        if Instant::now() >= deadline {
-            bail!(
-                "{what}: not within {timeout:?}; last: {last}\n{}",
-                describe(kube, &kube.namespace).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    crate::poll(what, timeout, check, || describe(kube, &kube.namespace)).await
+}
+
+/// A ZooKeeper session on `ip`:2181 as the ensemble's operator-made super identity (its
+/// Secret `ENSEMBLE-super` in the test's namespace), for tests that write and read back.
+pub async fn super_session(
+    kube: &Kube,
+    ensemble: &str,
+    ip: &str,
+) -> Result<zookeeper_client::Client> {
+    let secret =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(kube.client.clone(), &kube.namespace)
+            .get(&format!("{ensemble}-super"))
+            .await?;
+    let data = secret.data.unwrap_or_default();
+    let field = |k: &str| {
+        data.get(k)
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .with_context(|| format!("{ensemble}-super has no {k}"))
+    };
+    let credentials = format!("{}:{}", field("username")?, field("password")?);
+    let connector = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", credentials.as_bytes());
+    let addr = format!("{ip}:2181");
+    tokio::time::timeout(Duration::from_secs(20), connector.connect(&addr))
+        .await
+        .map_err(|_| anyhow::anyhow!("no session from {addr}"))?
+        .with_context(|| format!("session on {addr}"))
 }
 
 /// What `kubectl get pods` and `kubectl get events` would show of `namespace`, for failure

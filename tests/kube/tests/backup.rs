@@ -25,7 +25,7 @@ use baton_kube_tests::node::{self, wait_for};
 use baton_tests::moto::{self, Moto, MotoTls};
 use baton_tests::pki::Pki;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, ListParams, LogParams, PostParams};
 use serde_json::{Value, json};
@@ -96,7 +96,7 @@ async fn a_backup_job_trusts_the_s3_endpoints_ca_from_its_config_map() -> Result
     apply_ensemble(&kube, "demo", backup_spec(false)).await?;
     available(&kube, "demo").await?;
     let ip_of_demo = member_ip(&kube, "demo-0").await?;
-    session(&kube, "demo", &ip_of_demo)
+    node::super_session(&kube, "demo", &ip_of_demo)
         .await?
         .create(
             "/over-https",
@@ -161,7 +161,7 @@ async fn a_backup_job_trusts_the_s3_endpoints_ca_from_its_config_map() -> Result
         Duration::from_secs(120),
         || async {
             let ip = member_ip(&kube, "restored-0").await?;
-            let (data, _) = session(&kube, "restored", &ip)
+            let (data, _) = node::super_session(&kube, "restored", &ip)
                 .await?
                 .get_data("/over-https")
                 .await?;
@@ -244,28 +244,6 @@ async fn member_ip(kube: &Kube, pod: &str) -> Result<String> {
         .status
         .and_then(|s| s.pod_ip)
         .with_context(|| format!("{pod} has no IP"))
-}
-
-/// A ZooKeeper session on `ip`:2181 as the operator-made super identity.
-async fn session(kube: &Kube, ensemble: &str, ip: &str) -> Result<zk::Client> {
-    let secret = Api::<Secret>::namespaced(kube.client.clone(), &kube.namespace)
-        .get(&format!("{ensemble}-super"))
-        .await?;
-    let data = secret.data.unwrap_or_default();
-    let field = |k: &str| {
-        data.get(k)
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .ok_or_else(|| anyhow!("{ensemble}-super has no {k}"))
-    };
-    let credentials = format!("{}:{}", field("username")?, field("password")?);
-    let connector = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .with_auth("digest", credentials.as_bytes());
-    let addr = format!("{ip}:2181");
-    tokio::time::timeout(Duration::from_secs(20), connector.connect(&addr))
-        .await
-        .map_err(|_| anyhow!("no session from {addr}"))?
-        .with_context(|| format!("session on {addr}"))
 }
 
 /// The CronJob `name` once the operator has made it as the spec says: with the CA's

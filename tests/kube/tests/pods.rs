@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use baton_kube_tests::Kube;
 use baton_kube_tests::node::{self, RELEASE, RELEASE_NAMESPACE, wait_for};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde_json::{Value, json};
 use zookeeper_client as zk;
@@ -172,24 +172,7 @@ impl Setup {
 
     /// A ZooKeeper session on `ip`:2181 as the operator-made super identity.
     async fn session(&self, ensemble: &str, ip: &str) -> Result<zk::Client> {
-        let secret = Api::<Secret>::namespaced(self.kube.client.clone(), &self.kube.namespace)
-            .get(&format!("{ensemble}-super"))
-            .await?;
-        let data = secret.data.unwrap_or_default();
-        let field = |k: &str| {
-            data.get(k)
-                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-                .ok_or_else(|| anyhow!("{ensemble}-super has no {k}"))
-        };
-        let credentials = format!("{}:{}", field("username")?, field("password")?);
-        let connector = zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(10))
-            .with_auth("digest", credentials.as_bytes());
-        let addr = format!("{ip}:2181");
-        tokio::time::timeout(Duration::from_secs(20), connector.connect(&addr))
-            .await
-            .map_err(|_| anyhow!("no session from {addr}"))?
-            .with_context(|| format!("session on {addr}"))
+        node::super_session(&self.kube, ensemble, ip).await
     }
 }
 
