@@ -311,14 +311,10 @@ EOF
   mv "$out.tmp" "$out"
 }
 
-start() { # DIR COMPONENT ARGS...
+start() { # DIR COMPONENT ARGS...: COMPONENT of the control-plane binary
   local dir=$1 c=$2
   shift 2
-  # Its own session, so a signal to the caller's process group does not reach it: `down`
-  # is what stops it. setsid execs in place here (we are no group leader), so $! is its pid.
-  setsid "$bin" "$c" "$@" >>"$dir/$c.log" 2>&1 </dev/null &
-  echo $! >"$dir/$c.pid"
-  log "started $c ($!), log $dir/$c.log"
+  start_cmd "$dir" "$c" "$bin" "$c" "$@"
 }
 
 # Polls until CHECK succeeds; fails early when COMPONENT's process has exited.
@@ -598,13 +594,23 @@ build_busybox() {
   echo "$out/busybox.tar"
 }
 
-# Like start, for a process that is not the control-plane binary: NAME's pid in DIR/NAME.pid.
+# Starts CMD as NAME of DIR, logging to DIR/NAME.log, its pid in DIR/NAME.pid. Its own session,
+# so a signal to the caller's process group does not reach it: `down` is what stops it. setsid
+# execs in place here (we are no group leader), so $! is its pid.
 start_cmd() { # DIR NAME CMD...
-  local dir=$1 c=$2
+  local dir=$1 c=$2 pid i
   shift 2
   setsid "$@" >>"$dir/$c.log" 2>&1 </dev/null &
-  echo $! >"$dir/$c.pid"
-  log "started $c ($!), log $dir/$c.log"
+  pid=$!
+  echo "$pid" >"$dir/$c.pid"
+  # pid_of knows our processes by DIR in their arguments, which the background shell has only
+  # once it has exec'd: on a busy machine, checking before then took a live process for a dead one.
+  for i in $(seq 1 200); do
+    pid_of "$dir" "$c" >/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  log "started $c ($pid), log $dir/$c.log"
 }
 
 stop_one() { # DIR COMPONENT
