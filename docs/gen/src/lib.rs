@@ -12,6 +12,7 @@ pub mod markdown;
 pub mod metadata;
 pub mod metrics;
 pub mod sidecar_api;
+pub mod zookeeper;
 
 use std::path::{Path, PathBuf};
 
@@ -82,6 +83,10 @@ pub fn pages() -> Result<Vec<Page>, String> {
         Page {
             file: "admin-api.md",
             text: admin::page(),
+        },
+        Page {
+            file: "zookeeper.md",
+            text: zookeeper::page()?,
         },
     ])
 }

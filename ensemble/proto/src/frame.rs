@@ -106,7 +106,7 @@ pub fn write_frame(w: &mut Writer, payload: impl FnOnce(&mut Writer)) {
 /// ZooKeeper's four-letter words (`FourLetterCommands` in 3.8). Sent raw, without a length
 /// prefix, as a connection's first bytes; read as a length each is far above any sane maximum
 /// (`ruok` is 1,920,298,859), so sniffing them is unambiguous.
-const FOUR_LETTER_WORDS: [&str; 18] = [
+pub const FOUR_LETTER_WORDS: [&str; 18] = [
     "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst",
     "srvr", "stat", "stmk", "wchc", "wchp", "wchs",
 ];

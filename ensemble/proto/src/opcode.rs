@@ -85,6 +85,46 @@ impl OpCode {
     pub fn code(self) -> i32 {
         self as i32
     }
+
+    /// ZooKeeper's name for it (the field of `ZooDefs.OpCode`), as its docs and logs use.
+    pub fn zookeeper_name(self) -> &'static str {
+        use OpCode::*;
+        match self {
+            Notification => "notification",
+            Create => "create",
+            Delete => "delete",
+            Exists => "exists",
+            GetData => "getData",
+            SetData => "setData",
+            GetAcl => "getACL",
+            SetAcl => "setACL",
+            GetChildren => "getChildren",
+            Sync => "sync",
+            Ping => "ping",
+            GetChildren2 => "getChildren2",
+            Check => "check",
+            Multi => "multi",
+            Create2 => "create2",
+            Reconfig => "reconfig",
+            CheckWatches => "checkWatches",
+            RemoveWatches => "removeWatches",
+            CreateContainer => "createContainer",
+            DeleteContainer => "deleteContainer",
+            CreateTtl => "createTTL",
+            MultiRead => "multiRead",
+            Auth => "auth",
+            SetWatches => "setWatches",
+            Sasl => "sasl",
+            GetEphemerals => "getEphemerals",
+            GetAllChildrenNumber => "getAllChildrenNumber",
+            SetWatches2 => "setWatches2",
+            AddWatch => "addWatch",
+            WhoAmI => "whoAmI",
+            CreateSession => "createSession",
+            CloseSession => "closeSession",
+            Error => "error",
+        }
+    }
 }
 
 /// Reserved xids (`ClientCnxn`): replies with these are not answers to numbered requests.
