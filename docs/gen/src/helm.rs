@@ -1,7 +1,7 @@
 //! Every value of the Helm chart, from `charts/baton/values.yaml` and the comments above (or
 //! beside) each key. The file is read as the chart's authors write it: two-space indents, block
 //! maps, flow style (`{}`, `[]`) for defaults; a comment line indented past `#   ` is an example
-//! of the key above it.
+//! of the key above it. Every value needs a comment: the page is what users read instead.
 
 use std::path::Path;
 
@@ -19,6 +19,18 @@ pub fn page(values_yaml: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(values_yaml)
         .map_err(|e| format!("read {}: {e}", values_yaml.display()))?;
     let values = parse(&text)?;
+    let unexplained: Vec<&str> = values
+        .iter()
+        .filter(|v| v.comment.is_empty())
+        .map(|v| v.path.as_str())
+        .collect();
+    if !unexplained.is_empty() {
+        return Err(format!(
+            "{} has values with no comment to say what they do: {}",
+            values_yaml.display(),
+            unexplained.join(", ")
+        ));
+    }
     let mut out = header("Helm values", "charts/baton/values.yaml and its comments");
     out.push_str(
         "The values of the `baton` chart (`charts/baton`), with their defaults: set them with \
