@@ -1,4 +1,4 @@
-//! Raw garbage over TCP to a running sidecar (issue 7): invalid request lines, huge headers,
+//! Raw garbage over TCP to a running sidecar: invalid request lines, huge headers,
 //! binary junk, requests cut off by a close, and stalled connections. Each connection is
 //! refused with an HTTP error or closed, never answered with success; and afterwards (and
 //! while stalled connections are held open) the same sidecar still serves valid requests and

@@ -1,5 +1,5 @@
 //! Hostile method/path/query strings and raw request bytes never panic the HTTP API's router and
-//! parsers, and every refusal is the JSON error envelope with a 4xx status (issue 7; the
+//! parsers, and every refusal is the JSON error envelope with a 4xx status (the
 //! cargo-fuzz targets `http_route` and `http_request` in `tests/fuzz/` check the same, deeper).
 //!
 //! The first three properties drive `route`, `Query` and `baton_duration::parse` directly. The last

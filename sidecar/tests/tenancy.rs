@@ -1,4 +1,4 @@
-//! Tenant isolation as the sidecar sees it (issue 14): recipes live under `/baton/<namespace>`,
+//! Tenant isolation as the sidecar sees it: recipes live under `/baton/<namespace>`,
 //! planted persistent nodes never lead or hold, a stale fencing token cannot renew or release
 //! another worker's grant, and with `--zk-digest` other users are kept out by ACLs. Each case
 //! runs against Baton and Apache ZooKeeper.

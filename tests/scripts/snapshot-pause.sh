@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The snapshot row (issue 18, item 7): does a snapshot of a large tree pause the core?
+# The snapshot row: does a snapshot of a large tree pause the core?
 #
 # Starts a Baton ensemble (1 or 3 members, fsync on, loopback), fills one directory with
 # --znodes nodes through the bench's `populate` workload while the members snapshot every

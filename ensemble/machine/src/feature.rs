@@ -1,4 +1,4 @@
-//! The ensemble's feature level (issue 26): which behaviour changes every member applies.
+//! The ensemble's feature level: which behaviour changes every member applies.
 //!
 //! A behaviour that changes what an entry does at apply (what it stores, what a read of it
 //! answers) is switched on by the cluster together, never per binary: during a rolling

@@ -10,7 +10,7 @@
 //! ignored if anything set them first.
 //!
 //! Each setting is a numbered (tag, i64) pair on the wire and in snapshots, so a new one (the
-//! feature level of issue 26) is one more tag; a tag a member does not know makes the entry
+//! feature level) is one more tag; a tag a member does not know makes the entry
 //! undecodable, which is why a new tag may only be proposed once every member knows it.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! Snapshots are written in the format the feature level allows (issue 26): a state at level 1
+//! Snapshots are written in the format the feature level allows: a state at level 1
 //! is written as format 2, exactly as this first release with levels writes it, so a member
 //! of that release (or one capped with `--max-feature-level 1`) reads what a newer member
 //! writes while the ensemble is at level 1; a state at level 2 is written as format 3, which a

@@ -1,4 +1,4 @@
-//! Backup and restore (issue 17): the CronJob `NAME-backup` that saves a snapshot of the
+//! Backup and restore: the CronJob `NAME-backup` that saves a snapshot of the
 //! ensemble through a member's admin API with the admin certificate, and the init container
 //! that restores a backup into each bootstrapping member of a new ensemble before its first
 //! start. Both run Baton's image, non-root, with a read-only root filesystem; both are shell

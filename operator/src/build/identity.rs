@@ -1,4 +1,4 @@
-//! The members' Kubernetes identity and the ensemble's super identity (DESIGN.md §4, issue 14):
+//! The members' Kubernetes identity and the ensemble's super identity (DESIGN.md §4):
 //!
 //! - a ServiceAccount `NAME` the member pods run as, bound to `system:auth-delegator` by a
 //!   ClusterRoleBinding, so a member can ask the TokenReview API whether a sidecar's projected

@@ -44,7 +44,7 @@ pub struct MemberStatus {
     pub levels: MemberLevels,
 }
 
-/// What a member's `GET /v1/status` says of the ensemble's feature level (issue 26).
+/// What a member's `GET /v1/status` says of the ensemble's feature level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberLevels {

@@ -1,4 +1,4 @@
-//! Failover as a client sees it (issue 18, item 6): a session whose member was SIGKILLed
+//! Failover as a client sees it: a session whose member was SIGKILLed
 //! reconnects to a survivor and is answered as soon as the survivors have a leader, never after
 //! a timeout.
 //!

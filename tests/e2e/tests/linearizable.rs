@@ -1,4 +1,4 @@
-//! Linearizability under a leader failover (issue 7): sessions spread over a real 3-member
+//! Linearizability under a leader failover: sessions spread over a real 3-member
 //! ensemble run random setData / getData-after-sync / create / delete on a few znodes while the
 //! harness SIGKILLs the leader and later restarts it. Every request is recorded with its
 //! invocation and return instants and checked with `baton-checker`: one order must explain every

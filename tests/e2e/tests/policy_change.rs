@@ -1,5 +1,5 @@
 //! The tenancy policy turned on (`PUT /v1/settings`) under a client that loses access while it
-//! waits, on real member processes (issue 26; the simulation's stuck lock client).
+//! waits, on real member processes (the simulation's stuck lock client).
 //!
 //! An anonymous client on one member watches a node below `/baton/default` with `exists`, as
 //! a lock waiter watches its predecessor, while the policy is off. The admin turns

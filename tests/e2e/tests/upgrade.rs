@@ -1,4 +1,4 @@
-//! A rolling upgrade on real member processes (issue 26): one build plays the previous release
+//! A rolling upgrade on real member processes: one build plays the previous release
 //! with `--max-feature-level 1`.
 //!
 //! Three members, member 3 capped at level 1: the ensemble stays at feature level 1 while it

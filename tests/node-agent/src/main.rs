@@ -1,6 +1,6 @@
 //! `baton-node-agent`: a TEST HARNESS, not a product. It stands in for a kubelet (and for the
 //! scheduler and kube-proxy, which the test control plane does not run either) so that Baton's
-//! pods run for real against a real kube-apiserver (issue 25, "Pods that run").
+//! pods run for real against a real kube-apiserver ("Pods that run").
 //!
 //! One agent serves the namespaces it is given (tests run in parallel on one control plane,
 //! each in namespaces of its own): it registers a Node, binds those namespaces' unscheduled pods

@@ -2,7 +2,7 @@
 //! byte for byte (each znode's path, data, with null kept apart from empty, and stat). The
 //! other checks look at what decides a lock or a quota; this one catches a member that applies
 //! one entry differently in any way, as a member switching on a feature-level behaviour by its
-//! build rather than by the level entry would (issue 26).
+//! build rather than by the level entry would.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -157,7 +157,7 @@ fn a_feature_applied_before_its_level_is_caught() {
 }
 
 /// Members that decide writes by their own policy flag (even ids apply with checkIdentities
-/// off, the rolling `--check-identities` of issue 26), with the policy turned over under the
+/// off, as in a rolling change of `--check-identities`), with the policy turned over under the
 /// faults and anonymous clients writing in `/baton/default`: the replicas' trees, or the quota
 /// usage counted from them, differ at one index.
 #[test]

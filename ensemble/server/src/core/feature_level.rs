@@ -1,4 +1,4 @@
-//! The ensemble's feature level as the core drives it (`baton_machine::feature`, issue 26).
+//! The ensemble's feature level as the core drives it (`baton_machine::feature`).
 //!
 //! Each member advertises the highest level it supports in every peer hello (this build's
 //! newest, or `--max-feature-level`); the transport reports it as `PeerEvent::FeatureLevel`.

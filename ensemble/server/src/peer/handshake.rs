@@ -9,7 +9,7 @@
 //! other side's logs. A refusal is how a stale volume, a member of another ensemble or a
 //! misrouted address is kept out: the id and cluster id on disk must match what peers expect.
 //!
-//! **One version step either way** (issue 26: a rolling upgrade must never split an
+//! **One version step either way** (a rolling upgrade must never split an
 //! ensemble). A member accepts hellos of versions `VERSION - 1 ..= VERSION + 1` and answers
 //! in the hello's version when it is older than its own. Versions 2 and 3 frame messages
 //! alike; a version may only add fields at the end of the extension block (which an older

@@ -1,5 +1,5 @@
 //! Ensemble failover: kill -9 the ensemble's leader, and time until a write from a client on a
-//! surviving member is accepted again (issue 3's "leader killed → first write accepted").
+//! surviving member is accepted again ("leader killed → first write accepted").
 //!
 //! Each round finds the leader (`srvr` says `Mode: leader`, in ZooKeeper as in Baton), opens one
 //! session on every other member and proves it writes, then kills the leader's process and has

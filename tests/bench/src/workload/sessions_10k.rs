@@ -1,4 +1,4 @@
-//! Ten thousand sidecar-like sessions (issue 18's "10,000 sessions"): what they cost the
+//! Ten thousand sidecar-like sessions: what they cost the
 //! ensemble at rest, the election hand-over at that scale, and whether every session survives
 //! a leader kill -9, and how soon it is back.
 //!

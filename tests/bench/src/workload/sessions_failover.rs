@@ -1,6 +1,6 @@
 //! Sessions failover: many sessions on the ensemble's leader, each writing in a closed loop;
 //! kill -9 the leader; per session, the time from the kill to its first write accepted after
-//! it (issue 18's "a client whose session was on it writes again").
+//! it ("a client whose session was on it writes again").
 //!
 //! Unlike ensemble-failover, which times the first write through a survivor, this is the
 //! outage every application on the dead member sees: its client notices the dropped

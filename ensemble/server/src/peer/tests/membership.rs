@@ -162,7 +162,7 @@ async fn members_of_another_protocol_version_refuse_each_other() {
     assert!(error.contains("protocol version 1"), "{error}");
 }
 
-/// Issue 26: a rolling upgrade must not split the ensemble. A member of the previous protocol
+/// A rolling upgrade must not split the ensemble. A member of the previous protocol
 /// version refuses our hello in its own version; we connect again speaking it, and its
 /// messages arrive. A hello of the previous version is accepted, answered in that version,
 /// and the peer is reported at the base feature level.
