@@ -22,8 +22,10 @@ cleanup() {
 trap cleanup EXIT
 langs=("$@")
 ((${#langs[@]})) || langs=(go python typescript java)
-# The four libraries' error codes against the sidecar's OpenAPI document (made from its code).
-python3 ./contract.py
+# Each library's generated file (error codes, operations, parameters, bounds) is what
+# generate.py makes of the sidecar's OpenAPI document (made from its code), and the library's
+# sources take routes, parameter names and bounds from it and use every operation for apps.
+python3 ./generate.py --check "${langs[@]}"
 testenv_start
 # A harness that is missing fails the tests here (elsewhere the Java tests skip, for `mvn install`).
 export BATON_SDK_REQUIRED=1
