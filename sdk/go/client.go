@@ -74,6 +74,11 @@ func New(address string, opts ...Option) *Client {
 // within wait, so a longer silence is a hung sidecar, never a slow grant.
 const callSlack = 10 * time.Second
 
+// at is the operation's path for name (an election, lock, semaphore or barrier name).
+func (o operation) at(name string) string {
+	return strings.Replace(o.path, "{name}", url.PathEscape(name), 1)
+}
+
 func (c *Client) url(path string, query url.Values) string {
 	u := c.base + path
 	if len(query) > 0 {
@@ -82,9 +87,10 @@ func (c *Client) url(path string, query url.Values) string {
 	return u
 }
 
-// call sends one request and decodes a 2xx JSON answer into out (nil: ignore the body); an
-// error answer becomes *Error.
-func (c *Client) call(ctx context.Context, method, path string, query url.Values, wait time.Duration, out any) error {
+// call sends one request of op for name and decodes a 2xx JSON answer into out (nil: ignore
+// the body); an error answer becomes *Error.
+func (c *Client) call(ctx context.Context, op operation, name string, query url.Values, wait time.Duration, out any) error {
+	method, path := op.method, op.at(name)
 	ctx, cancel := context.WithTimeout(ctx, wait+callSlack)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.url(path, query), nil)
@@ -125,8 +131,9 @@ func decodeError(status int, body []byte) error {
 	return &Error{Status: status, Code: envelope.Error.Code, Message: envelope.Error.Message}
 }
 
-// stream opens a text/event-stream; a refusal before the stream starts is an *Error.
-func (c *Client) stream(ctx context.Context, method, path string, query url.Values) (*eventReader, error) {
+// stream opens op's text/event-stream for name; a refusal before the stream starts is an *Error.
+func (c *Client) stream(ctx context.Context, op operation, name string, query url.Values) (*eventReader, error) {
+	method, path := op.method, op.at(name)
 	req, err := http.NewRequestWithContext(ctx, method, c.url(path, query), nil)
 	if err != nil {
 		return nil, err
@@ -179,7 +186,7 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 
 // Healthy reports whether the sidecar has a session with the ensemble (GET /readyz).
 func (c *Client) Healthy(ctx context.Context) error {
-	return c.call(ctx, http.MethodGet, "/readyz", nil, 0, nil)
+	return c.call(ctx, opReadyz, "", nil, 0, nil)
 }
 
 var errStreamEnded = errors.New("baton: the sidecar ended the stream")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"time"
 )
 
@@ -51,7 +50,7 @@ func (c *Client) Events(ctx context.Context) <-chan Event {
 			}
 		}
 		for ctx.Err() == nil {
-			stream, err := c.stream(ctx, http.MethodGet, "/events", nil)
+			stream, err := c.stream(ctx, opEvents, "", nil)
 			if err == nil {
 				backoff = 100 * time.Millisecond
 				for {

@@ -2,7 +2,6 @@ package baton
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -30,21 +29,21 @@ type Member struct {
 // Members lists the live members of election now.
 func (c *Client) Members(ctx context.Context, election string) (Members, error) {
 	var m Members
-	err := c.call(ctx, http.MethodGet, "/members/"+url.PathEscape(election), nil, 0, &m)
+	err := c.call(ctx, opMembers, election, nil, 0, &m)
 	return m, err
 }
 
 // WaitMembers answers once the members differ from version, or after wait with the same ones.
 func (c *Client) WaitMembers(ctx context.Context, election, version string, wait time.Duration) (Members, error) {
 	var m Members
-	q := url.Values{"wait": {seconds(wait)}, "version": {version}}
-	err := c.call(ctx, http.MethodGet, "/members/"+url.PathEscape(election), q, wait, &m)
+	q := url.Values{paramWait: {seconds(wait)}, paramVersion: {version}}
+	err := c.call(ctx, opMembers, election, q, wait, &m)
 	return m, err
 }
 
 // Barrier enters barrier name and returns once parties pods are in (nil), or ErrNotPassed
 // when wait runs out. The pod has left the barrier when it returns, so name can be reused.
 func (c *Client) Barrier(ctx context.Context, name string, parties int, wait time.Duration) error {
-	q := url.Values{"parties": {strconv.Itoa(parties)}, "wait": {seconds(wait)}}
-	return c.call(ctx, http.MethodPost, "/barrier/"+url.PathEscape(name), q, wait, nil)
+	q := url.Values{paramParties: {strconv.Itoa(parties)}, paramWait: {seconds(wait)}}
+	return c.call(ctx, opBarrier, name, q, wait, nil)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
@@ -33,31 +32,33 @@ type Leader struct {
 	Token    int64  `json:"token"`
 }
 
-func electionPath(election string) string {
+// electionOp is named, the operation on election, or, for election "" (the sidecar's only
+// one), only, its form without a name.
+func electionOp(election string, named, only operation) operation {
 	if election == "" {
-		return "/leader"
+		return only
 	}
-	return "/leader/" + url.PathEscape(election)
+	return named
 }
 
 // Leader asks who leads election ("" for the sidecar's only one).
 func (c *Client) Leader(ctx context.Context, election string) (LeaderInfo, error) {
 	var info LeaderInfo
-	err := c.call(ctx, http.MethodGet, electionPath(election), nil, 0, &info)
+	err := c.call(ctx, electionOp(election, opLeader, opLeaderDefault), election, nil, 0, &info)
 	return info, err
 }
 
 // WaitLeaderChange long-polls until the leader's token differs from token, or wait passes.
 func (c *Client) WaitLeaderChange(ctx context.Context, election string, token int64, wait time.Duration) (LeaderInfo, error) {
 	var info LeaderInfo
-	q := url.Values{"wait": {seconds(wait)}, "token": {strconv.FormatInt(token, 10)}}
-	err := c.call(ctx, http.MethodGet, electionPath(election), q, wait, &info)
+	q := url.Values{paramWait: {seconds(wait)}, paramToken: {strconv.FormatInt(token, 10)}}
+	err := c.call(ctx, electionOp(election, opLeader, opLeaderDefault), election, q, wait, &info)
 	return info, err
 }
 
 // Resign steps down and queues again at the back.
 func (c *Client) Resign(ctx context.Context, election string) error {
-	return c.call(ctx, http.MethodPost, electionPath(election)+"/resign", nil, 0, nil)
+	return c.call(ctx, electionOp(election, opLeaderResign, opLeaderResignDefault), election, nil, 0, nil)
 }
 
 // Release answers `stepping-down`: resign election for good during the sidecar's SIGTERM
@@ -66,7 +67,7 @@ func (c *Client) Release(ctx context.Context, election string) (wasLeader bool, 
 	var answer struct {
 		WasLeader bool `json:"wasLeader"`
 	}
-	err = c.call(ctx, http.MethodPost, electionPath(election)+"/release", nil, 0, &answer)
+	err = c.call(ctx, electionOp(election, opLeaderRelease, opLeaderReleaseDefault), election, nil, 0, &answer)
 	return answer.WasLeader, err
 }
 
@@ -148,16 +149,14 @@ type streamEvent struct {
 
 // follow reads one stream until it ends or ctx is done; done is true after a hand-over.
 func (r *leaderRun) follow(ctx context.Context) (done bool, err error) {
-	path := electionPath(r.config.Election)
-	var q url.Values
+	op := electionOp(r.config.Election, opLeader, opLeaderDefault)
+	q := url.Values{paramFollow: {followStream}}
 	if r.config.Campaign {
-		path += "/campaign"
-	} else {
-		q = url.Values{"follow": {"stream"}}
+		op, q = electionOp(r.config.Election, opLeaderCampaign, opLeaderCampaignDefault), nil
 	}
 	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := r.c.stream(streamCtx, http.MethodGet, path, q)
+	stream, err := r.c.stream(streamCtx, op, r.config.Election, q)
 	if err != nil {
 		return false, err
 	}

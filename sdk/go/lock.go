@@ -42,7 +42,9 @@ type LockOptions struct {
 // ErrValidUntilPassed, ErrReleased, or the failed renewal's error).
 type Lock struct {
 	c      *Client
-	path   string // /lock/NAME or /semaphore/NAME
+	ops    grantOps
+	name   string
+	path   string // /lock/NAME or /semaphore/NAME, for messages
 	grant  Grant
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -56,56 +58,62 @@ type Lock struct {
 	wg         sync.WaitGroup
 }
 
-// maxWait is the longest wait the sidecar takes in one call.
-const maxWait = 600 * time.Second
+// grantOps are the operations on the grants of a lock, or of a semaphore.
+type grantOps struct{ acquire, inspect, release, renew operation }
+
+var (
+	lockOps      = grantOps{opLockAcquire, opLockInspect, opLockRelease, opLockRenew}
+	semaphoreOps = grantOps{opSemaphoreAcquire, opSemaphoreInspect, opSemaphoreRelease, opSemaphoreRenew}
+)
 
 // Lock acquires lock name, queueing until it is granted or ctx is done: with a deadline,
 // ErrNotGranted when it passes; cancelled, ctx's error. A deadline further than the sidecar's
-// 600 s limit on one call is waited out in calls of 600 s.
+// limit on one call (600 s) is waited out in calls of that limit. A TTL outside the sidecar's
+// bounds (100 ms to 24 h) is refused before any call.
 func (c *Client) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
-	return c.acquire(ctx, lockPath(name), lockQuery(opts), opts, false)
+	return c.acquire(ctx, lockOps, name, lockQuery(opts), opts, false)
 }
 
 // TryLock acquires lock name only if it is free now (wait 0): ErrNotGranted when it is held.
 func (c *Client) TryLock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
-	return c.acquire(ctx, lockPath(name), lockQuery(opts), opts, true)
+	return c.acquire(ctx, lockOps, name, lockQuery(opts), opts, true)
 }
 
 // Semaphore acquires one of permits permits of semaphore name, queueing as Lock does; it is
 // held, renewed and released as a lock is.
 func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
-	return c.acquire(ctx, semaphorePath(name), url.Values{"permits": {strconv.Itoa(permits)}}, opts, false)
+	return c.acquire(ctx, semaphoreOps, name, url.Values{paramPermits: {strconv.Itoa(permits)}}, opts, false)
 }
 
 // TrySemaphore acquires a permit only if one is free now (wait 0): ErrNotGranted when not.
 func (c *Client) TrySemaphore(ctx context.Context, name string, permits int, opts LockOptions) (*Lock, error) {
-	return c.acquire(ctx, semaphorePath(name), url.Values{"permits": {strconv.Itoa(permits)}}, opts, true)
+	return c.acquire(ctx, semaphoreOps, name, url.Values{paramPermits: {strconv.Itoa(permits)}}, opts, true)
 }
-
-func lockPath(name string) string      { return "/lock/" + url.PathEscape(name) }
-func semaphorePath(name string) string { return "/semaphore/" + url.PathEscape(name) }
 
 func lockQuery(opts LockOptions) url.Values {
 	q := url.Values{}
 	if opts.Mode != "" {
-		q.Set("mode", opts.Mode)
+		q.Set(paramMode, opts.Mode)
 	}
 	return q
 }
 
-func (c *Client) acquire(ctx context.Context, path string, q url.Values, opts LockOptions, try bool) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, ops grantOps, name string, q url.Values, opts LockOptions, try bool) (*Lock, error) {
+	if opts.TTL > 0 && (opts.TTL < ttlMin || opts.TTL > ttlMax) {
+		return nil, fmt.Errorf("baton: TTL %v: a lease is %v to %v", opts.TTL, ttlMin, ttlMax)
+	}
 	for {
 		var wait time.Duration
 		if !try {
-			wait = maxWait
+			wait = waitMax
 			if deadline, ok := ctx.Deadline(); ok {
-				wait = max(0, min(maxWait, time.Until(deadline).Truncate(time.Millisecond)))
+				wait = max(waitMin, min(waitMax, time.Until(deadline).Truncate(time.Millisecond)))
 			}
 		}
-		q.Set("wait", seconds(wait))
-		lock, err := c.acquireOnce(ctx, path, q, opts, wait)
-		// A wait cut at the sidecar's 600 s limit goes on while ctx allows.
-		if errors.Is(err, ErrNotGranted) && !try && wait == maxWait && ctx.Err() == nil {
+		q.Set(paramWait, seconds(wait))
+		lock, err := c.acquireOnce(ctx, ops, name, q, opts, wait)
+		// A wait cut at the sidecar's limit on one call goes on while ctx allows.
+		if errors.Is(err, ErrNotGranted) && !try && wait == waitMax && ctx.Err() == nil {
 			continue
 		}
 		return lock, err
@@ -147,30 +155,31 @@ type LockState struct {
 // LockState reads lock name: holders, waiters and whether this pod holds it.
 func (c *Client) LockState(ctx context.Context, name string) (LockState, error) {
 	var s LockState
-	err := c.call(ctx, http.MethodGet, lockPath(name), nil, 0, &s)
+	err := c.call(ctx, lockOps.inspect, name, nil, 0, &s)
 	return s, err
 }
 
 // SemaphoreState reads semaphore name: its permits, holders, waiters and this pod's part.
 func (c *Client) SemaphoreState(ctx context.Context, name string) (LockState, error) {
 	var s LockState
-	err := c.call(ctx, http.MethodGet, semaphorePath(name), nil, 0, &s)
+	err := c.call(ctx, semaphoreOps.inspect, name, nil, 0, &s)
 	return s, err
 }
 
 // ReleaseLock releases this pod's grant of lock name by its fencing token (a grant taken by
 // another process of the pod, or one this process no longer has a *Lock for).
 func (c *Client) ReleaseLock(ctx context.Context, name string, token int64) error {
-	return c.call(ctx, http.MethodDelete, lockPath(name), url.Values{"token": {strconv.FormatInt(token, 10)}}, 0, nil)
+	return c.call(ctx, lockOps.release, name, url.Values{paramToken: {strconv.FormatInt(token, 10)}}, 0, nil)
 }
 
 // ReleaseSemaphore releases this pod's permit of semaphore name by its token.
 func (c *Client) ReleaseSemaphore(ctx context.Context, name string, token int64) error {
-	return c.call(ctx, http.MethodDelete, semaphorePath(name), url.Values{"token": {strconv.FormatInt(token, 10)}}, 0, nil)
+	return c.call(ctx, semaphoreOps.release, name, url.Values{paramToken: {strconv.FormatInt(token, 10)}}, 0, nil)
 }
 
-func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opts LockOptions, wait time.Duration) (lock *Lock, err error) {
-	l := &Lock{c: c, path: path, stop: make(chan struct{})}
+func (c *Client) acquireOnce(ctx context.Context, ops grantOps, name string, q url.Values, opts LockOptions, wait time.Duration) (lock *Lock, err error) {
+	path := ops.acquire.at(name)
+	l := &Lock{c: c, ops: ops, name: name, path: path, stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx)) // ctx's values, not its end
 	defer func() {
 		if err != nil {
@@ -178,18 +187,18 @@ func (c *Client) acquireOnce(ctx context.Context, path string, q url.Values, opt
 		}
 	}()
 	if opts.TTL > 0 {
-		q.Set("ttl", seconds(opts.TTL))
-		q.Del("hold")
-		if err := c.call(ctx, http.MethodPost, path, q, wait, &l.grant); err != nil {
+		q.Set(paramTtl, seconds(opts.TTL))
+		q.Del(paramHold)
+		if err := c.call(ctx, ops.acquire, name, q, wait, &l.grant); err != nil {
 			return nil, err
 		}
 	} else {
-		q.Set("hold", "stream")
-		q.Del("ttl")
+		q.Set(paramHold, holdStream)
+		q.Del(paramTtl)
 		// The stream outlives ctx (it is the hold); ctx only bounds the wait for the grant.
 		streamCtx, closeStream := context.WithCancel(context.WithoutCancel(ctx))
 		unhook := context.AfterFunc(ctx, closeStream)
-		stream, err := c.stream(streamCtx, http.MethodPost, path, q)
+		stream, err := c.stream(streamCtx, ops.acquire, name, q)
 		if err != nil {
 			closeStream()
 			return nil, err
@@ -263,8 +272,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		// Never longer than a plain call: the release must not hang on a hung sidecar.
 		ctx, cancel := context.WithTimeout(ctx, callSlack)
 		defer cancel()
-		q := url.Values{"token": {strconv.FormatInt(l.grant.Token, 10)}}
-		err = l.c.call(ctx, http.MethodDelete, l.path, q, 0, nil)
+		q := url.Values{paramToken: {strconv.FormatInt(l.grant.Token, 10)}}
+		err = l.c.call(ctx, l.ops.release, l.name, q, 0, nil)
 		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotHeld) {
 			err = nil
 		}
@@ -388,7 +397,7 @@ func (l *Lock) refresh(renew bool, left time.Duration) (time.Time, error) {
 	token := strconv.FormatInt(l.grant.Token, 10)
 	if renew {
 		var g Grant
-		err := l.c.call(ctx, http.MethodPost, l.path+"/renew", url.Values{"token": {token}}, 0, &g)
+		err := l.c.call(ctx, l.ops.renew, l.name, url.Values{paramToken: {token}}, 0, &g)
 		return g.ValidUntil.Time, err
 	}
 	var state struct {
@@ -398,7 +407,7 @@ func (l *Lock) refresh(renew bool, left time.Duration) (time.Time, error) {
 			ValidUntil Time  `json:"validUntil"`
 		} `json:"self"`
 	}
-	if err := l.c.call(ctx, http.MethodGet, l.path, nil, 0, &state); err != nil {
+	if err := l.c.call(ctx, l.ops.inspect, l.name, nil, 0, &state); err != nil {
 		return time.Time{}, err
 	}
 	if !state.Self.Holds || state.Self.Token != l.grant.Token {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,6 +17,18 @@ func withBound(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// A lease the sidecar would refuse (100 ms to 24 h) is refused before any call: nothing listens
+// at the address, so a call would fail otherwise.
+func TestTTLOutsideTheBoundsIsRefused(t *testing.T) {
+	c := baton.New("127.0.0.1:1")
+	for _, ttl := range []time.Duration{50 * time.Millisecond, 25 * time.Hour} {
+		_, err := c.TryLock(withBound(t), "db", baton.LockOptions{TTL: ttl})
+		if err == nil || !strings.Contains(err.Error(), "a lease is 100ms to 24h0m0s") {
+			t.Fatalf("TTL %v: %v", ttl, err)
+		}
+	}
 }
 
 // waitDone waits (bounded) for a lock or term to end and returns why.
