@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ._contract import Operation
 from .errors import BatonError, Cancelled, from_answer
 
 # How far beyond the wait a call may go: the sidecar answers within wait, so a longer silence is
@@ -23,6 +24,11 @@ CALL_SLACK = 10.0
 def seconds(d: float) -> str:
     ms = round(d * 1000)
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def path(op: Operation, name: str) -> str:
+    """The operation's path for ``name`` (an election, lock, semaphore or barrier name)."""
+    return op.path.replace("{name}", urllib.parse.quote(name, safe=""), 1)
 
 
 def parse_time(value: str | None) -> float | None:
@@ -44,17 +50,18 @@ class Transport:
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
 
-    def url(self, path: str, query: dict[str, Any] | None = None) -> str:
-        return path + ("?" + urllib.parse.urlencode(query) if query else "")
+    def url(self, op: Operation, name: str, query: dict[str, Any] | None = None) -> str:
+        return path(op, name) + ("?" + urllib.parse.urlencode(query) if query else "")
 
-    def call(self, method: str, path: str, query: dict[str, Any] | None = None, wait: float = 0.0,
+    def call(self, op: Operation, name: str = "", query: dict[str, Any] | None = None, wait: float = 0.0,
              timeout: float | None = None, stop: threading.Event | None = None) -> Any:
-        """One request; the 2xx JSON answer, or the error's class raised. ``timeout`` (default
-        wait plus CALL_SLACK) bounds each socket operation; ``stop`` set ends it with Cancelled."""
+        """One request of ``op`` for ``name``; the 2xx JSON answer, or the error's class raised.
+        ``timeout`` (default wait plus CALL_SLACK) bounds each socket operation; ``stop`` set ends
+        it with Cancelled."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or wait + CALL_SLACK)
         try:
             with _closing_on(stop, conn):
-                conn.request(method, self.url(path, query))
+                conn.request(op.method, self.url(op, name, query))
                 resp = conn.getresponse()
                 body = resp.read()
         finally:
@@ -63,19 +70,20 @@ class Transport:
             raise _error(resp.status, body)
         return json.loads(body) if body else None
 
-    def stream(self, method: str, path: str, query: dict[str, Any] | None, wait: float, idle: float,
+    def stream(self, op: Operation, name: str, query: dict[str, Any] | None, wait: float, idle: float,
                stop: threading.Event | None = None) -> EventStream:
-        """Opens an event stream; a refusal before it starts raises the error's class; ``stop``
-        set while it opens ends it with Cancelled."""
+        """Opens the event stream of ``op`` for ``name``; a refusal before it starts raises the
+        error's class; ``stop`` set while it opens ends it with Cancelled."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=wait + CALL_SLACK)
         try:
             with _closing_on(stop, conn):
-                conn.request(method, self.url(path, query), headers={"Accept": "text/event-stream"})
+                conn.request(op.method, self.url(op, name, query), headers={"Accept": "text/event-stream"})
                 resp = conn.getresponse()
             if resp.status // 100 != 2:
                 raise _error(resp.status, resp.read())
             if not resp.getheader("Content-Type", "").startswith("text/event-stream"):
-                raise BatonError(resp.status, "NotAStream", f"{path} answered {resp.getheader('Content-Type')}")
+                raise BatonError(resp.status, "NotAStream",
+                                 f"{path(op, name)} answered {resp.getheader('Content-Type')}")
             conn.sock.settimeout(idle)
         except BaseException:
             conn.close()

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from . import errors, types
 from .client import Client
 from .leader import Term
-from .lock import Lock, check_wait
+from .lock import Lock, check_ttl, check_wait
 
 T = TypeVar("T")
 
@@ -97,8 +97,10 @@ class AsyncClient:
     async def lock(self, name: str, *, mode: str | None = None, wait: float | None = None,
                    ttl: float | None = None) -> AsyncLock:
         """``Client.lock``: wait None queues until granted or the awaiting task is cancelled,
-        0 tries once, up to 600 s bounds it, more raises ValueError."""
+        0 tries once, up to 600 s bounds it, more raises ValueError (as does a ttl outside 0.1 s to
+        24 h)."""
         check_wait(wait)
+        check_ttl(ttl)
         return await self._acquire(lambda stop, on_lost: self.sync.lock(
             name, mode=mode, wait=wait, ttl=ttl, on_lost=on_lost, stop=stop))
 
@@ -108,6 +110,7 @@ class AsyncClient:
     async def semaphore(self, name: str, permits: int, *, wait: float | None = None,
                         ttl: float | None = None) -> AsyncLock:
         check_wait(wait)
+        check_ttl(ttl)
         return await self._acquire(lambda stop, on_lost: self.sync.semaphore(
             name, permits, wait=wait, ttl=ttl, on_lost=on_lost, stop=stop))
 

@@ -8,10 +8,11 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import cast
 
+from . import _contract as api
 from . import errors, leader, lock, types
 from ._http import Event, EventStream, Transport, seconds
-from .leader import Callback
-from .lock import Lock
+from .leader import Callback, election_op
+from .lock import LOCK_OPS, SEMAPHORE_OPS, Lock
 
 DEFAULT_ADDRESS = "127.0.0.1:4040"
 
@@ -36,20 +37,23 @@ class Client:
 
     def leader(self, election: str = "") -> types.LeaderInfo:
         """GET /leader[/NAME]: {election, leader: {identity, token, ...} | None, self: {isLeader, validUntil, ...}}."""
-        return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election)))
+        return cast(types.LeaderInfo, self._t.call(election_op(election, api.OP_LEADER, api.OP_LEADER_DEFAULT),
+                                                   election))
 
     def wait_leader_change(self, election: str, token: int, wait: float, *,
                            stop: threading.Event | None = None) -> types.LeaderInfo:
         """Long-polls until the leader's token differs from token, or wait passes (``stop`` set: Cancelled)."""
-        return cast(types.LeaderInfo, self._t.call("GET", leader.election_path(election),
-                                                   {"wait": seconds(wait), "token": token}, wait=wait, stop=stop))
+        return cast(types.LeaderInfo, self._t.call(election_op(election, api.OP_LEADER, api.OP_LEADER_DEFAULT),
+                                                   election, {api.PARAM_WAIT: seconds(wait), api.PARAM_TOKEN: token},
+                                                   wait=wait, stop=stop))
 
     def resign(self, election: str = "") -> None:
-        self._t.call("POST", leader.election_path(election) + "/resign")
+        self._t.call(election_op(election, api.OP_LEADER_RESIGN, api.OP_LEADER_RESIGN_DEFAULT), election)
 
     def release(self, election: str = "") -> bool:
         """Answers stepping-down (run_leader_election does it for the app); whether it led."""
-        return bool(self._t.call("POST", leader.election_path(election) + "/release").get("wasLeader"))
+        op = election_op(election, api.OP_LEADER_RELEASE, api.OP_LEADER_RELEASE_DEFAULT)
+        return bool(self._t.call(op, election).get("wasLeader"))
 
     def run_leader_election(self, on_started_leading: Callback, *, election: str = "",
                             campaign: bool = False, stop: threading.Event | None = None,
@@ -74,10 +78,10 @@ class Client:
         asks for a lease, which this client renews until the first renewal fails. ``wait`` in
         seconds: None queues until granted or ``stop`` is set (Cancelled), 0 tries once
         (NotGranted when held), up to 600 queues that long (NotGranted after); more than 600
-        raises ValueError before any call. ``mode``: read or write. Use it in a ``with``
-        block, or call ``release()``."""
-        query = {"mode": mode} if mode else {}
-        return lock.acquire(self._t, lock.lock_path("lock", name), query, wait=wait, ttl=ttl,
+        raises ValueError before any call, as does a ``ttl`` outside 0.1 s to 24 h. ``mode``:
+        read or write. Use it in a ``with`` block, or call ``release()``."""
+        query = {api.PARAM_MODE: mode} if mode else {}
+        return lock.acquire(self._t, LOCK_OPS, name, query, wait=wait, ttl=ttl,
                             idle=self.stream_idle, on_lost=on_lost, stop=stop)
 
     def try_lock(self, name: str, *, mode: str | None = None, ttl: float | None = None,
@@ -89,7 +93,7 @@ class Client:
                   on_lost: Callable[[Lock], None] | None = None,
                   stop: threading.Event | None = None) -> Lock:
         """One of ``permits`` permits of semaphore ``name``, waited for, held and released as a lock is."""
-        return lock.acquire(self._t, lock.lock_path("semaphore", name), {"permits": permits}, wait=wait,
+        return lock.acquire(self._t, SEMAPHORE_OPS, name, {api.PARAM_PERMITS: permits}, wait=wait,
                             ttl=ttl, idle=self.stream_idle, on_lost=on_lost, stop=stop)
 
     def try_semaphore(self, name: str, permits: int, *, ttl: float | None = None,
@@ -99,19 +103,19 @@ class Client:
 
     def lock_state(self, name: str) -> types.LockState:
         """GET /lock/NAME: holders, waiters, and whether (``self``) this pod holds it."""
-        return cast(types.LockState, self._t.call("GET", lock.lock_path("lock", name)))
+        return cast(types.LockState, self._t.call(LOCK_OPS.inspect, name))
 
     def semaphore_state(self, name: str) -> types.LockState:
         """GET /semaphore/NAME: its permits, holders, waiters and this pod's part (``self``)."""
-        return cast(types.LockState, self._t.call("GET", lock.lock_path("semaphore", name)))
+        return cast(types.LockState, self._t.call(SEMAPHORE_OPS.inspect, name))
 
     def release_lock(self, name: str, token: int) -> None:
         """Releases this pod's grant of lock ``name`` by its fencing token alone."""
-        self._t.call("DELETE", lock.lock_path("lock", name), {"token": token})
+        self._t.call(LOCK_OPS.release, name, {api.PARAM_TOKEN: token})
 
     def release_semaphore(self, name: str, token: int) -> None:
         """Releases this pod's permit of semaphore ``name`` by its token alone."""
-        self._t.call("DELETE", lock.lock_path("semaphore", name), {"token": token})
+        self._t.call(SEMAPHORE_OPS.release, name, {api.PARAM_TOKEN: token})
 
     # --- groups, barriers, events ---
 
@@ -119,15 +123,14 @@ class Client:
                 stop: threading.Event | None = None) -> types.Members:
         """The live members of ``election`` in queue order; with ``version``, waits up to ``wait``
         for them to differ from that version (``stop`` set: Cancelled)."""
-        query = {"version": version, "wait": seconds(wait)} if version else None
-        return cast(types.Members, self._t.call("GET", "/members/" + urllib.parse.quote(election, safe=""),
-                                                query, wait=wait, stop=stop))
+        query = {api.PARAM_VERSION: version, api.PARAM_WAIT: seconds(wait)} if version else None
+        return cast(types.Members, self._t.call(api.OP_MEMBERS, election, query, wait=wait, stop=stop))
 
     def barrier(self, name: str, parties: int, wait: float, *, stop: threading.Event | None = None) -> None:
         """Enters barrier ``name``; returns once ``parties`` pods are in, raises NotPassed after
         ``wait`` (``stop`` set: Cancelled)."""
-        self._t.call("POST", "/barrier/" + urllib.parse.quote(name, safe=""),
-                     {"parties": parties, "wait": seconds(wait)}, wait=wait, stop=stop)
+        self._t.call(api.OP_BARRIER, name, {api.PARAM_PARTIES: parties, api.PARAM_WAIT: seconds(wait)},
+                     wait=wait, stop=stop)
 
     def events(self, stop: threading.Event | None = None) -> Iterator[Event]:
         """The pod's events (GET /events) until ``stop`` is set, reopening the stream when it breaks
@@ -139,7 +142,7 @@ class Client:
         while not stop.is_set():
             why: BaseException | None = None
             try:
-                stream = self._t.stream("GET", "/events", None, 0, self.stream_idle)
+                stream = self._t.stream(api.OP_EVENTS, "", None, 0, self.stream_idle)
             except (errors.BatonError, OSError) as e:
                 why, stream = e, None
             if stream is not None:
@@ -169,7 +172,7 @@ class Client:
     def healthy(self) -> bool:
         """Whether the sidecar has a session with the ensemble (GET /readyz)."""
         try:
-            self._t.call("GET", "/readyz")
+            self._t.call(api.OP_READYZ)
             return True
         except (errors.BatonError, OSError):
             return False

@@ -6,10 +6,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from . import _contract as api
 from . import errors, types
 from ._http import Transport, parse_time
 
@@ -33,8 +33,10 @@ class Term:
             raise self.cause or errors.Lost(self.election)
 
 
-def election_path(election: str) -> str:
-    return "/leader" if not election else "/leader/" + urllib.parse.quote(election, safe="")
+def election_op(election: str, named: api.Operation, only: api.Operation) -> api.Operation:
+    """``named``, the operation on ``election``, or, for "" (the sidecar's only election),
+    ``only``, its form without a name."""
+    return named if election else only
 
 
 class _Run:
@@ -80,7 +82,8 @@ class _Run:
         try:
             # Bounded by the time left, so the term still ends at valid_until.
             left = max(self.term.valid_until - time.time(), 0.01)
-            info = self.t.call("GET", election_path(self.election), timeout=left)
+            info = self.t.call(election_op(self.election, api.OP_LEADER, api.OP_LEADER_DEFAULT), self.election,
+                               timeout=left)
         except (errors.BatonError, OSError):
             return  # valid_until still bounds the term
         leader = info.get("leader") or {}
@@ -122,7 +125,7 @@ class _Run:
             self.stop(errors.Suspended(f"election {self.election}"))
         elif name == "resumed" and self.term is None:
             try:
-                info = self.t.call("GET", election_path(self.election))
+                info = self.t.call(election_op(self.election, api.OP_LEADER, api.OP_LEADER_DEFAULT), self.election)
             except (errors.BatonError, OSError):
                 return False
             if (info.get("self") or {}).get("isLeader") and info.get("leader"):
@@ -132,7 +135,8 @@ class _Run:
             self.stop(errors.SteppingDown(f"election {self.election}"))
             # The app has stopped acting as leader: hand over now rather than after the grace.
             try:
-                self.t.call("POST", election_path(self.election) + "/release")
+                self.t.call(election_op(self.election, api.OP_LEADER_RELEASE, api.OP_LEADER_RELEASE_DEFAULT),
+                            self.election)
             except (errors.BatonError, OSError):
                 pass
             return True
@@ -140,11 +144,12 @@ class _Run:
 
     def follow(self, stop: threading.Event) -> tuple[bool, BaseException | None]:
         """Reads one stream until it ends or stop is set; (handed over, why it ended)."""
-        path = election_path(self.election)
         if self.campaign:
-            stream = self.t.stream("GET", path + "/campaign", None, 0, self.idle)
+            op = election_op(self.election, api.OP_LEADER_CAMPAIGN, api.OP_LEADER_CAMPAIGN_DEFAULT)
+            stream = self.t.stream(op, self.election, None, 0, self.idle)
         else:
-            stream = self.t.stream("GET", path, {"follow": "stream"}, 0, self.idle)
+            op = election_op(self.election, api.OP_LEADER, api.OP_LEADER_DEFAULT)
+            stream = self.t.stream(op, self.election, {api.PARAM_FOLLOW: api.FOLLOW_STREAM}, 0, self.idle)
         events: queue.Queue[tuple[Any, ...]] = queue.Queue()
 
         def read() -> None:

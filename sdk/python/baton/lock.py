@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
+from . import _contract as api
 from . import errors, types
-from ._http import Event, EventStream, Transport, parse_time, seconds
+from ._http import Event, EventStream, Transport, parse_time, path, seconds
 
-# The longest wait the sidecar takes in one call.
-MAX_WAIT = 600.0
+# The sidecar's bounds, in seconds: the longest wait it takes in one call; a lease's.
+MIN_WAIT, MAX_WAIT = api.WAIT_MIN_MS / 1000, api.WAIT_MAX_MS / 1000
+MIN_TTL, MAX_TTL = api.TTL_MIN_MS / 1000, api.TTL_MAX_MS / 1000
+
+
+class GrantOps(NamedTuple):
+    """The operations on the grants of a lock, or of a semaphore."""
+
+    acquire: api.Operation
+    inspect: api.Operation
+    release: api.Operation
+    renew: api.Operation
+
+
+LOCK_OPS = GrantOps(api.OP_LOCK_ACQUIRE, api.OP_LOCK_INSPECT, api.OP_LOCK_RELEASE, api.OP_LOCK_RENEW)
+SEMAPHORE_OPS = GrantOps(api.OP_SEMAPHORE_ACQUIRE, api.OP_SEMAPHORE_INSPECT, api.OP_SEMAPHORE_RELEASE,
+                         api.OP_SEMAPHORE_RENEW)
 
 
 class Lock:
@@ -24,9 +39,10 @@ class Lock:
     sidecar); ``cause`` says why (an ``errors.Ended`` subclass). Pass ``token`` (the fencing
     token) to what the lock protects."""
 
-    def __init__(self, transport: Transport, path: str, grant: dict[str, Any], stream: EventStream | None,
-                 ttl: float | None, on_lost: Callable[[Lock], None] | None):
-        self._t, self._path = transport, path
+    def __init__(self, transport: Transport, ops: GrantOps, name: str, grant: dict[str, Any],
+                 stream: EventStream | None, ttl: float | None, on_lost: Callable[[Lock], None] | None):
+        self._t, self._ops, self._name = transport, ops, name
+        self._path = path(ops.inspect, name)  # for messages
         self.grant = cast(types.Grant, grant)
         self.token: int = grant["token"]
         self._stream, self._ttl, self._on_lost = stream, ttl, on_lost
@@ -60,7 +76,7 @@ class Lock:
         Releasing a grant that already ended is not an error."""
         if not self.lost.is_set():
             try:
-                self._t.call("DELETE", self._path, {"token": self.token})
+                self._t.call(self._ops.release, self._name, {api.PARAM_TOKEN: self.token})
             except (errors.StaleToken, errors.NotHeld):
                 pass
             except (errors.BatonError, OSError):
@@ -159,9 +175,9 @@ class Lock:
         # must be free to give the grant up then.
         left = max(self.valid_until - time.time(), 0.01)
         if self._ttl:
-            grant = self._t.call("POST", self._path + "/renew", {"token": self.token}, timeout=left)
+            grant = self._t.call(self._ops.renew, self._name, {api.PARAM_TOKEN: self.token}, timeout=left)
             return parse_time(grant.get("validUntil"))
-        state = self._t.call("GET", self._path, timeout=left)
+        state = self._t.call(self._ops.inspect, self._name, timeout=left)
         me = state.get("self") or {}
         if not me.get("holds") or me.get("token") != self.token:
             raise errors.NotHeld(409, "NotHeld", "the sidecar no longer holds this grant")
@@ -170,25 +186,34 @@ class Lock:
 
 def check_wait(wait: float | None) -> None:
     """A wait the sidecar would refuse is refused here, before any call."""
-    if wait is not None and not 0 <= wait <= MAX_WAIT:
-        raise ValueError(f"wait={wait!r}: 0 (try once) to {MAX_WAIT:g} s, or None to wait until "
-                         "granted or stop is set (in calls of at most 600 s)")
+    if wait is not None and not MIN_WAIT <= wait <= MAX_WAIT:
+        raise ValueError(f"wait={wait!r}: {MIN_WAIT:g} (try once) to {MAX_WAIT:g} s, or None to wait until "
+                         f"granted or stop is set (in calls of at most {MAX_WAIT:g} s)")
 
 
-def acquire(transport: Transport, path: str, query: dict[str, Any], *, wait: float | None, ttl: float | None,
-            idle: float, on_lost: Callable[[Lock], None] | None,
+def check_ttl(ttl: float | None) -> None:
+    """A lease the sidecar would refuse is refused here, before any call (None or 0: a stream hold)."""
+    if ttl and not MIN_TTL <= ttl <= MAX_TTL:
+        raise ValueError(f"ttl={ttl!r}: a lease is {MIN_TTL:g} to {MAX_TTL:g} s (None: held by a stream)")
+
+
+def acquire(transport: Transport, ops: GrantOps, name: str, query: dict[str, Any], *, wait: float | None,
+            ttl: float | None, idle: float, on_lost: Callable[[Lock], None] | None,
             stop: threading.Event | None = None) -> Lock:
-    """wait None: until granted or ``stop`` is set (in the sidecar's 600 s steps); 0: try once."""
+    """wait None: until granted or ``stop`` is set (in steps of the sidecar's longest wait); 0:
+    try once."""
     check_wait(wait)
+    check_ttl(ttl)
     while True:
         got = threading.Event()
         step = MAX_WAIT if wait is None else wait
-        q = dict(query, wait=seconds(step))
+        q = {**query, api.PARAM_WAIT: seconds(step)}
         try:
             if ttl:
-                grant = transport.call("POST", path, dict(q, ttl=seconds(ttl)), wait=step, stop=stop)
-                return Lock(transport, path, grant, None, ttl, on_lost)
-            stream = transport.stream("POST", path, dict(q, hold="stream"), step, idle, stop=stop)
+                grant = transport.call(ops.acquire, name, {**q, api.PARAM_TTL: seconds(ttl)}, wait=step, stop=stop)
+                return Lock(transport, ops, name, grant, None, ttl, on_lost)
+            stream = transport.stream(ops.acquire, name, {**q, api.PARAM_HOLD: api.HOLD_STREAM}, step, idle,
+                                      stop=stop)
             closer = threading.Thread(target=_close_on_stop, args=(stream, stop, got), daemon=True) \
                 if stop is not None else None
             if closer is not None:
@@ -206,8 +231,8 @@ def acquire(transport: Transport, path: str, query: dict[str, Any], *, wait: flo
                     closer.join()
             if first is None or first.name != "granted":
                 stream.close()
-                raise errors.Lost(f"{path}: first event {first.name if first else None!r}")
-            return Lock(transport, path, first.data, stream, None, on_lost)
+                raise errors.Lost(f"{path(ops.acquire, name)}: first event {first.name if first else None!r}")
+            return Lock(transport, ops, name, first.data, stream, None, on_lost)
         except errors.NotGranted:
             if wait is not None:
                 raise
@@ -221,6 +246,3 @@ def _close_on_stop(stream: EventStream, stop: threading.Event, done: threading.E
                 stream.close()
             return
 
-
-def lock_path(kind: str, name: str) -> str:
-    return f"/{kind}/{urllib.parse.quote(name, safe='')}"

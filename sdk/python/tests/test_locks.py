@@ -61,17 +61,17 @@ class Locks(unittest.TestCase):
         renewals = []
         call = client._t.call
 
-        def counting(method, path, *args, **kwargs):
-            if path.endswith("/renew"):
-                renewals.append(path)
-            return call(method, path, *args, **kwargs)
+        def counting(op, name, *args, **kwargs):
+            if op == baton._contract.OP_LOCK_RENEW:
+                renewals.append(name)
+            return call(op, name, *args, **kwargs)
 
         client._t.call = counting
         name = unique("lease")
         held = client.lock(name, ttl=3)
         self.assertEqual(held.grant["hold"], "lease")
         self.assertFalse(held.lost.wait(4), "a renewed lease ended")  # renewals keep it past its TTL
-        baton.Client(s.addr)._t.call("DELETE", f"/lock/{name}", {"token": held.token})
+        baton.Client(s.addr).release_lock(name, held.token)  # behind the holder's back
         cause = wait_lost(self, held)
         self.assertIsInstance(cause, baton.Lost)
         self.assertIsInstance(cause.__cause__, baton.NotHeld)
@@ -96,6 +96,9 @@ class Locks(unittest.TestCase):
         for wait in (600.5, -1):
             with self.assertRaises(ValueError):
                 c.lock(name, wait=wait)
+        for ttl in (0.05, 86400.5):  # a lease is 100 ms to 24 h
+            with self.assertRaises(ValueError):
+                c.lock(name, ttl=ttl)
         self.assertTrue(c.healthy())
         permit = c.semaphore(name, 2, ttl=30)
         state = c.semaphore_state(name)
