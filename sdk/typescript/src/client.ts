@@ -1,8 +1,11 @@
 // The client of one sidecar.
 
+import api from "./contract.js";
 import { Transport, duration, type SseEvent } from "./http.js";
-import { electionPath, runLeaderElection, type LeaderElectionOptions, type LeaderInfo } from "./leader.js";
-import { acquire, type Lock, type LockOptions } from "./lock.js";
+import { electionOp, runLeaderElection, type LeaderElectionOptions, type LeaderInfo } from "./leader.js";
+import { LOCK_OPS, SEMAPHORE_OPS, acquire, type Lock, type LockOptions } from "./lock.js";
+
+const { op, param } = api;
 
 export const DEFAULT_ADDRESS = "127.0.0.1:4040";
 
@@ -66,21 +69,22 @@ export class Client {
 
   /** GET /leader[/NAME]. */
   leader(election?: string): Promise<LeaderInfo> {
-    return this.t.call<LeaderInfo>("GET", electionPath(election));
+    return this.t.call<LeaderInfo>(electionOp(election, op.leader, op.leaderDefault), election ?? "");
   }
 
   /** Long-polls until the leader's token differs from `token`, or `waitMs` passes (`signal` gives up). */
   waitLeaderChange(election: string, token: number, waitMs: number, signal?: AbortSignal): Promise<LeaderInfo> {
-    return this.t.call<LeaderInfo>("GET", electionPath(election), { wait: duration(waitMs), token }, waitMs, signal);
+    const query = { [param.wait]: duration(waitMs), [param.token]: token };
+    return this.t.call<LeaderInfo>(electionOp(election, op.leader, op.leaderDefault), election, query, waitMs, signal);
   }
 
   async resign(election?: string): Promise<void> {
-    await this.t.call("POST", `${electionPath(election)}/resign`);
+    await this.t.call(electionOp(election, op.leaderResign, op.leaderResignDefault), election ?? "");
   }
 
   /** Answers stepping-down (runLeaderElection does it for the app); whether this pod led. */
   async release(election?: string): Promise<boolean> {
-    const answer = await this.t.call<{ wasLeader: boolean }>("POST", `${electionPath(election)}/release`);
+    const answer = await this.t.call<{ wasLeader: boolean }>(electionOp(election, op.leaderRelease, op.leaderReleaseDefault), election ?? "");
     return answer.wasLeader;
   }
 
@@ -99,10 +103,10 @@ export class Client {
   /** Acquires lock `name`: held by a stream (it dies with this process) unless `ttlMs` asks
    * for a lease. `waitMs`: undefined queues until granted or `signal` aborts, 0 tries once
    * (NotGranted when held), up to 600 000 queues that long (NotGranted after); more throws a
-   * RangeError before any call. */
+   * RangeError before any call, as does a `ttlMs` outside 100 ms to 24 h. */
   lock(name: string, options: LockOptions = {}): Promise<Lock> {
-    const query = options.mode ? { mode: options.mode } : {};
-    return acquire(this.t, `/lock/${encodeURIComponent(name)}`, query, options, this.idleMs);
+    const query = options.mode ? { [param.mode]: options.mode } : {};
+    return acquire(this.t, LOCK_OPS, name, query, options, this.idleMs);
   }
 
   /** `lock(name, { waitMs: 0 })`: granted only if free now, else NotGranted. */
@@ -112,17 +116,17 @@ export class Client {
 
   /** GET /lock/NAME: holders, waiters, and whether (`self`) this pod holds it. */
   lockState(name: string): Promise<LockState> {
-    return this.t.call<LockState>("GET", `/lock/${encodeURIComponent(name)}`);
+    return this.t.call<LockState>(LOCK_OPS.inspect, name);
   }
 
   /** GET /semaphore/NAME: its permits, holders, waiters, and this pod's part (`self`). */
   semaphoreState(name: string): Promise<LockState> {
-    return this.t.call<LockState>("GET", `/semaphore/${encodeURIComponent(name)}`);
+    return this.t.call<LockState>(SEMAPHORE_OPS.inspect, name);
   }
 
   /** Releases this pod's permit `token` of semaphore `name` by its token alone. */
   async releaseSemaphore(name: string, token: number): Promise<void> {
-    await this.t.call("DELETE", `/semaphore/${encodeURIComponent(name)}`, { token });
+    await this.t.call(SEMAPHORE_OPS.release, name, { [param.token]: token });
   }
 
   /** `semaphore(name, permits, { waitMs: 0 })`: a permit only if one is free now, else NotGranted. */
@@ -133,7 +137,7 @@ export class Client {
   /** Whether the sidecar has a session with the ensemble (GET /readyz). */
   async healthy(): Promise<boolean> {
     try {
-      await this.t.call("GET", "/readyz");
+      await this.t.call(op.readyz, "");
       return true;
     } catch {
       return false;
@@ -143,23 +147,23 @@ export class Client {
   /** Releases the grant `token` of lock `name` held through this sidecar (Lock.release does it
    * for a Lock of this process). */
   async releaseLock(name: string, token: number): Promise<void> {
-    await this.t.call("DELETE", `/lock/${encodeURIComponent(name)}`, { token });
+    await this.t.call(LOCK_OPS.release, name, { [param.token]: token });
   }
 
   /** One of `permits` permits of semaphore `name`, held and released as a lock is. */
   semaphore(name: string, permits: number, options: Omit<LockOptions, "mode"> = {}): Promise<Lock> {
-    return acquire(this.t, `/semaphore/${encodeURIComponent(name)}`, { permits }, options, this.idleMs);
+    return acquire(this.t, SEMAPHORE_OPS, name, { [param.permits]: permits }, options, this.idleMs);
   }
 
   /** The live members of `election`; with `version`, waits up to `waitMs` for them to differ (`signal` gives up). */
   members(election: string, version?: string, waitMs = 0, signal?: AbortSignal): Promise<Members> {
-    const query = version ? { version, wait: duration(waitMs) } : undefined;
-    return this.t.call<Members>("GET", `/members/${encodeURIComponent(election)}`, query, waitMs, signal);
+    const query = version ? { [param.version]: version, [param.wait]: duration(waitMs) } : undefined;
+    return this.t.call<Members>(op.members, election, query, waitMs, signal);
   }
 
   /** Enters barrier `name`; resolves once `parties` pods are in, rejects with NotPassed after `waitMs` (`signal` gives up). */
   async barrier(name: string, parties: number, waitMs: number, signal?: AbortSignal): Promise<void> {
-    await this.t.call("POST", `/barrier/${encodeURIComponent(name)}`, { parties, wait: duration(waitMs) }, waitMs, signal);
+    await this.t.call(op.barrier, name, { [param.parties]: parties, [param.wait]: duration(waitMs) }, waitMs, signal);
   }
 
   /** The pod's events (GET /events) until `signal` aborts, reopening the stream when it breaks
@@ -171,7 +175,7 @@ export class Client {
     while (!signal?.aborted) {
       let why: unknown;
       try {
-        const stream = await this.t.stream("GET", "/events", undefined, this.idleMs);
+        const stream = await this.t.stream(op.events, "", undefined, this.idleMs);
         const close = () => stream.close();
         signal?.addEventListener("abort", close, { once: true });
         backoff = 100;

@@ -3,12 +3,25 @@
 // sends `: keep-alive` every 10 s, so a longer silence is a hung sidecar or a cut connection).
 
 import * as http from "node:http";
+import api from "./contract.js";
 import { BatonError, errorFromAnswer } from "./errors.js";
 
 /** How far beyond the wait a call may go before it is taken as hung. */
 export const CALL_SLACK_MS = 10_000;
 
-export type Query = Record<string, string | number | undefined>;
+/** One operation of the API (contract.ts): its method, and its path with `{name}`. */
+export interface Operation {
+  readonly method: string;
+  readonly path: string;
+}
+
+/** A query: only the API's parameters (contract.ts), so tsc refuses a name it does not take. */
+export type Query = { [K in (typeof api.param)[keyof typeof api.param]]?: string | number | undefined };
+
+/** The operation's path for `name` (an election, lock, semaphore or barrier name). */
+export function pathOf(op: Operation, name: string): string {
+  return op.path.replace("{name}", encodeURIComponent(name));
+}
 
 export function duration(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${Math.round(ms)}ms`;
@@ -44,7 +57,8 @@ export class Transport {
     readonly port: number,
   ) {}
 
-  private path(path: string, query?: Query): string {
+  private path(op: Operation, name: string, query?: Query): string {
+    const path = pathOf(op, name);
     if (!query) return path;
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
@@ -52,11 +66,13 @@ export class Transport {
     return s ? `${path}?${s}` : path;
   }
 
-  /** One request; the 2xx answer's JSON, or the code's error class thrown. */
-  call<T = unknown>(method: string, path: string, query?: Query, waitMs = 0, signal?: AbortSignal): Promise<T> {
+  /** One request of `op` for `name`; the 2xx answer's JSON, or the code's error class thrown. */
+  call<T = unknown>(op: Operation, name: string, query?: Query, waitMs = 0, signal?: AbortSignal): Promise<T> {
+    const { method } = op;
+    const path = pathOf(op, name);
     return new Promise<T>((resolve, reject) => {
       const req = http.request(
-        { host: this.host, port: this.port, method, path: this.path(path, query), agent: this.agent, signal },
+        { host: this.host, port: this.port, method, path: this.path(op, name, query), agent: this.agent, signal },
         (res) => {
           let body = "";
           res.setEncoding("utf8");
@@ -86,11 +102,14 @@ export class Transport {
     });
   }
 
-  /** Opens an event stream; a refusal before it starts rejects with the code's error class. */
-  stream(method: string, path: string, query: Query | undefined, idleMs: number, signal?: AbortSignal): Promise<EventStream> {
+  /** Opens the event stream of `op` for `name`; a refusal before it starts rejects with the
+   * code's error class. */
+  stream(op: Operation, name: string, query: Query | undefined, idleMs: number, signal?: AbortSignal): Promise<EventStream> {
+    const { method } = op;
+    const path = pathOf(op, name);
     return new Promise<EventStream>((resolve, reject) => {
       // Its own connection: closing the stream must close the socket (that ends a hold).
-      const req = http.request({ host: this.host, port: this.port, method, path: this.path(path, query), agent: false, signal, headers: { accept: "text/event-stream" } });
+      const req = http.request({ host: this.host, port: this.port, method, path: this.path(op, name, query), agent: false, signal, headers: { accept: "text/event-stream" } });
       req.on("response", (res) => {
         const status = res.statusCode ?? 0;
         if (Math.floor(status / 100) !== 2) {

@@ -1,8 +1,11 @@
 // Leadership in the shape of client-go's leaderelection: a function runs while this pod leads,
 // and its term's AbortSignal aborts the moment it no longer may act as leader.
 
+import api from "./contract.js";
 import { BatonError, CampaignInProgress, Lost, Released, ShuttingDown, SteppingDown, Suspended, ValidUntilPassed, type Ended } from "./errors.js";
-import { parseTime, type EventStream, type Transport } from "./http.js";
+import { parseTime, type EventStream, type Operation, type Transport } from "./http.js";
+
+const { op, param, follow } = api;
 
 /** Who leads an election, with the term's fencing token. */
 export interface Leader {
@@ -45,8 +48,10 @@ export interface LeaderElectionOptions {
   onNewLeader?: (leader: Leader | null) => void;
 }
 
-export function electionPath(election?: string): string {
-  return election ? `/leader/${encodeURIComponent(election)}` : "/leader";
+/** `named`, the operation on `election`, or, for none (the sidecar's only election), `only`, its
+ * form without a name. */
+export function electionOp(election: string | undefined, named: Operation, only: Operation): Operation {
+  return election ? named : only;
 }
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -131,7 +136,7 @@ class Run {
       if (this.term === current) void this.stop(new ValidUntilPassed(`election ${this.name}`));
     }, current.validUntil - Date.now());
     try {
-      const info = await this.t.call<LeaderInfo>("GET", electionPath(this.name));
+      const info = await this.t.call<LeaderInfo>(electionOp(this.name, op.leader, op.leaderDefault), this.name);
       if (this.term !== current) return;
       if (info.self.isLeader && info.leader?.token === current.term.token) this.extend(info.self.validUntil);
       else await this.stop(new Lost(`election ${this.name}: this pod no longer leads`));
@@ -179,7 +184,7 @@ class Run {
       case "resumed":
         if (!this.term) {
           try {
-            const info = await this.t.call<LeaderInfo>("GET", electionPath(this.name));
+            const info = await this.t.call<LeaderInfo>(electionOp(this.name, op.leader, op.leaderDefault), this.name);
             if (info.self.isLeader && info.leader) this.start(info.leader.token, info.leader.since, info.self.validUntil);
           } catch {
             // the stream's next events say more
@@ -190,7 +195,7 @@ class Run {
         await this.stop(new SteppingDown(`election ${this.name}`));
         // The app has stopped acting as leader: hand over now rather than after the grace.
         try {
-          await this.t.call("POST", `${electionPath(this.name)}/release`);
+          await this.t.call(electionOp(this.name, op.leaderRelease, op.leaderReleaseDefault), this.name);
         } catch {
           // the grace ends it anyway
         }
@@ -200,11 +205,10 @@ class Run {
   }
 
   async follow(idleMs: number): Promise<boolean> {
-    const path = electionPath(this.name);
     const streamAbort = new AbortController();
     const stream: EventStream = this.opts.campaign
-      ? await this.t.stream("GET", `${path}/campaign`, undefined, idleMs, streamAbort.signal)
-      : await this.t.stream("GET", path, { follow: "stream" }, idleMs, streamAbort.signal);
+      ? await this.t.stream(electionOp(this.name, op.leaderCampaign, op.leaderCampaignDefault), this.name, undefined, idleMs, streamAbort.signal)
+      : await this.t.stream(electionOp(this.name, op.leader, op.leaderDefault), this.name, { [param.follow]: follow.stream }, idleMs, streamAbort.signal);
     const close = () => stream.close();
     this.opts.signal?.addEventListener("abort", close, { once: true });
     let handedOver = false;

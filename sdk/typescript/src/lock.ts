@@ -1,11 +1,27 @@
 // Locks and semaphore permits: held by a stream (the default: the lock dies with the process)
 // or by a lease this client renews, stopping at the first renewal that fails.
 
+import api from "./contract.js";
 import { BatonError, Lost, NotGranted, NotHeld, Released, StaleToken, ValidUntilPassed, type Ended } from "./errors.js";
-import { duration, parseTime, type EventStream, type Query, type Transport } from "./http.js";
+import { CALL_SLACK_MS, duration, parseTime, pathOf, type EventStream, type Operation, type Query, type Transport } from "./http.js";
 
-/** The longest wait the sidecar takes in one call. */
-const MAX_WAIT_MS = 600_000;
+const { op, param, hold, bound } = api;
+
+/** The operations on the grants of a lock, or of a semaphore. */
+export interface GrantOps {
+  acquire: Operation;
+  inspect: Operation;
+  release: Operation;
+  renew: Operation;
+}
+
+export const LOCK_OPS: GrantOps = { acquire: op.lockAcquire, inspect: op.lockInspect, release: op.lockRelease, renew: op.lockRenew };
+export const SEMAPHORE_OPS: GrantOps = {
+  acquire: op.semaphoreAcquire,
+  inspect: op.semaphoreInspect,
+  release: op.semaphoreRelease,
+  renew: op.semaphoreRenew,
+};
 
 /** The sidecar's answer to an acquire. */
 export interface Grant {
@@ -26,7 +42,8 @@ export interface LockOptions {
   /** How long to queue, in ms: undefined until granted or `signal` aborts (in calls of at most
    * 600 s), 0 try once, at most 600 000 (more is a RangeError before any call). */
   waitMs?: number;
-  /** A lease of this many ms, renewed by this client, instead of a stream hold. */
+  /** A lease of this many ms, renewed by this client, instead of a stream hold: 100 to 86 400 000
+   * (24 h; else a RangeError before any call). */
   ttlMs?: number;
   /** Gives up queueing when aborted. */
   signal?: AbortSignal;
@@ -43,14 +60,18 @@ export class Lock implements AsyncDisposable {
   suspended = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly following: Promise<void> | undefined;
+  /** The grant's path, for messages. */
+  private readonly path: string;
 
   constructor(
     private readonly t: Transport,
-    private readonly path: string,
+    private readonly ops: GrantOps,
+    private readonly name: string,
     readonly grant: Grant,
     private readonly stream: EventStream | undefined,
     private readonly ttlMs: number | undefined,
   ) {
+    this.path = pathOf(ops.inspect, name);
     this.token = grant.token;
     this.validUntilMs = parseTime(grant.validUntil) ?? 0;
     this.following = stream ? this.follow(stream) : undefined;
@@ -76,7 +97,7 @@ export class Lock implements AsyncDisposable {
   async release(): Promise<void> {
     if (!this.signal.aborted) {
       try {
-        await this.t.call("DELETE", this.path, { token: this.token });
+        await this.t.call(this.ops.release, this.name, { [param.token]: this.token });
       } catch (e) {
         if (!(e instanceof StaleToken || e instanceof NotHeld) && !this.stream) throw e;
       }
@@ -172,10 +193,10 @@ export class Lock implements AsyncDisposable {
   private async fetchValidUntil(): Promise<number | undefined> {
     const left = Math.max(this.validUntilMs - Date.now(), 1);
     if (this.ttlMs) {
-      const grant = await this.t.call<Grant>("POST", `${this.path}/renew`, { token: this.token }, left - 10_000);
+      const grant = await this.t.call<Grant>(this.ops.renew, this.name, { [param.token]: this.token }, left - CALL_SLACK_MS);
       return parseTime(grant.validUntil);
     }
-    const state = await this.t.call<{ self?: { holds?: boolean; token?: number; validUntil?: string } }>("GET", this.path);
+    const state = await this.t.call<{ self?: { holds?: boolean; token?: number; validUntil?: string } }>(this.ops.inspect, this.name);
     if (!state.self?.holds || state.self.token !== this.token) {
       throw new NotHeld(409, "NotHeld", "the sidecar no longer holds this grant");
     }
@@ -185,21 +206,29 @@ export class Lock implements AsyncDisposable {
 
 /** A wait the sidecar would refuse is refused here, before any call. */
 export function checkWait(waitMs: number | undefined): void {
-  if (waitMs !== undefined && !(waitMs >= 0 && waitMs <= MAX_WAIT_MS)) {
-    throw new RangeError(`waitMs ${waitMs}: 0 (try once) to ${MAX_WAIT_MS}, or undefined to wait until granted or aborted`);
+  if (waitMs !== undefined && !(waitMs >= bound.waitMinMs && waitMs <= bound.waitMaxMs)) {
+    throw new RangeError(`waitMs ${waitMs}: ${bound.waitMinMs} (try once) to ${bound.waitMaxMs}, or undefined to wait until granted or aborted`);
   }
 }
 
-export async function acquire(t: Transport, path: string, query: Query, opts: LockOptions, idleMs: number): Promise<Lock> {
+/** A lease the sidecar would refuse is refused here, before any call (undefined or 0: a stream hold). */
+export function checkTtl(ttlMs: number | undefined): void {
+  if (ttlMs && !(ttlMs >= bound.ttlMinMs && ttlMs <= bound.ttlMaxMs)) {
+    throw new RangeError(`ttlMs ${ttlMs}: a lease is ${bound.ttlMinMs} to ${bound.ttlMaxMs} ms (undefined: held by a stream)`);
+  }
+}
+
+export async function acquire(t: Transport, ops: GrantOps, name: string, query: Query, opts: LockOptions, idleMs: number): Promise<Lock> {
   checkWait(opts.waitMs);
+  checkTtl(opts.ttlMs);
   for (;;) {
     opts.signal?.throwIfAborted();
-    const wait = opts.waitMs ?? MAX_WAIT_MS;
-    const q: Query = { ...query, wait: duration(wait) };
+    const wait = opts.waitMs ?? bound.waitMaxMs;
+    const q: Query = { ...query, [param.wait]: duration(wait) };
     try {
       if (opts.ttlMs) {
-        const grant = await t.call<Grant>("POST", path, { ...q, ttl: duration(opts.ttlMs) }, wait, opts.signal);
-        return new Lock(t, path, grant, undefined, opts.ttlMs);
+        const grant = await t.call<Grant>(ops.acquire, name, { ...q, [param.ttl]: duration(opts.ttlMs) }, wait, opts.signal);
+        return new Lock(t, ops, name, grant, undefined, opts.ttlMs);
       }
       // The caller's signal bounds only the queueing: aborted later, it must not end the hold.
       const queueing = new AbortController();
@@ -208,7 +237,7 @@ export async function acquire(t: Transport, path: string, query: Query, opts: Lo
       let stream: EventStream;
       let first;
       try {
-        stream = await t.stream("POST", path, { ...q, hold: "stream" }, idleMs, queueing.signal);
+        stream = await t.stream(ops.acquire, name, { ...q, [param.hold]: hold.stream }, idleMs, queueing.signal);
         try {
           first = await stream.next();
         } catch (e) {
@@ -220,9 +249,9 @@ export async function acquire(t: Transport, path: string, query: Query, opts: Lo
       }
       if (!first || first.name !== "granted") {
         stream.close();
-        throw new Lost(`${path}: first event ${first?.name}`);
+        throw new Lost(`${pathOf(ops.acquire, name)}: first event ${first?.name}`);
       }
-      return new Lock(t, path, first.data as Grant, stream, undefined);
+      return new Lock(t, ops, name, first.data as Grant, stream, undefined);
     } catch (e) {
       // Only an unbounded wait goes on: the sidecar gives one call 600 s at most.
       if (!(e instanceof NotGranted) || opts.waitMs !== undefined || opts.signal?.aborted) throw e;

@@ -106,11 +106,13 @@ test("cutting the app's connection ends the hold on both sides", async (t) => {
   await after.release();
 });
 
-test("a wait above the sidecar's limit is refused before any call; an aborted wait ends", async (t) => {
+test("a wait or a lease outside the sidecar's bounds is refused before any call; an aborted wait ends", async (t) => {
   const c = new Client((await Sidecar.start(t, undefined, unique("a"))).addr);
   const name = unique("lock");
   await assert.rejects(c.lock(name, { waitMs: 600_001 }), RangeError);
   await assert.rejects(c.lock(name, { waitMs: -1 }), RangeError);
+  await assert.rejects(c.lock(name, { ttlMs: 50 }), RangeError); // a lease is 100 ms to 24 h
+  await assert.rejects(c.lock(name, { ttlMs: 86_400_001 }), RangeError);
   assert.equal(await c.healthy(), true);
   const permit = await c.semaphore(name, 2, { ttlMs: 30_000 });
   const state = await c.semaphoreState(name);
