@@ -18,7 +18,7 @@ public final class BatonClient {
   public static final String DEFAULT_ADDRESS = "127.0.0.1:4040";
 
   /** The longest wait the sidecar takes in one call; {@link LockOptions#waitFor} refuses more. */
-  public static final Duration MAX_WAIT = Duration.ofSeconds(600);
+  public static final Duration MAX_WAIT = Api.WAIT_MAX;
 
   private final Transport t;
   private final Duration idle;
@@ -50,7 +50,7 @@ public final class BatonClient {
 
   /** Who leads election ("" or null: the sidecar's only one). */
   public LeaderInfo leader(String election) throws BatonException, IOException, InterruptedException {
-    return leaderInfo(t.call("GET", LeaderElection.path(election), null, Duration.ZERO));
+    return leaderInfo(t.call(LeaderElection.op(election, Api.OP_LEADER, Api.OP_LEADER_DEFAULT), election, null, Duration.ZERO));
   }
 
   /** Long-polls until the leader's token differs from token, or wait passes. */
@@ -58,9 +58,9 @@ public final class BatonClient {
       throws BatonException, IOException, InterruptedException {
     return leaderInfo(
         t.call(
-            "GET",
-            LeaderElection.path(election),
-            Transport.query("wait", Transport.duration(wait), "token", Long.toString(token)),
+            LeaderElection.op(election, Api.OP_LEADER, Api.OP_LEADER_DEFAULT),
+            election,
+            Transport.query(Api.PARAM_WAIT, Transport.duration(wait), Api.PARAM_TOKEN, Long.toString(token)),
             wait));
   }
 
@@ -86,12 +86,13 @@ public final class BatonClient {
 
   /** Steps down and queues again at the back. */
   public void resign(String election) throws BatonException, IOException, InterruptedException {
-    t.call("POST", LeaderElection.path(election) + "/resign", null, Duration.ZERO);
+    t.call(LeaderElection.op(election, Api.OP_LEADER_RESIGN, Api.OP_LEADER_RESIGN_DEFAULT), election, null, Duration.ZERO);
   }
 
   /** Answers stepping-down (selectors and latches do it for the app); whether this pod led. */
   public boolean release(String election) throws BatonException, IOException, InterruptedException {
-    return Json.bool(t.call("POST", LeaderElection.path(election) + "/release", null, Duration.ZERO), "wasLeader");
+    Api.Operation release = LeaderElection.op(election, Api.OP_LEADER_RELEASE, Api.OP_LEADER_RELEASE_DEFAULT);
+    return Json.bool(t.call(release, election, null, Duration.ZERO), "wasLeader");
   }
 
   /** A LeaderSelector following election (not started). */
@@ -121,15 +122,15 @@ public final class BatonClient {
 
   /** Lock name as options say (mode, wait, lease). */
   public Lock lock(String name, LockOptions options) throws BatonException, IOException, InterruptedException {
-    Map<String, String> q = Transport.query("mode", options.mode);
-    return acquire("/lock/" + Transport.segment(name), q, options);
+    Map<String, String> q = Transport.query(Api.PARAM_MODE, options.mode);
+    return acquire(Lock.LOCK, name, q, options);
   }
 
   /** One of permits permits of semaphore name, held and released as a lock is. */
   public Lock semaphore(String name, int permits, LockOptions options)
       throws BatonException, IOException, InterruptedException {
-    Map<String, String> q = Transport.query("permits", Integer.toString(permits));
-    return acquire("/semaphore/" + Transport.segment(name), q, options);
+    Map<String, String> q = Transport.query(Api.PARAM_PERMITS, Integer.toString(permits));
+    return acquire(Lock.SEMAPHORE, name, q, options);
   }
 
   /** {@code lock(name, options.waitFor(Duration.ZERO))}: granted only if free now, else NotGranted. */
@@ -149,19 +150,19 @@ public final class BatonClient {
   }
 
   /** GET /semaphore/NAME: its permits, holders, waiters, and this pod's part ({@code self}). */
-  public Map<String, Object> semaphoreState(String name) throws BatonException, IOException, InterruptedException {
-    return t.call("GET", "/semaphore/" + Transport.segment(name), null, Duration.ZERO);
+  public SemaphoreState semaphoreState(String name) throws BatonException, IOException, InterruptedException {
+    return SemaphoreState.of(t.call(Lock.SEMAPHORE.inspect(), name, null, Duration.ZERO));
   }
 
   /** Releases this pod's permit token of semaphore name by its token alone. */
   public void releaseSemaphore(String name, long token) throws BatonException, IOException, InterruptedException {
-    t.call("DELETE", "/semaphore/" + Transport.segment(name), Transport.query("token", Long.toString(token)), Duration.ZERO);
+    t.call(Lock.SEMAPHORE.release(), name, Transport.query(Api.PARAM_TOKEN, Long.toString(token)), Duration.ZERO);
   }
 
   /** Whether the sidecar has a session with the ensemble (GET /readyz). */
   public boolean healthy() throws InterruptedException {
     try {
-      t.call("GET", "/readyz", null, Duration.ZERO);
+      t.call(Api.OP_READYZ, null, null, Duration.ZERO);
       return true;
     } catch (BatonException | IOException e) {
       return false;
@@ -169,13 +170,13 @@ public final class BatonClient {
   }
 
   /** GET /lock/NAME: holder, holders, waiters, and whether ({@code self}) this pod holds it. */
-  public Map<String, Object> lockState(String name) throws BatonException, IOException, InterruptedException {
-    return t.call("GET", "/lock/" + Transport.segment(name), null, Duration.ZERO);
+  public LockState lockState(String name) throws BatonException, IOException, InterruptedException {
+    return LockState.of(t.call(Lock.LOCK.inspect(), name, null, Duration.ZERO));
   }
 
   /** Releases grant token of lock name held through this sidecar (Lock.close does it for its own). */
   public void releaseLock(String name, long token) throws BatonException, IOException, InterruptedException {
-    t.call("DELETE", "/lock/" + Transport.segment(name), Transport.query("token", Long.toString(token)), Duration.ZERO);
+    t.call(Lock.LOCK.release(), name, Transport.query(Api.PARAM_TOKEN, Long.toString(token)), Duration.ZERO);
   }
 
   /** Reads on a daemon thread, never blocking a thread for an event. */
@@ -207,24 +208,24 @@ public final class BatonClient {
     }
   }
 
-  private Lock acquire(String path, Map<String, String> query, LockOptions options)
+  private Lock acquire(Lock.Ops ops, String name, Map<String, String> query, LockOptions options)
       throws BatonException, IOException, InterruptedException {
     while (true) {
       Duration wait = options.wait == null ? MAX_WAIT : options.wait;
-      query.put("wait", Transport.duration(wait));
+      query.put(Api.PARAM_WAIT, Transport.duration(wait));
       try {
         if (options.ttl != null) {
-          query.put("ttl", Transport.duration(options.ttl));
-          return new Lock(t, path, t.call("POST", path, query, wait), null, options.ttl);
+          query.put(Api.PARAM_TTL, Transport.duration(options.ttl));
+          return new Lock(t, ops, name, Grant.of(t.call(ops.acquire(), name, query, wait)), null, options.ttl);
         }
-        query.put("hold", "stream");
-        Transport.EventStream stream = t.stream("POST", path, query, wait, idle);
+        query.put(Api.PARAM_HOLD, Api.HOLD_STREAM);
+        Transport.EventStream stream = t.stream(ops.acquire(), name, query, wait, idle);
         Transport.Event first = firstEvent(stream);
         if (first == null || !first.name.equals("granted")) {
           stream.close();
-          throw new IOException(path + ": the hold's stream began without a grant");
+          throw new IOException(Transport.path(ops.acquire(), name) + ": the hold's stream began without a grant");
         }
-        return new Lock(t, path, first.data, stream, null);
+        return new Lock(t, ops, name, Grant.of(first.data), stream, null);
       } catch (BatonException.NotGranted e) {
         // Only an unbounded wait goes on: the sidecar gives one call 600 s at most.
         if (options.wait != null) throw e;
@@ -236,14 +237,14 @@ public final class BatonClient {
 
   /** The live members of election now. */
   public Members members(String election) throws BatonException, IOException, InterruptedException {
-    return members(t.call("GET", "/members/" + Transport.segment(election), null, Duration.ZERO));
+    return members(t.call(Api.OP_MEMBERS, election, null, Duration.ZERO));
   }
 
   /** Waits up to wait for the members to differ from version. */
   public Members waitMembers(String election, String version, Duration wait)
       throws BatonException, IOException, InterruptedException {
-    Map<String, String> q = Transport.query("version", version, "wait", Transport.duration(wait));
-    return members(t.call("GET", "/members/" + Transport.segment(election), q, wait));
+    Map<String, String> q = Transport.query(Api.PARAM_VERSION, version, Api.PARAM_WAIT, Transport.duration(wait));
+    return members(t.call(Api.OP_MEMBERS, election, q, wait));
   }
 
   private static Members members(Map<String, Object> m) {
@@ -269,8 +270,9 @@ public final class BatonClient {
   /** Enters barrier name; returns once parties pods are in, throws NotPassed after wait. */
   public void barrier(String name, int parties, Duration wait)
       throws BatonException, IOException, InterruptedException {
-    Map<String, String> q = Transport.query("parties", Integer.toString(parties), "wait", Transport.duration(wait));
-    t.call("POST", "/barrier/" + Transport.segment(name), q, wait);
+    Map<String, String> q =
+        Transport.query(Api.PARAM_PARTIES, Integer.toString(parties), Api.PARAM_WAIT, Transport.duration(wait));
+    t.call(Api.OP_BARRIER, name, q, wait);
   }
 
   /** One event of {@link #events}: its name and JSON data. */
@@ -295,7 +297,7 @@ public final class BatonClient {
               while (!closed.get()) {
                 String why = "the sidecar ended the stream";
                 try {
-                  Transport.EventStream s = t.stream("GET", "/events", null, Duration.ZERO, idle);
+                  Transport.EventStream s = t.stream(Api.OP_EVENTS, null, null, Duration.ZERO, idle);
                   current.set(s);
                   if (closed.get()) s.close();
                   backoff = 100;

@@ -46,6 +46,12 @@ final class Json {
     return v instanceof Number ? ((Number) v).longValue() : 0;
   }
 
+  /** An integer that may be absent or null (then null). */
+  static Integer integer(Map<String, Object> m, String key) {
+    Object v = m.get(key);
+    return v instanceof Number ? ((Number) v).intValue() : null;
+  }
+
   static boolean bool(Map<String, Object> m, String key) {
     return Boolean.TRUE.equals(m.get(key));
   }

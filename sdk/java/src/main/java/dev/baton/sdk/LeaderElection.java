@@ -49,8 +49,12 @@ final class LeaderElection implements Runnable {
     this.listener = listener;
   }
 
-  static String path(String election) {
-    return election == null || election.isEmpty() ? "/leader" : "/leader/" + Transport.segment(election);
+  /**
+   * named, the operation on election, or, for "" or null (the sidecar's only election), only, its
+   * form without a name.
+   */
+  static Api.Operation op(String election, Api.Operation named, Api.Operation only) {
+    return election == null || election.isEmpty() ? only : named;
   }
 
   /** Whether the loop ended with a stepping-down hand-over. */
@@ -97,11 +101,15 @@ final class LeaderElection implements Runnable {
   }
 
   private void follow() throws BatonException, IOException, InterruptedException {
-    String path = path(election);
     Transport.EventStream s =
         campaign
-            ? t.stream("GET", path + "/campaign", null, Duration.ZERO, idle)
-            : t.stream("GET", path, Transport.query("follow", "stream"), Duration.ZERO, idle);
+            ? t.stream(op(election, Api.OP_LEADER_CAMPAIGN, Api.OP_LEADER_CAMPAIGN_DEFAULT), election, null, Duration.ZERO, idle)
+            : t.stream(
+                op(election, Api.OP_LEADER, Api.OP_LEADER_DEFAULT),
+                election,
+                Transport.query(Api.PARAM_FOLLOW, Api.FOLLOW_STREAM),
+                Duration.ZERO,
+                idle);
     stream = s;
     if (closed) s.close();
     // Events arrive on this thread; validUntil is watched by a refresher beside it.
@@ -169,7 +177,7 @@ final class LeaderElection implements Runnable {
       case "resumed":
         if (term == null) {
           try {
-            Map<String, Object> info = t.call("GET", path(election), null, Duration.ZERO);
+            Map<String, Object> info = t.call(op(election, Api.OP_LEADER, Api.OP_LEADER_DEFAULT), election, null, Duration.ZERO);
             Map<String, Object> leader = Json.object(info, "leader");
             Map<String, Object> self = Json.object(info, "self");
             if (Json.bool(self, "isLeader") && !leader.isEmpty()) {
@@ -186,7 +194,7 @@ final class LeaderElection implements Runnable {
         stop(new Ended.SteppingDown("election " + election));
         // The app has stopped acting as leader: hand over now rather than after the grace.
         try {
-          t.call("POST", path(election) + "/release", null, Duration.ZERO);
+          t.call(op(election, Api.OP_LEADER_RELEASE, Api.OP_LEADER_RELEASE_DEFAULT), election, null, Duration.ZERO);
         } catch (BatonException | IOException e) {
           // the grace ends it anyway
         } catch (InterruptedException e) {
@@ -251,7 +259,8 @@ final class LeaderElection implements Runnable {
         }
         Duration bound = Duration.between(Instant.now(), current.validUntil);
         if (bound.isNegative() || bound.isZero()) continue;
-        CompletableFuture<Map<String, Object>> answer = t.callAsync("GET", path(election), null, bound);
+        CompletableFuture<Map<String, Object>> answer =
+            t.callAsync(LeaderElection.op(election, Api.OP_LEADER, Api.OP_LEADER_DEFAULT), election, null, bound);
         Map<String, Object> info;
         try {
           info = answer.get(bound.toNanos(), TimeUnit.NANOSECONDS);

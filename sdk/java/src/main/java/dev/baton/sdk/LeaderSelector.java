@@ -65,7 +65,7 @@ public final class LeaderSelector implements AutoCloseable {
 
   private void resign() {
     try {
-      t.call("POST", LeaderElection.path(election) + "/resign", null, Duration.ZERO);
+      t.call(LeaderElection.op(election, Api.OP_LEADER_RESIGN, Api.OP_LEADER_RESIGN_DEFAULT), election, null, Duration.ZERO);
     } catch (BatonException | IOException e) {
       // the term ends with the next event anyway
     } catch (InterruptedException e) {

@@ -15,8 +15,10 @@ import java.util.concurrent.CompletableFuture;
  */
 public final class Lock implements AutoCloseable {
   private final Transport t;
-  private final String path;
-  private final Map<String, Object> grant;
+  private final Ops ops;
+  private final String name;
+  private final String path; // for messages
+  private final Grant grant;
   private final long token;
   private final Transport.EventStream stream;
   private final Duration ttl;
@@ -27,14 +29,23 @@ public final class Lock implements AutoCloseable {
   private final Thread guard;
   private final Thread follower;
 
-  Lock(Transport t, String path, Map<String, Object> grant, Transport.EventStream stream, Duration ttl) {
+  /** The operations on the grants of a lock, or of a semaphore. */
+  record Ops(Api.Operation acquire, Api.Operation inspect, Api.Operation release, Api.Operation renew) {}
+
+  static final Ops LOCK = new Ops(Api.OP_LOCK_ACQUIRE, Api.OP_LOCK_INSPECT, Api.OP_LOCK_RELEASE, Api.OP_LOCK_RENEW);
+  static final Ops SEMAPHORE =
+      new Ops(Api.OP_SEMAPHORE_ACQUIRE, Api.OP_SEMAPHORE_INSPECT, Api.OP_SEMAPHORE_RELEASE, Api.OP_SEMAPHORE_RENEW);
+
+  Lock(Transport t, Ops ops, String name, Grant grant, Transport.EventStream stream, Duration ttl) {
     this.t = t;
-    this.path = path;
+    this.ops = ops;
+    this.name = name;
+    this.path = Transport.path(ops.inspect(), name);
     this.grant = grant;
-    this.token = Json.number(grant, "token");
+    this.token = grant.token();
     this.stream = stream;
     this.ttl = ttl;
-    Instant until = Transport.time(grant.get("validUntil"));
+    Instant until = grant.validUntil();
     this.validUntil = until == null ? Instant.EPOCH : until;
     this.guard = daemon(this::guard, "baton-lock-guard " + path);
     this.follower = stream == null ? null : daemon(this::follow, "baton-lock-stream " + path);
@@ -52,8 +63,8 @@ public final class Lock implements AutoCloseable {
     return token;
   }
 
-  /** The sidecar's grant as received ({@code lock} or {@code semaphore}, mode, hold, ...). */
-  public Map<String, Object> grant() {
+  /** The sidecar's grant as received: the lock or semaphore, mode, hold, token, expiresAt, validUntil. */
+  public Grant grant() {
     return grant;
   }
 
@@ -100,7 +111,7 @@ public final class Lock implements AutoCloseable {
     try {
       if (isValid()) {
         try {
-          t.call("DELETE", path, Transport.query("token", Long.toString(token)), Duration.ZERO);
+          t.call(ops.release(), name, Transport.query(Api.PARAM_TOKEN, Long.toString(token)), Duration.ZERO);
         } catch (BatonException.StaleToken | BatonException.NotHeld gone) {
           // it ended already
         } catch (BatonException | IOException e) {
@@ -230,10 +241,10 @@ public final class Lock implements AutoCloseable {
   private java.util.concurrent.CompletableFuture<Instant> refresh(Duration bound) {
     String tokenText = Long.toString(token);
     if (ttl != null) {
-      return t.callAsync("POST", path + "/renew", Transport.query("token", tokenText), bound)
+      return t.callAsync(ops.renew(), name, Transport.query(Api.PARAM_TOKEN, tokenText), bound)
           .thenApply(g -> Transport.time(g.get("validUntil")));
     }
-    return t.callAsync("GET", path, null, bound)
+    return t.callAsync(ops.inspect(), name, null, bound)
         .thenApply(
             state -> {
               Map<String, Object> me = Json.object(state, "self");

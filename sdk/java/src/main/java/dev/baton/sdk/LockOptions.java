@@ -39,9 +39,10 @@ public final class LockOptions {
    * @throws IllegalArgumentException if wait is negative or above the sidecar's 600 s limit
    */
   public LockOptions waitFor(Duration wait) {
-    if (wait != null && (wait.isNegative() || wait.compareTo(BatonClient.MAX_WAIT) > 0)) {
+    if (wait != null && (wait.compareTo(Api.WAIT_MIN) < 0 || wait.compareTo(BatonClient.MAX_WAIT) > 0)) {
       throw new IllegalArgumentException(
-          "wait " + wait + ": 0 (try once) to " + BatonClient.MAX_WAIT + ", or null to wait until granted or interrupted");
+          "wait " + wait + ": " + Api.WAIT_MIN + " (try once) to " + BatonClient.MAX_WAIT
+              + ", or null to wait until granted or interrupted");
     }
     this.wait = wait;
     return this;
@@ -54,9 +55,15 @@ public final class LockOptions {
 
   /**
    * A lease of this length instead of a stream hold; the client renews it every third of the TTL
-   * (sooner when validUntil is nearer) and stops at the first renewal that fails.
+   * (sooner when validUntil is nearer) and stops at the first renewal that fails. Null: a stream
+   * hold.
+   *
+   * @throws IllegalArgumentException if ttl is outside the sidecar's bounds, 100 ms to 24 h
    */
   public LockOptions lease(Duration ttl) {
+    if (ttl != null && (ttl.compareTo(Api.TTL_MIN) < 0 || ttl.compareTo(Api.TTL_MAX) > 0)) {
+      throw new IllegalArgumentException("ttl " + ttl + ": a lease is " + Api.TTL_MIN + " to " + Api.TTL_MAX);
+    }
     this.ttl = ttl;
     return this;
   }

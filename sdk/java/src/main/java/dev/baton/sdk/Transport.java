@@ -54,14 +54,20 @@ final class Transport {
     return v instanceof String && !((String) v).isEmpty() ? Instant.parse((String) v) : null;
   }
 
-  static Map<String, String> query(String... kv) {
-    Map<String, String> q = new LinkedHashMap<>();
-    for (int i = 0; i + 1 < kv.length; i += 2) if (kv[i + 1] != null) q.put(kv[i], kv[i + 1]);
-    return q;
+  /** A query of parameter and value pairs (names from {@link Api}); a null value is left out. */
+  static Map<String, String> query(String... pairs) {
+    Map<String, String> built = new LinkedHashMap<>();
+    for (int i = 0; i + 1 < pairs.length; i += 2) if (pairs[i + 1] != null) built.put(pairs[i], pairs[i + 1]);
+    return built;
   }
 
-  private URI uri(String path, Map<String, String> query) {
-    StringBuilder u = new StringBuilder(base).append(path);
+  /** The operation's path for name (an election, lock, semaphore or barrier name). */
+  static String path(Api.Operation op, String name) {
+    return op.path().replace("{name}", segment(name == null ? "" : name));
+  }
+
+  private URI uri(Api.Operation op, String name, Map<String, String> query) {
+    StringBuilder u = new StringBuilder(base).append(path(op, name));
     char sep = '?';
     if (query != null) {
       for (Map.Entry<String, String> e : query.entrySet()) {
@@ -88,12 +94,12 @@ final class Transport {
     return new BatonException(status, String.valueOf(status), body.strip());
   }
 
-  /** One request; the 2xx answer's JSON object, or the code's exception thrown. */
-  Map<String, Object> call(String method, String path, Map<String, String> query, Duration wait)
+  /** One request of op for name; the 2xx answer's JSON object, or the code's exception thrown. */
+  Map<String, Object> call(Api.Operation op, String name, Map<String, String> query, Duration wait)
       throws BatonException, IOException, InterruptedException {
     HttpRequest request =
-        HttpRequest.newBuilder(uri(path, query))
-            .method(method, HttpRequest.BodyPublishers.noBody())
+        HttpRequest.newBuilder(uri(op, name, query))
+            .method(op.method(), HttpRequest.BodyPublishers.noBody())
             .timeout(wait.plus(CALL_SLACK))
             .build();
     HttpResponse<String> response = http.send(request, HttpResponse.BodyHandlers.ofString());
@@ -104,10 +110,10 @@ final class Transport {
 
   /** {@link #call} without blocking: the answer, or the code's exception, as a future. */
   java.util.concurrent.CompletableFuture<Map<String, Object>> callAsync(
-      String method, String path, Map<String, String> query, Duration timeout) {
+      Api.Operation op, String name, Map<String, String> query, Duration timeout) {
     HttpRequest request =
-        HttpRequest.newBuilder(uri(path, query))
-            .method(method, HttpRequest.BodyPublishers.noBody())
+        HttpRequest.newBuilder(uri(op, name, query))
+            .method(op.method(), HttpRequest.BodyPublishers.noBody())
             .timeout(timeout)
             .build();
     return http.sendAsync(request, HttpResponse.BodyHandlers.ofString())
@@ -122,12 +128,14 @@ final class Transport {
             });
   }
 
-  /** Opens an event stream; a refusal before it starts throws the code's exception. */
-  EventStream stream(String method, String path, Map<String, String> query, Duration wait, Duration idle)
+  /** Opens the event stream of op for name; a refusal before it starts throws the code's exception. */
+  EventStream stream(Api.Operation op, String name, Map<String, String> query, Duration wait, Duration idle)
       throws BatonException, IOException, InterruptedException {
+    String method = op.method();
+    String path = path(op, name);
     // No request timeout: it would end the stream itself. The grant's wait is bounded below.
     HttpRequest request =
-        HttpRequest.newBuilder(uri(path, query))
+        HttpRequest.newBuilder(uri(op, name, query))
             .method(method, HttpRequest.BodyPublishers.noBody())
             .header("Accept", "text/event-stream")
             .build();

@@ -13,7 +13,6 @@ import dev.baton.sdk.Harness.Sidecar;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -29,21 +28,29 @@ class LockTest {
     String name = unique("lock");
     assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().waitFor(Duration.ofSeconds(601)));
     assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().waitFor(Duration.ofSeconds(-1)));
+    // A lease is 100 ms to 24 h.
+    assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().lease(Duration.ofMillis(50)));
+    assertThrows(IllegalArgumentException.class, () -> LockOptions.defaults().lease(Duration.ofHours(25)));
     try (Sidecar sa = new Sidecar(null, unique("a"), List.of());
         Sidecar sb = new Sidecar(null, unique("b"), List.of())) {
       BatonClient a = new BatonClient(sa.addr);
       BatonClient b = new BatonClient(sb.addr);
       assertTrue(a.healthy());
       try (Lock permit = a.semaphore(name, 2, LockOptions.defaults().lease(Duration.ofSeconds(30)))) {
-        Map<String, Object> state = a.semaphoreState(name);
-        assertEquals(2L, ((Number) state.get("permits")).longValue());
-        @SuppressWarnings("unchecked")
-        Map<String, Object> self = (Map<String, Object>) state.get("self");
-        assertEquals(permit.token(), ((Number) self.get("token")).longValue());
+        SemaphoreState state = a.semaphoreState(name);
+        assertEquals(name, state.semaphore());
+        assertEquals(2, state.permits());
+        assertTrue(state.self().holds());
+        assertEquals(permit.token(), state.self().token());
+        assertEquals("lease", state.self().hold());
+        assertEquals("CONNECTED", state.self().state());
+        assertEquals(List.of(permit.token()), state.holders().stream().map(Holder::token).toList());
+        assertEquals(2, state.holders().get(0).permits());
+        assertTrue(state.waiters().isEmpty());
         a.releaseSemaphore(name, permit.token());
-        @SuppressWarnings("unchecked")
-        Map<String, Object> after = (Map<String, Object>) a.semaphoreState(name).get("self");
-        assertEquals(false, after.get("holds"));
+        OwnHold after = a.semaphoreState(name).self();
+        assertFalse(after.holds());
+        assertNull(after.token());
       }
       for (LockOptions options : List.of(LockOptions.defaults(), LockOptions.defaults().lease(Duration.ofSeconds(30)))) {
         try (Lock held = a.tryLock(name, options)) {
@@ -59,7 +66,14 @@ class LockTest {
                     }
                   });
           waiter.start();
-          while (((List<?>) a.lockState(name).get("waiters")).isEmpty()) Thread.sleep(20);
+          while (a.lockState(name).waiters().isEmpty()) Thread.sleep(20);
+          LockState state = a.lockState(name);
+          assertEquals(name, state.lock());
+          assertEquals(held.token(), state.holder().token());
+          assertEquals("exclusive", state.holder().mode());
+          assertTrue(state.self().holds());
+          assertEquals(held.token(), state.self().token());
+          assertNull(state.waiters().get(0).leaseExpiresAt());
           waiter.interrupt();
           assertInstanceOf(InterruptedException.class, failed.get(BOUND.toMillis(), TimeUnit.MILLISECONDS));
           assertFalse(held.lost().isDone());
@@ -79,9 +93,12 @@ class LockTest {
       CompletableFuture<Lock> waiter;
       try (Lock held = a.lock(name)) {
         first = held;
-        assertEquals("stream", held.grant().get("hold"));
-        assertEquals(name, held.grant().get("lock"));
-        assertNull(held.grant().get("expiresAt"));
+        assertEquals("stream", held.grant().hold());
+        assertEquals(name, held.grant().lock());
+        assertEquals("exclusive", held.grant().mode());
+        assertEquals(held.token(), held.grant().token());
+        assertNull(held.grant().expiresAt());
+        assertNull(held.grant().semaphore());
         assertTrue(held.token() > 0);
         BatonException.NotGranted refused =
             assertThrows(BatonException.NotGranted.class, () -> b.tryLock(name));
@@ -97,7 +114,7 @@ class LockTest {
                   }
                 });
         // Polled: no event says a pod queued.
-        while (((List<?>) a.lockState(name).get("waiters")).isEmpty()) Thread.sleep(20);
+        while (a.lockState(name).waiters().isEmpty()) Thread.sleep(20);
       }
       assertInstanceOf(Ended.Released.class, first.cause());
       try (Lock second = waiter.get(BOUND.toMillis(), TimeUnit.MILLISECONDS)) {
@@ -138,7 +155,8 @@ class LockTest {
       BatonClient client = new BatonClient(s.addr);
       String name = unique("lease");
       Lock held = client.lock(name, LockOptions.defaults().lease(Duration.ofSeconds(3)));
-      assertEquals("lease", held.grant().get("hold"));
+      assertEquals("lease", held.grant().hold());
+      assertTrue(held.grant().expiresAt() != null);
       Thread.sleep(4000); // renewals keep it past its TTL
       assertTrue(held.isValid(), "a renewed lease ended");
       client.releaseLock(name, held.token()); // behind the Lock's back
@@ -170,8 +188,10 @@ class LockTest {
         Sidecar p3 = new Sidecar(null, unique("p"), List.of())) {
       Lock one = new BatonClient(p1.addr).semaphore(name, 2, LockOptions.defaults());
       Lock two = new BatonClient(p2.addr).semaphore(name, 2, LockOptions.defaults());
-      assertEquals(name, one.grant().get("semaphore"));
-      assertEquals(2L, one.grant().get("permits"));
+      assertEquals(name, one.grant().semaphore());
+      assertEquals(2, one.grant().permits());
+      assertEquals("permit", one.grant().mode());
+      assertNull(one.grant().lock());
       BatonClient third = new BatonClient(p3.addr);
       assertThrows(BatonException.NotGranted.class, () -> third.semaphore(name, 2, LockOptions.defaults().tryOnly()));
       assertThrows(BatonException.InvalidPermits.class, () -> third.semaphore(name, 0, LockOptions.defaults()));
