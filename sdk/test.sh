@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 sdk=$(pwd)
-# shellcheck source=testenv.sh
+# shellcheck source-path=SCRIPTDIR source=testenv.sh
 source ./testenv.sh
 scratch=$(mktemp -d)
 installed_pid=

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by sdk/test.sh: starts, for the whole run, the two ensembles every client's tests use
 # (a one-member Baton ensemble and Apache ZooKeeper 3.8, the reference), and exports where they
 # and the sidecar binary are:
