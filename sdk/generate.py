@@ -633,6 +633,11 @@ def split_top(tokens: list[Token], sep: str = ",") -> list[list[Token]]:
     return [p for p in parts if p]
 
 
+# The transport's calls and the acquire of Python's and TypeScript's libraries: the index of the
+# query among their arguments.
+QUERY_CALLS = {"call": 2, "stream": 2, "acquire": 3}
+
+
 @dataclasses.dataclass
 class Use:
     """What a library's sources do with the API."""
@@ -715,9 +720,12 @@ def scan_c_like(lang: str, files: list[pathlib.Path]) -> Use:
                 if t.text == "put" and i >= 2 and tokens[i - 2].text in ("q", "query") and nxt and nxt.text == "(":
                     key_tokens.append(key(call_args(tokens, i + 1)[0]))
             elif lang == "typescript":
-                # Object literals passed to call, stream or acquire, or given to a q or query.
-                if t.text in ("call", "stream", "acquire") and nxt and nxt.text == "(":
-                    key_tokens += object_keys(tokens[i + 1 : closing(tokens, i + 1) + 1])
+                # Object literals in the query argument of call, stream or acquire, or given to a q
+                # or query.
+                if t.text in QUERY_CALLS and nxt and nxt.text == "(":
+                    args = call_args(tokens, i + 1)
+                    if len(args) > QUERY_CALLS[t.text]:
+                        key_tokens += object_keys(args[QUERY_CALLS[t.text]])
                 if t.text in ("q", "query") and i >= 1 and tokens[i - 1].text in ("const", "let"):
                     end = next((j for j in range(i, len(tokens)) if tokens[j].text == ";"), len(tokens))
                     key_tokens += object_keys(tokens[i:end])
@@ -736,7 +744,6 @@ def docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
-QUERY_CALLS = {"call": 2, "stream": 2, "acquire": 3}
 
 
 def scan_python(files: list[pathlib.Path]) -> Use:
@@ -829,7 +836,7 @@ def check_sources(lib: Library, c: Contract) -> tuple[list[str], list[Operation]
     """What in lib's sources breaks the contract, and the operations it never uses."""
     files = library_files(lib)
     use = scan_python(files) if lib.lang == "python" else scan_c_like(lib.lang, files)
-    gen = ", ".join(lib.generated)
+    gen = list(lib.generated)[-1]  # the one with the constants (Java's Api.java)
     problems = []
     for rel, line, text in use.strings:
         if ROUTE_LIKE.search(text):
