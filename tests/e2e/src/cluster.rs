@@ -47,6 +47,13 @@ const RESTART_BACKOFF: Duration = Duration::from_millis(300);
 const POLL_MIN: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_millis(200);
 
+/// The ports of every member of an isolated cluster, each on its own address.
+const ISOLATED_PORTS: Ports = Ports {
+    client: 2181,
+    peer: 2888,
+    admin: 8080,
+};
+
 /// `/v1/status` of every running member that answered, by member id.
 pub type Statuses = BTreeMap<u64, Status>;
 
@@ -92,6 +99,9 @@ pub struct Cluster {
     used_ports: HashSet<u16>,
     /// The ensemble's CA and certificates.
     pki: crate::pki::Pki,
+    /// The bridge and namespaces of an isolated cluster (`start_isolated`). Declared last so
+    /// it is dropped after the members are killed.
+    network: Option<crate::netns::Network>,
 }
 
 /// The cluster id every test cluster's certificates name (each cluster has its own CA).
@@ -137,12 +147,59 @@ impl Cluster {
         Self::start_prepared_with(n, pki, flags, member_flags, async |_: &Member| Ok(())).await
     }
 
+    /// `start_with_flags`, each member in a network namespace of its own on a bridge
+    /// (`netns::Network`), listening on its own address with the usual ports, so `nemesis`
+    /// can cut, slow or pause one member's traffic alone. Needs root. Members' certificates
+    /// name their addresses.
+    pub async fn start_isolated(n: usize, flags: &[&str]) -> Result<Cluster> {
+        let ids: Vec<u64> = (1..=n as u64).collect();
+        let network = crate::netns::Network::new(&ids)?;
+        let mut hosts: Vec<String> = ids.iter().map(|&id| network.ip(id).to_string()).collect();
+        hosts.extend(["localhost".to_string(), "127.0.0.1".to_string()]);
+        let pki = crate::pki::Pki::with_hosts(CLUSTER_ID, &ids, &hosts)?;
+        Self::start_on(
+            n,
+            pki,
+            flags,
+            |_: &Member| Vec::new(),
+            async |_: &Member| Ok(()),
+            Some(network),
+        )
+        .await
+    }
+
+    /// The bridge and namespaces of a cluster made by `start_isolated`.
+    pub fn network(&self) -> Result<&crate::netns::Network> {
+        self.network
+            .as_ref()
+            .context("the cluster was not started with start_isolated")
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to member `id`'s process.
+    pub fn signal(&self, id: u64, signal: &str) -> Result<()> {
+        self.member(id)?.signal(signal)
+    }
+
     async fn start_prepared_with<F>(
         n: usize,
         pki: crate::pki::Pki,
         flags: &[&str],
         member_flags: impl Fn(&Member) -> Vec<String>,
+        prepare: F,
+    ) -> Result<Cluster>
+    where
+        F: AsyncFnMut(&Member) -> Result<()>,
+    {
+        Self::start_on(n, pki, flags, member_flags, prepare, None).await
+    }
+
+    async fn start_on<F>(
+        n: usize,
+        pki: crate::pki::Pki,
+        flags: &[&str],
+        member_flags: impl Fn(&Member) -> Vec<String>,
         mut prepare: F,
+        network: Option<crate::netns::Network>,
     ) -> Result<Cluster>
     where
         F: AsyncFnMut(&Member) -> Result<()>,
@@ -156,15 +213,34 @@ impl Cluster {
             removed: Vec::new(),
             used_ports: HashSet::new(),
             pki,
+            network,
         };
         let mut attempt = 1;
         loop {
             let ids: Vec<u64> = (1..=n as u64).collect();
-            let ports = cluster.pick_ports(n)?;
-            let members_flag = members_flag(ids.iter().copied().zip(ports.iter().copied()));
+            let (ports, members_flag) = match &cluster.network {
+                // Each member has an address of its own: the same ports everywhere.
+                Some(network) => {
+                    let ports = vec![ISOLATED_PORTS; n];
+                    let flag = ids
+                        .iter()
+                        .map(|&id| format!("{id}={}:{}", network.ip(id), ISOLATED_PORTS.peer))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    (ports, flag)
+                }
+                None => {
+                    let ports = cluster.pick_ports(n)?;
+                    let flag = members_flag(ids.iter().copied().zip(ports.iter().copied()));
+                    (ports, flag)
+                }
+            };
             cluster.members.clear();
             for (id, ports) in ids.iter().copied().zip(ports) {
                 let mut member = Member::new(id, ports, members_flag.clone(), None, &cluster.pki)?;
+                if let Some(network) = &cluster.network {
+                    member.place(network.namespace(id)?.to_owned(), network.ip(id));
+                }
                 member.add_flags(flags);
                 let own = member_flags(&member);
                 member.add_flags(&own.iter().map(String::as_str).collect::<Vec<_>>());

@@ -8,22 +8,20 @@
 //! Run: `cargo nextest run -p baton-tests -E 'binary(linearizable)'` (after `cargo build -p
 //! baton-ensemble --bins`). Counts and the check's duration are printed; nothing is timed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use baton_checker::{
-    Call, Failure, HistoryBuilder, Outcome, Reply, Verdict, Znode, check, check_no_lost_writes,
-    check_sequential_names, check_session_fifo,
-};
+use baton_checker::{Call, HistoryBuilder, Outcome, Reply, Verdict, check};
 use baton_tests::PERSISTENT;
-use baton_tests::cluster::write_load::PERSISTENT_SEQUENTIAL;
 use baton_tests::cluster::{Cluster, run_cluster_case};
+use baton_tests::registers::{
+    Record, SessionLog, Workload, check_all, final_reads, history, run_session, sequential_names,
+    wait_for_answers,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zookeeper_client as zk;
 
 const KEYS: [&str; 3] = ["/lin/k0", "/lin/k1", "/lin/k2"];
 const SEQUENTIAL_PREFIX: &str = "/lin/seq/n-";
@@ -33,8 +31,6 @@ const SESSIONS_PER_MEMBER: usize = 2;
 const ANSWERS_PER_PHASE: usize = 100;
 /// Hard cap per session, so the load stays bounded even if a phase is slow.
 const MAX_OPS_PER_SESSION: usize = 600;
-/// Bound on one request; unanswered by then, it is recorded as unknown.
-const OP_DEADLINE: Duration = Duration::from_secs(10);
 /// Bound on each phase reaching its answers.
 const PHASE_DEADLINE: Duration = Duration::from_secs(90);
 /// Search steps per znode: about a thousand times what these histories need, yet small enough
@@ -46,172 +42,16 @@ const SEED: u64 = 0x6261_746f_6e21;
 /// The session number the injected stale read is recorded under.
 const INJECTED_SESSION: u64 = 999;
 
-/// One request as a session saw it, times in microseconds since the run began.
-struct Record {
-    session: u64,
-    key: String,
-    call: Call,
-    invoke: u64,
-    ret: Option<u64>,
-    outcome: Outcome,
-}
-
-/// What one session did: every request on the keys, and the sequential names it was given.
-#[derive(Default)]
-struct SessionLog {
-    records: Vec<Record>,
-    sequential: Vec<String>,
-}
-
-/// SplitMix64: a few lines of deterministic randomness without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % bound
-    }
-}
-
-/// An answer the server gave (the request definitely ran or definitely did not), or unknown.
-fn outcome_of<T>(
-    answer: Result<Result<T, zk::Error>, tokio::time::error::Elapsed>,
-    ok: impl FnOnce(T) -> Reply,
-) -> Outcome {
-    match answer {
-        Ok(Ok(value)) => Outcome::Ok(ok(value)),
-        Ok(Err(zk::Error::NodeExists)) => Outcome::Failed(Failure::NodeExists),
-        Ok(Err(zk::Error::NoNode)) => Outcome::Failed(Failure::NoNode),
-        Ok(Err(zk::Error::BadVersion)) => Outcome::Failed(Failure::BadVersion),
-        Ok(Err(zk::Error::NotEmpty)) => Outcome::Failed(Failure::Other),
-        // Connection loss, session moved or expired, a timeout: it may or may not have run.
-        Ok(Err(_)) | Err(_) => Outcome::Unknown,
-    }
-}
-
-async fn bounded<F: Future>(request: F) -> Result<F::Output, tokio::time::error::Elapsed> {
-    tokio::time::timeout(OP_DEADLINE, request).await
-}
-
-/// Runs random requests until `stop` or the cap, counting answered ones in `answered`.
-async fn run_session(
-    session: u64,
-    client: zk::Client,
-    base: Instant,
-    stop: Arc<AtomicBool>,
-    answered: Arc<watch::Sender<usize>>,
-) -> SessionLog {
-    let mut rng = Rng(SEED ^ session.wrapping_mul(0x100_0000_01b3));
-    let mut log = SessionLog::default();
-    // The last version this session saw per key, so conditional writes sometimes succeed.
-    let mut seen: BTreeMap<&str, i32> = BTreeMap::new();
-    let micros = |at: Instant| at.duration_since(base).as_micros() as u64;
-    for op in 0..MAX_OPS_PER_SESSION {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let key = KEYS[rng.below(KEYS.len() as u64) as usize];
-        let data = format!("s{session}-op{op}").into_bytes();
-        let expected = if rng.below(2) == 0 {
-            seen.get(key).copied().unwrap_or(0)
-        } else {
-            -1
-        };
-        let invoke = Instant::now();
-        let (call, outcome) = match rng.below(10) {
-            0..=2 => {
-                let answer = bounded(client.set_data(key, &data, Some(expected))).await;
-                let outcome = outcome_of(answer, |stat| Reply::Version(stat.version));
-                (Call::set_data(data, expected), outcome)
-            }
-            3..=5 => {
-                // A read counts only after sync: it must then see every write acknowledged
-                // before the sync began.
-                let outcome = match bounded(client.sync(key)).await {
-                    Ok(Ok(())) => {
-                        outcome_of(bounded(client.get_data(key)).await, |(data, stat)| {
-                            Reply::Data {
-                                data,
-                                version: stat.version,
-                            }
-                        })
-                    }
-                    _ => Outcome::Unknown,
-                };
-                (Call::get_data(), outcome)
-            }
-            6 | 7 => {
-                let answer = bounded(client.create(key, &data, &PERSISTENT)).await;
-                (Call::create(data), outcome_of(answer, |_| Reply::Done))
-            }
-            8 => {
-                let answer = bounded(client.delete(key, Some(expected))).await;
-                (Call::delete(expected), outcome_of(answer, |_| Reply::Done))
-            }
-            _ => {
-                let answer =
-                    bounded(client.create(SEQUENTIAL_PREFIX, &data, &PERSISTENT_SEQUENTIAL)).await;
-                if let Ok(Ok((_, sequence))) = answer {
-                    log.sequential
-                        .push(format!("{SEQUENTIAL_PREFIX}{sequence}"));
-                }
-                continue;
-            }
-        };
-        let returned = Instant::now();
-        match &outcome {
-            Outcome::Ok(Reply::Version(version) | Reply::Data { version, .. }) => {
-                seen.insert(key, *version);
-            }
-            Outcome::Ok(_) => {
-                seen.insert(key, 0);
-            }
-            _ => {}
-        }
-        let known = !matches!(outcome, Outcome::Unknown);
-        log.records.push(Record {
-            session,
-            key: key.to_owned(),
-            call,
-            invoke: micros(invoke),
-            ret: known.then(|| micros(returned)),
-            outcome,
-        });
-        if known {
-            answered.send_modify(|count| *count += 1);
-        }
-    }
-    log
-}
-
-/// Waits until `answered` reaches `target`, or fails after `PHASE_DEADLINE` naming the phase.
-async fn wait_for_answers(
-    answered: &mut watch::Receiver<usize>,
-    target: usize,
-    phase: &str,
-) -> Result<()> {
-    let reached = tokio::time::timeout(PHASE_DEADLINE, answered.wait_for(|count| *count >= target))
-        .await
-        .map(|waited| waited.is_ok());
-    match reached {
-        Ok(true) => Ok(()),
-        Ok(false) => bail!("{phase}: every session ended before {target} answers"),
-        Err(_) => bail!(
-            "{phase}: {} answers within {PHASE_DEADLINE:?}, wanted {target}",
-            *answered.borrow()
-        ),
-    }
-}
-
 async fn linearizable_under_failover_case(cluster: &mut Cluster) -> Result<()> {
     let leader = cluster.leader().await?;
     let setup = cluster.connect_to(leader).await?;
     setup.create("/lin", b"", &PERSISTENT).await?;
     setup.create("/lin/seq", b"", &PERSISTENT).await?;
 
+    let mut workload = Workload::new(&KEYS, SEED);
+    workload.sequential_prefix = Some(SEQUENTIAL_PREFIX.into());
+    workload.max_ops = MAX_OPS_PER_SESSION;
+    let workload = Arc::new(workload);
     let base = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let (answered_tx, mut answered) = watch::channel(0usize);
@@ -222,6 +62,7 @@ async fn linearizable_under_failover_case(cluster: &mut Cluster) -> Result<()> {
             let client = cluster.connect_on(id).await?;
             let session = sessions.len() as u64;
             sessions.push(tokio::spawn(run_session(
+                workload.clone(),
                 session,
                 client,
                 base,
@@ -236,16 +77,29 @@ async fn linearizable_under_failover_case(cluster: &mut Cluster) -> Result<()> {
     );
 
     let load = async {
-        wait_for_answers(&mut answered, ANSWERS_PER_PHASE, "before the kill").await?;
+        wait_for_answers(
+            &mut answered,
+            ANSWERS_PER_PHASE,
+            PHASE_DEADLINE,
+            "before the kill",
+        )
+        .await?;
         cluster.kill9(leader)?;
         let at_kill = *answered.borrow();
         let new_leader = cluster.wait_for_leader().await?;
-        wait_for_answers(&mut answered, at_kill + ANSWERS_PER_PHASE, "leader down").await?;
+        wait_for_answers(
+            &mut answered,
+            at_kill + ANSWERS_PER_PHASE,
+            PHASE_DEADLINE,
+            "leader down",
+        )
+        .await?;
         cluster.restart(leader).await?;
         let at_restart = *answered.borrow();
         wait_for_answers(
             &mut answered,
             at_restart + ANSWERS_PER_PHASE,
+            PHASE_DEADLINE,
             "after the restart",
         )
         .await?;
@@ -267,80 +121,21 @@ async fn linearizable_under_failover_case(cluster: &mut Cluster) -> Result<()> {
         "member {leader} killed and restarted; {new_leader} took over; {leader_now} leads at the end"
     );
 
-    let mut history = HistoryBuilder::new();
-    // (acknowledged writes, answered reads, failed, unknown), for the printed summary.
-    let mut counts = (0, 0, 0, 0);
-    for record in logs.iter().flat_map(|log| &log.records) {
-        match (&record.outcome, record.call.is_write()) {
-            (Outcome::Ok(_), true) => counts.0 += 1,
-            (Outcome::Ok(_) | Outcome::Failed(Failure::NoNode), false) => counts.1 += 1,
-            (Outcome::Failed(_), _) => counts.2 += 1,
-            (Outcome::Unknown, _) => counts.3 += 1,
-        }
-        history.push(
-            record.session,
-            record.key.clone(),
-            record.call.clone(),
-            record.invoke,
-            record.ret,
-            record.outcome.clone(),
-        );
-    }
-    let history = history
-        .build()
-        .context("the recorded history is malformed")?;
-
+    let (history, tally) = history(&logs)?;
     let reader = cluster.connect_to(leader_now).await?;
-    let mut finals = BTreeMap::new();
-    for key in KEYS {
-        reader
-            .sync(key)
-            .await
-            .with_context(|| format!("sync {key}"))?;
-        let znode = match reader.get_data(key).await {
-            Ok((data, stat)) => Znode::Present {
-                data,
-                version: stat.version,
-            },
-            Err(zk::Error::NoNode) => Znode::Absent,
-            Err(err) => return Err(err).with_context(|| format!("final read of {key}")),
-        };
-        finals.insert(key.to_owned(), znode);
-    }
-
-    let checking = Instant::now();
-    let verdict = check(&history, SEARCH_BUDGET);
-    let took = checking.elapsed();
-    let sequential: Vec<(u64, &str)> = logs
-        .iter()
-        .enumerate()
-        .flat_map(|(session, log)| {
-            log.sequential
-                .iter()
-                .map(move |name| (session as u64, name.as_str()))
-        })
-        .collect();
+    let finals = final_reads(&reader, &workload.keys).await?;
+    let sequential = sequential_names(&logs);
+    let creates = sequential.len();
+    let verdicts = check_all(&history, &finals, sequential, SEARCH_BUDGET);
     println!(
-        "MEASURED checked {} operations on {} znodes in {took:?} ({} acknowledged writes, {} reads \
-         after sync, {} failed, {} unknown); {} sequential creates",
+        "MEASURED checked {} operations on {} znodes in {:?} ({tally}); {creates} sequential \
+         creates",
         history.operations().len(),
         KEYS.len(),
-        counts.0,
-        counts.1,
-        counts.2,
-        counts.3,
-        sequential.len()
+        verdicts.search,
     );
-    match verdict {
-        Verdict::Ok => {}
-        Verdict::Violation(violation) => bail!("Baton is not linearizable:\n{violation}"),
-        Verdict::Inconclusive { key, steps } => {
-            bail!("the check of {key} gave up after {steps} steps")
-        }
-    }
-    check_no_lost_writes(&history, &finals)?;
-    check_sequential_names(sequential)?;
-    check_session_fifo(&history)?;
+    println!("verdicts: {verdicts}");
+    verdicts.into_result()?;
     stale_read_is_caught(&logs)
 }
 

@@ -49,6 +49,31 @@ impl Cluster {
         bail!("no session landed on member {id} in {PLACEMENT_ATTEMPTS} attempts")
     }
 
+    /// `connect_to` asking for `session_timeout` (within the members' bounds, 4s to 40s by
+    /// default) instead of `SESSION_TIMEOUT`.
+    pub async fn connect_to_timed(&self, id: u64, session_timeout: Duration) -> Result<zk::Client> {
+        let addr = self.member(id)?.client_addr().to_string();
+        connect_with(
+            &addr,
+            zk::Client::connector().with_session_timeout(session_timeout),
+        )
+        .await
+        .with_context(|| format!("connect to member {id}"))
+    }
+
+    /// `connect_on` asking for `session_timeout` instead of `SESSION_TIMEOUT`.
+    pub async fn connect_on_timed(&self, id: u64, session_timeout: Duration) -> Result<zk::Client> {
+        for _ in 0..PLACEMENT_ATTEMPTS {
+            let client = self
+                .connect_all_with(zk::Client::connector().with_session_timeout(session_timeout))
+                .await?;
+            if created_by(client.session_id()) == id {
+                return Ok(client);
+            }
+        }
+        bail!("no session landed on member {id} in {PLACEMENT_ATTEMPTS} attempts")
+    }
+
     /// Data and Stat of `path` as member `id` has it once it has caught up with the leader
     /// (`sync` on a new session pinned to it).
     pub async fn read_synced(&self, id: u64, path: &str) -> Result<(Vec<u8>, zk::Stat)> {

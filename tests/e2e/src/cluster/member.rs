@@ -17,7 +17,7 @@ pub(super) const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 /// Lines of each member's log printed when a test fails.
 pub(super) const LOG_TAIL_LINES: usize = 60;
 
-/// Loopback ports of one member.
+/// Ports of one member (on loopback, or on its own address in a test network).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Ports {
     pub client: u16,
@@ -41,6 +41,10 @@ pub struct Member {
     admin_client: baton_tls::HttpClient,
     child: Option<Child>,
     log_dumped: bool,
+    /// The address its ports listen on: loopback, or its own on a test network.
+    host: Ipv4Addr,
+    /// The network namespace it runs in (`netns::Network`), if any.
+    netns: Option<String>,
 }
 
 impl Member {
@@ -65,7 +69,15 @@ impl Member {
             admin_client: pki.admin_client(PROBE_DEADLINE)?,
             child: None,
             log_dumped: false,
+            host: Ipv4Addr::LOCALHOST,
+            netns: None,
         })
+    }
+
+    /// Runs it (from its next start on) in network namespace `netns`, listening on `host`.
+    pub(super) fn place(&mut self, netns: String, host: Ipv4Addr) {
+        self.netns = Some(netns);
+        self.host = host;
     }
 
     /// Adds flags to its command line (from its next start on).
@@ -93,17 +105,17 @@ impl Member {
 
     /// Address of its ZooKeeper client port.
     pub fn client_addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.client))
+        SocketAddr::from((self.host, self.ports.client))
     }
 
     /// Address of its admin HTTP API.
     pub fn admin_addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.admin))
+        SocketAddr::from((self.host, self.ports.admin))
     }
 
     /// Address other members reach it on (its `--peer-addr`).
     pub fn peer_addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports.peer))
+        SocketAddr::from((self.host, self.ports.peer))
     }
 
     /// `--members` as it is started with: `ID=127.0.0.1:PEER_PORT,...`.
@@ -137,7 +149,15 @@ impl Member {
         // Marks each start, so a log tail shows which incarnation said what.
         writeln!(log, "===== baton-tests: starting member {} =====", self.id)
             .context("write the start marker")?;
-        let mut command = Command::new(binary);
+        // `ip netns exec` enters the namespace and execs the binary: the same process id.
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.arg("netns").arg("exec").arg(netns).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command
             .arg("--id")
             .arg(self.id.to_string())
@@ -182,6 +202,15 @@ impl Member {
     /// Its process id while the harness runs it (for tests that read `/proc`).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to the process, if it runs.
+    pub(super) fn signal(&self, signal: &str) -> Result<()> {
+        let pid = self
+            .pid()
+            .with_context(|| format!("member {} is not running", self.id))?;
+        crate::netns::run("kill", &[&format!("-{signal}"), &pid.to_string()])
+            .with_context(|| format!("SIG{signal} member {}", self.id))
     }
 
     /// Whether the harness started it and has not stopped it (it may have crashed since).
