@@ -1,7 +1,8 @@
 //! What a change of leader (or of term) means for the requests and sessions on this member,
-//! and how a follower that lost its leader's link stands for election early.
+//! how a follower that lost its leader's link stands for election early, and how a member cut
+//! off from the leader tells its clients.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::messages::ConnId;
 use super::{Core, clock};
@@ -10,11 +11,13 @@ use super::{Core, clock};
 /// a broken peer link): its connection is closed so the client retries.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The (leader, term) this member last saw, to notice a change after each batch.
+/// The (leader, term) this member last saw, to notice a change after each batch, and when it
+/// last knew itself in touch with a quorum through a leader.
 #[derive(Debug, Default)]
 pub(super) struct LeaderWatch {
     leader: u64,
     term: u64,
+    contact: Option<Instant>,
 }
 
 /// What changed since the last look.
@@ -39,6 +42,23 @@ impl LeaderWatch {
         (self.leader, self.term) = (leader, term);
         change
     }
+
+    /// Notes contact with a quorum at `at` (never moving back); returns the latest known.
+    fn note_contact(&mut self, at: Option<Instant>) -> Option<Instant> {
+        self.contact = match (self.contact, at) {
+            (Some(old), Some(new)) => Some(old.max(new)),
+            (old, new) => old.or(new),
+        };
+        self.contact
+    }
+}
+
+/// How long a member may be out of touch with a quorum before it closes a connection whose
+/// session has `timeout_ms`: a third of the timeout, the interval at which ZooKeeper clients
+/// ping, so an election shorter than that disturbs no one, and a client cut off is told with
+/// two thirds of its timeout left to resume its session on another member.
+fn cut_off_after(timeout_ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0) / 3)
 }
 
 /// The election tick a follower that lost its leader's link waits for: 1-3 ticks before the
@@ -118,6 +138,65 @@ impl Core {
         }
     }
 
+    /// The last moment this member knew a quorum could hear it through a leader: while leading,
+    /// when a quorum of voters (this one counted now) was last heard from; as a follower, the
+    /// leader's last message. None while no leader is known.
+    fn leader_contact(&self) -> Option<Instant> {
+        let leader = self.node.raft.leader_id;
+        if leader == 0 {
+            return None;
+        }
+        if leader != self.cfg.id {
+            return self.last_heard.get(&leader).copied();
+        }
+        let now = self.now();
+        let voters = &self.conf_state.voters;
+        let mut heard: Vec<Instant> = voters
+            .iter()
+            .filter_map(|id| {
+                if *id == self.cfg.id {
+                    Some(now)
+                } else {
+                    self.last_heard.get(id).copied()
+                }
+            })
+            .collect();
+        heard.sort_unstable_by(|a, b| b.cmp(a));
+        heard.get(voters.len() / 2).copied()
+    }
+
+    /// Closes the connections of clients whose sessions this member can no longer vouch for.
+    /// A member cut off from the leader still answers its clients' pings, but their sessions
+    /// live on the leader's clock, which hears nothing of them: the majority expires them a
+    /// timeout after their last touch, and an app holding a lock or leading through this
+    /// member would act on after the ensemble gave that to another. ZooKeeper's followers close
+    /// their clients' connections when they lose the leader; this closes each once the member
+    /// has been out of touch for a third of its session's timeout (`cut_off_after`).
+    pub(super) fn close_cut_off_connections(&mut self) {
+        let contact = self.leader_contact();
+        let Some(contact) = self.leader_watch.note_contact(contact) else {
+            return;
+        };
+        let out_of_touch = clock::since(self.now(), contact);
+        let cut_off = self.clients.ids_where(|c| {
+            c.session_id
+                .and_then(|id| self.sm.session(id))
+                .is_some_and(|s| out_of_touch > cut_off_after(s.timeout_ms))
+        });
+        if cut_off.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            connections = cut_off.len(),
+            out_of_touch = ?out_of_touch,
+            leader = self.node.raft.leader_id,
+            "no quorum heard through a leader for a third of these sessions' timeout; closing their connections so their clients resume them on a member that has one"
+        );
+        for conn_id in cut_off {
+            self.drop_connection(conn_id);
+        }
+    }
+
     /// Requests sent on their way under an earlier leader may have been dropped with it; their
     /// clients get ConnectionLoss (the connection closes) and retry, as ZooKeeper's do.
     fn fail_requests_of_old_terms(&mut self) {
@@ -175,5 +254,35 @@ mod tests {
         assert_eq!(early_election_due(3, 1, 15, 10), 13);
         assert_eq!(early_election_due(1, 1, 11, 10), 10, "the lease is a floor");
         assert_eq!(early_election_due(1, 1, 1, 0), 0);
+    }
+
+    #[test]
+    fn contact_with_a_quorum_is_kept_through_a_leaderless_spell_and_never_goes_back() {
+        let mut w = LeaderWatch::default();
+        assert_eq!(
+            w.note_contact(None),
+            None,
+            "never in touch: nothing to close"
+        );
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(w.note_contact(Some(t1)), Some(t1));
+        assert_eq!(
+            w.note_contact(None),
+            Some(t1),
+            "no leader: the last contact stands"
+        );
+        assert_eq!(
+            w.note_contact(Some(t0)),
+            Some(t1),
+            "an older message moves nothing"
+        );
+    }
+
+    #[test]
+    fn a_connection_is_cut_off_after_a_third_of_its_session_timeout() {
+        assert_eq!(cut_off_after(6000), Duration::from_secs(2));
+        assert_eq!(cut_off_after(10_000), Duration::from_millis(3333));
+        assert_eq!(cut_off_after(-1), Duration::ZERO);
     }
 }

@@ -484,6 +484,7 @@ impl Core {
         self.expire_stuck_requests();
         self.drop_abandoned_backups();
         self.reconcile_alarm();
+        self.close_cut_off_connections();
         if !self.is_leader() {
             self.flush_touches();
             return;
