@@ -185,6 +185,24 @@ pub struct Client {
     pub short_barrier: bool,
 }
 
+/// Whether a member's error answer to a write means the write never took effect. A refusal by
+/// a quota, the disk alarm or the tenancy policy (BadArguments, NoAuth), or of a session the
+/// ensemble no longer has or that another member owns, is decided before the write changes
+/// anything. ConnectionLoss (a proposal dropped when its leader stepped down may still commit)
+/// and SystemError say nothing either way. Recording a refusal as unknown is not wrong, but each
+/// one the checker must consider placing or not doubles its search.
+fn refused(err: ErrorCode) -> bool {
+    matches!(
+        err,
+        ErrorCode::BadArguments
+            | ErrorCode::NoAuth
+            | ErrorCode::InvalidAcl
+            | ErrorCode::NotEmpty
+            | ErrorCode::SessionExpired
+            | ErrorCode::SessionMoved
+    )
+}
+
 /// Conn ids are unique across the whole run.
 fn conn_id(client: usize, generation: u64) -> ConnId {
     ((client as u64) << 32) | generation
@@ -698,6 +716,7 @@ impl Client {
                     (None, Some(ErrorCode::NodeExists)) => Outcome::Failed(Failure::NodeExists),
                     (None, Some(ErrorCode::NoNode)) => Outcome::Failed(Failure::NoNode),
                     (None, Some(ErrorCode::BadVersion)) => Outcome::Failed(Failure::BadVersion),
+                    (None, Some(err)) if refused(err) => Outcome::Failed(Failure::Other),
                     // Anything else may or may not have taken effect.
                     (None, _) => Outcome::Unknown,
                 };

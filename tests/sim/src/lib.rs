@@ -41,7 +41,8 @@ use member::{Member, MemberSettings};
 pub use time::{MS, Micros, SECOND};
 use world::{Event, World};
 
-/// Search steps the linearizability checker may spend per znode before calling it inconclusive.
+/// Search steps the linearizability checker may spend per znode. A znode it cannot decide
+/// within them fails the run: an undecided history proves nothing.
 const CHECK_BUDGET: u64 = 2_000_000;
 
 /// One run's shape; the seed decides everything else.
@@ -156,9 +157,6 @@ pub struct Report {
     /// A hash of every event's time and target: equal for equal seeds.
     pub trace: u64,
     pub leader_at_end: Option<u64>,
-    /// A znode whose history had too many concurrent unknown outcomes for the checker's
-    /// step budget (its other checks still ran).
-    pub inconclusive: Option<String>,
 }
 
 /// Why a run failed, with what is needed to replay it.
@@ -365,7 +363,7 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         return Err(fail(breach));
     }
     tracing::info!(latency = %world.rec.latency_summary(), "mean latency by call");
-    let inconclusive = final_checks(&world, start + cfg.faults_for).map_err(fail)?;
+    final_checks(&world, start + cfg.faults_for).map_err(fail)?;
     Ok(Report {
         seed: cfg.seed,
         members: cfg.members,
@@ -389,7 +387,6 @@ fn run_inner(cfg: &SimConfig) -> Result<Report, Failure> {
         events: world.events,
         trace: world.trace.finish(),
         leader_at_end: world.leader(),
-        inconclusive,
     })
 }
 
@@ -430,18 +427,21 @@ fn bootstrap_tree(world: &mut World, dirs: &[&str]) -> Result<(), String> {
 }
 
 /// Checks made once the run is over: the client history, and progress after the faults.
-/// Returns the znode the linearizability search could not decide, if any.
-fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, String> {
+fn final_checks(world: &World, healed_at: Micros) -> Result<(), String> {
     let history = world
         .rec
         .history()
         .map_err(|e| format!("the recorded history is malformed: {e}"))?;
-    let inconclusive = match baton_checker::check(&history, CHECK_BUDGET) {
-        Verdict::Ok => None,
+    match baton_checker::check(&history, CHECK_BUDGET) {
+        Verdict::Ok => {}
         Verdict::Violation(v) => return Err(format!("not linearizable:\n{v}")),
-        // Too many concurrent unknowns on one key to decide: not a failure, but reported.
-        Verdict::Inconclusive { key, steps } => Some(format!("{key} after {steps} steps")),
-    };
+        Verdict::Inconclusive { key, steps } => {
+            return Err(format!(
+                "the linearizability of {key} is undecided after {steps} search steps \
+                 (the budget): an undecided history proves nothing"
+            ));
+        }
+    }
     baton_checker::check_session_fifo(&history).map_err(|e| e.to_string())?;
     baton_checker::check_sequential_names(
         world.rec.sequential.iter().map(|(s, n)| (*s, n.as_str())),
@@ -507,7 +507,7 @@ fn final_checks(world: &World, healed_at: Micros) -> Result<Option<String>, Stri
             stuck.last_answer / MS
         ));
     }
-    Ok(inconclusive)
+    Ok(())
 }
 
 /// Fencing tokens as clients received them: no token granted twice in a directory (two
