@@ -232,6 +232,78 @@ impl Nemesis {
         Ok(())
     }
 
+    /// Injects `fault` aimed at member `target` instead of members drawn at random, for a test
+    /// that follows one client's member: `Minority` and `IsolateLeader` cut `target` alone off
+    /// from the rest (both ways), a pause stops it, a kill kills it. The fault is recorded under
+    /// the name of what `target` is now (`PauseLeader` if it leads, else `PauseFollower`...).
+    /// `Bridge` and `OneWay` have no single target and are refused.
+    pub async fn apply_to(
+        &mut self,
+        cluster: &mut Cluster,
+        fault: Fault,
+        target: u64,
+    ) -> Result<()> {
+        if self.active.is_some() {
+            bail!("a fault is active already; heal it first");
+        }
+        let leader = cluster.wait_for_leader().await?;
+        let others: Vec<u64> = cluster
+            .ids()
+            .into_iter()
+            .filter(|&id| id != target)
+            .collect();
+        let leads = target == leader;
+        let (fault, active, detail) = match fault {
+            Fault::Minority | Fault::IsolateLeader => {
+                cut(cluster, &[target], &others)?;
+                (
+                    if leads {
+                        Fault::IsolateLeader
+                    } else {
+                        Fault::Minority
+                    },
+                    Active::Rules,
+                    format!("cut member {target} off from {others:?} (leader {leader})"),
+                )
+            }
+            Fault::PauseLeader | Fault::PauseFollower => {
+                cluster.signal(target, "STOP")?;
+                (
+                    if leads {
+                        Fault::PauseLeader
+                    } else {
+                        Fault::PauseFollower
+                    },
+                    Active::Paused(target),
+                    format!("SIGSTOP member {target} (leader {leader})"),
+                )
+            }
+            Fault::KillLeader | Fault::KillFollower => {
+                cluster.kill9(target)?;
+                (
+                    if leads {
+                        Fault::KillLeader
+                    } else {
+                        Fault::KillFollower
+                    },
+                    Active::Killed(target),
+                    format!("SIGKILL member {target} (leader {leader})"),
+                )
+            }
+            Fault::Bridge | Fault::OneWay => bail!("{fault:?} cannot be aimed at one member"),
+        };
+        let now = Instant::now();
+        let injected = Injected {
+            fault,
+            detail,
+            at: now - self.started,
+            held: Duration::ZERO,
+        };
+        println!("nemesis: {}", injected.detail);
+        self.active = Some((active, injected, now));
+        Ok(())
+    }
+
     /// Undoes the active fault (flushes every member's rules, continues or restarts the
     /// member), if there is one.
     pub async fn heal(&mut self, cluster: &mut Cluster) -> Result<()> {
