@@ -840,6 +840,56 @@ fn check(grants: &[GrantLog], writes: &[Write], struck: &[Struck]) -> Result<()>
         ));
     }
     println!("what each fault did:\n  {}", bites.join("\n  "));
+    // Each sidecar paused past the session timeout: another pod took the lock with a higher
+    // token during the pause, and the paused pod's late write was refused.
+    let mut unfenced = Vec::new();
+    let paused: Vec<&Struck> = struck
+        .iter()
+        .filter(|strike| strike.strike == Strike::PauseSidecar)
+        .collect();
+    for strike in &paused {
+        let taken = grants.iter().any(|grant| {
+            grant.pod != strike.pod
+                && grant.token > strike.token
+                && grant.received >= strike.at
+                && grant.received <= strike.at + strike.held
+        });
+        let refused = grants.iter().any(|grant| {
+            grant.pod == strike.pod
+                && grant.token == strike.token
+                && grant.end.starts_with("lost")
+                && grant.end.ends_with("refused")
+        });
+        if !taken || !refused {
+            unfenced.push(format!(
+                "pod-{} token {} paused at {:.1}s for {:.1}s: {}",
+                strike.pod,
+                strike.token,
+                strike.at,
+                strike.held,
+                if taken {
+                    "its late write was not refused"
+                } else {
+                    "no other pod took the lock during the pause"
+                }
+            ));
+        }
+    }
+    verdicts.push((
+        "(b) paused holders fenced",
+        if unfenced.is_empty() && !paused.is_empty() {
+            Ok(format!(
+                "{} sidecar pauses: each time another pod took the lock with a higher token \
+                 and the paused pod's late write was refused",
+                paused.len()
+            ))
+        } else if paused.is_empty() {
+            Err("no sidecar was paused".into())
+        } else {
+            Err(unfenced.join("; "))
+        },
+    ));
+    verdicts.sort_by_key(|(name, _)| *name);
     let mut report = String::new();
     let mut failed = None;
     for (name, verdict) in verdicts {
