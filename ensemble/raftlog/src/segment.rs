@@ -175,7 +175,7 @@ pub(crate) fn replay(
             offset,
             dropped_bytes = buf.len() - damage.offset,
             reason = %damage.reason,
-            "truncating torn tail of the last log segment (a write interrupted by a crash; never acknowledged)"
+            "truncating the damaged tail of the last log segment: a write a crash interrupted was never acknowledged; if this record was acknowledged (bit rot), this member stops once the leader counts on it, and must be reseeded"
         );
         let file = OpenOptions::new()
             .write(true)

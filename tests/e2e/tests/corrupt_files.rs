@@ -9,9 +9,10 @@
 //! - A damaged or cut final record of the newest segment is what a crash mid-write leaves: it
 //!   is truncated with a warning naming the file and offset, and the member catches up from the
 //!   leader. When that record held entries the member had acknowledged, the leader's commit
-//!   index is past the truncated log and raft-rs panics ("to_commit N is out of range"): the
-//!   member exits 1 at every start while that leader leads (under a new one it catches up).
-//!   Loud, nothing wrong served; the case accepts that or a catch-up at once, and prints which.
+//!   index is past the truncated log: the member stops, saying it lost entries it had
+//!   acknowledged and how to reseed it, at every start while that leader leads (under a new one
+//!   it catches up). Loud, nothing wrong served; the case accepts that or a catch-up at once,
+//!   and prints which.
 //! - A snapshot flipped anywhere or cut short is set aside and the older one used.
 //!
 //! After every case each member's tree (read with a client after `sync`) equals the others', and
@@ -460,9 +461,9 @@ async fn segment_damage(cluster: &mut Cluster, rng: &mut Rng) -> Result<()> {
     // entries: an append this member fsynced and acknowledged to the leader. The commit-index
     // records after it (written without an fsync, so a power loss may take them) are cut off
     // first. The log cannot tell it from a torn write, so it truncates it with the same
-    // warning; but the leader knows this member holds the entry, and raft-rs panics when the
-    // leader's commit index is past the member's log ("to_commit N is out of range
-    // [last_index N-1]"): the member exits 1 at every start while that leader leads. Loud, and
+    // warning; but the leader knows this member holds the entry, and its heartbeat's commit
+    // index is past the member's log: the member stops with an error saying it lost entries it
+    // had acknowledged (rather than raft-rs's panic), at every start while that leader leads. Loud, and
     // nothing wrong is served; the other two agree and hold every acknowledged write, and after
     // a leadership transfer the member starts and catches up. Either outcome (that, or catching
     // up at once) passes; which one happened is printed.
@@ -497,7 +498,7 @@ async fn segment_damage(cluster: &mut Cluster, rng: &mut Rng) -> Result<()> {
     let lines = &lines[before.min(lines.len())..];
     let warning = lines
         .iter()
-        .find(|l| l.contains("truncating torn tail"))
+        .find(|l| l.contains("truncating the damaged tail"))
         .with_context(|| format!("member {id} gave no warning of a truncated tail"))?;
     ensure!(
         warning.contains(&name(&newest)) && warning.contains(&format!("offset={at}")),
@@ -514,11 +515,15 @@ async fn segment_damage(cluster: &mut Cluster, rng: &mut Rng) -> Result<()> {
                     && !cluster.running_ids().contains(&id),
                 "{err}"
             );
-            let panic = lines
+            let stop = lines
                 .iter()
-                .find(|l| l.contains("is out of range [last_index"))
+                .find(|l| l.contains("says this member acknowledged the log up to entry"))
                 .with_context(|| format!("member {id} exited without saying why: {err}"))?;
-            eprintln!("  and member {id} exits at every start: {panic}");
+            ensure!(
+                !lines.iter().any(|l| l.contains("panicked")),
+                "member {id} panicked rather than stopping with its error"
+            );
+            eprintln!("  and member {id} stops at every start: {stop}");
             converged(cluster, &acked, 2).await?;
             let now = cluster.status(leader).await?.term;
             ensure!(
@@ -575,12 +580,12 @@ async fn tail_truncated(
 ) -> Result<()> {
     let before = cluster
         .member(id)?
-        .log_lines_containing("truncating torn tail")
+        .log_lines_containing("truncating the damaged tail")
         .len();
     cluster.restart(id).await?;
     let warnings = cluster
         .member(id)?
-        .log_lines_containing("truncating torn tail");
+        .log_lines_containing("truncating the damaged tail");
     let line = warnings
         .get(before)
         .with_context(|| format!("member {id} gave no warning of a truncated tail"))?;

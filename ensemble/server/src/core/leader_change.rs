@@ -197,6 +197,24 @@ impl Core {
         }
     }
 
+    /// A heartbeat's commit index is what the leader knows this member holds (`min(matched,
+    /// committed)`): one past the end of the log means entries this member acknowledged are
+    /// gone, as when a damaged last record was dropped at start. raft-rs panics on it; this
+    /// names what happened and what to do instead. A member short of acknowledged entries must
+    /// not vote either: the entry may be committed on its acknowledgement alone.
+    pub(super) fn lost_acknowledged(&self, m: &raft::eraftpb::Message) -> Option<super::CoreError> {
+        let last = self.node.raft.raft_log.last_index();
+        (m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat
+            && m.term >= self.node.raft.term
+            && m.commit > last)
+            .then_some(super::CoreError::LostAcknowledged {
+                leader: m.from,
+                commit: m.commit,
+                last,
+                member: self.cfg.id,
+            })
+    }
+
     /// Requests sent on their way under an earlier leader may have been dropped with it; their
     /// clients get ConnectionLoss (the connection closes) and retry, as ZooKeeper's do.
     fn fail_requests_of_old_terms(&mut self) {

@@ -157,6 +157,18 @@ pub enum CoreError {
     /// support: a rollback past a level raise (`feature_level.rs`).
     #[error("{}", baton_machine::feature::LevelTooHigh { what: "this data dir", level: *level, max: *max, index: Some(*index) })]
     FeatureLevel { level: u32, max: u32, index: i64 },
+    /// The leader counts on entries this member acknowledged and no longer has (a damaged log
+    /// tail dropped at start): raft-rs would panic on the leader's next heartbeat.
+    #[error(
+        "leader {leader} says this member acknowledged the log up to entry {commit}, but its log ends at {last}: entries it had made durable are gone (a damaged or truncated log; see the warnings at start). Stopping rather than vote without them: reseed this member from the ensemble. On Kubernetes annotate the CoordinationEnsemble with baton.dev/reseed-member=\"{member}\"; by hand, remove the member (DELETE /v1/members/{member}), move its data directory aside, start it with --join and add it back (POST /v1/members)"
+    )]
+    LostAcknowledged {
+        leader: u64,
+        commit: u64,
+        last: u64,
+        /// This member's id, for the reseed annotation.
+        member: u64,
+    },
 }
 
 /// The core thread's state.
@@ -198,6 +210,8 @@ pub struct Core {
     gate: ProposalGate,
     /// A change of leader or term may have dropped requests in flight.
     leader_watch: LeaderWatch,
+    /// Why `handle` asked the loop to stop, when it was an error rather than a shutdown.
+    fatal: Option<CoreError>,
     /// When each peer's last Raft message arrived: the leader's evidence that a member is
     /// alive right now (raft-rs's `recent_active` lags by up to an election timeout).
     last_heard: BTreeMap<u64, Instant>,
@@ -281,6 +295,7 @@ impl Core {
             last_reap: started,
             started,
             leader_watch: LeaderWatch::default(),
+            fatal: None,
             latency: LatencyStats::default(),
             metrics,
             status,
@@ -356,6 +371,9 @@ impl Core {
         let mut go_on = true;
         for msg in msgs {
             if !self.handle(msg) {
+                if let Some(e) = self.fatal.take() {
+                    return Err(e);
+                }
                 go_on = false;
                 break;
             }
@@ -389,7 +407,10 @@ impl Core {
             let messages = batch.len();
             for msg in batch.drain(..) {
                 if !self.handle(msg) {
-                    return self.finish();
+                    return match self.fatal.take() {
+                        Some(e) => Err(e),
+                        None => self.finish(),
+                    };
                 }
             }
             self.on_ready()?;
@@ -440,6 +461,10 @@ impl Core {
                 // is lost, as on a network, and sent again.
                 if self.space_wait.is_waiting() {
                     return true;
+                }
+                if let Some(lost) = self.lost_acknowledged(&m) {
+                    self.fatal = Some(lost);
+                    return false;
                 }
                 if let Err(e) = self.node.step(m) {
                     tracing::debug!(error = %e, "raft refused a message");
