@@ -170,9 +170,11 @@ struct GrantLog {
     acts: Vec<Act>,
     renewals: usize,
     end: String,
-    /// Lost while holding (not while releasing): the last bound the sidecar gave it, until
+    /// Lost while holding, or held past its bound: the last bound the sidecar gave it, until
     /// which the pod could have acted for all it knew.
     entitled_until: Option<f64>,
+    /// When the release answered (or the grant was found lost).
+    ended: f64,
 }
 
 impl GrantLog {
@@ -286,7 +288,8 @@ async fn app(pod: usize, shared: Arc<Shared>) -> Vec<GrantLog> {
 }
 
 /// Holds one grant: acts while within its bound, renews, releases after a while (or when the
-/// schedule stops lingering); a grant that ended without its release gets one late write.
+/// schedule stops lingering); a grant that ended without its release, or whose validity
+/// lapsed, gets one late write.
 async fn hold(
     pod: usize,
     shared: &Shared,
@@ -316,6 +319,7 @@ async fn hold(
         renewals: 0,
         end: String::new(),
         entitled_until: None,
+        ended: f64::MIN,
     };
     *shared.holder.lock().unwrap() = Some((pod, token));
     shared.granted.lock().unwrap().push((pod, received));
@@ -325,8 +329,11 @@ async fn hold(
     let mut last_heard = Instant::now();
     let act_span = ACT_SPAN.as_secs_f64();
     let mut lost = None;
+    // Whether the grant's validity ran out while the pod still held it (no renew in time).
+    let mut lapsed = false;
     loop {
         let now = shared.now();
+        lapsed |= now > bound;
         if now + act_span <= bound {
             // Refused acts are checked from the resource's own record.
             shared
@@ -369,7 +376,7 @@ async fn hold(
             break;
         }
     }
-    if lost.is_some() && most > f64::MIN {
+    if (lost.is_some() || lapsed) && most > f64::MIN {
         grant.entitled_until = Some(most);
     }
     if lost.is_none() {
@@ -399,18 +406,22 @@ async fn hold(
             *holder = None;
         }
     }
+    grant.ended = shared.now();
+    // A grant lost, or whose validity lapsed, gets the write its pod had in flight, late.
+    let late = |what: String| {
+        let accepted = shared
+            .resource
+            .lock()
+            .unwrap()
+            .write(pod, token, shared.now(), true);
+        format!(
+            "{what}; late write {}",
+            if accepted { "accepted" } else { "refused" }
+        )
+    };
     grant.end = match lost {
-        Some(why) => {
-            let accepted = shared
-                .resource
-                .lock()
-                .unwrap()
-                .write(pod, token, shared.now(), true);
-            format!(
-                "lost ({why}); late write {}",
-                if accepted { "accepted" } else { "refused" }
-            )
-        }
+        Some(why) => late(format!("lost ({why})")),
+        None if lapsed => late("released (its validity had lapsed)".into()),
         None => "released".into(),
     };
     grant
@@ -851,6 +862,40 @@ fn check(grants: &[GrantLog], writes: &[Write], struck: &[Struck]) -> Result<()>
         ));
     }
     println!("what each fault did:\n  {}", bites.join("\n  "));
+    // Not a check (the pod's validUntil had lapsed, so it had stopped acting): a release
+    // answered 200 although another pod was granted the lock while this grant lasted.
+    let taken_over: Vec<String> = grants
+        .iter()
+        .filter(|grant| grant.end.starts_with("released"))
+        .filter_map(|grant| {
+            let other = grants.iter().find(|other| {
+                other.pod != grant.pod
+                    && other.received > grant.received
+                    && other.received < grant.ended
+            })?;
+            Some(format!(
+                "pod-{} token {} (granted {:.3}s, release answered 200 at {:.3}s; {}) while \
+                 pod-{} got token {} at {:.3}s",
+                grant.pod,
+                grant.token,
+                grant.received,
+                grant.ended,
+                grant.end,
+                other.pod,
+                other.token,
+                other.received
+            ))
+        })
+        .collect();
+    println!(
+        "OBSERVED {} releases answered 200 for grants another pod had been granted over{}",
+        taken_over.len(),
+        if taken_over.is_empty() {
+            String::new()
+        } else {
+            format!(":\n  {}", taken_over.join("\n  "))
+        }
+    );
     // Each sidecar paused past the session timeout: another pod took the lock with a higher
     // token during the pause, and the paused pod's late write was refused.
     let mut unfenced = Vec::new();
@@ -866,10 +911,7 @@ fn check(grants: &[GrantLog], writes: &[Write], struck: &[Struck]) -> Result<()>
                 && grant.received <= strike.at + strike.held
         });
         let refused = grants.iter().any(|grant| {
-            grant.pod == strike.pod
-                && grant.token == strike.token
-                && grant.end.starts_with("lost")
-                && grant.end.ends_with("refused")
+            grant.pod == strike.pod && grant.token == strike.token && grant.end.ends_with("refused")
         });
         if !taken || !refused {
             unfenced.push(format!(
@@ -1043,7 +1085,7 @@ async fn run_pods(cluster: &mut Cluster, nemesis: &mut Nemesis, pods: &mut [Pod]
         .map(|grant| format!("pod-{} token {}: {}", grant.pod, grant.token, grant.end))
         .collect();
     println!(
-        "grants: {} ({} per pod), acts: {}, grants ended without release: {}\n  {}",
+        "grants: {} ({} per pod), acts: {}, grants lost or held past their validUntil: {}\n  {}",
         grants.len(),
         (0..PODS)
             .map(|pod| grants.iter().filter(|g| g.pod == pod).count().to_string())
