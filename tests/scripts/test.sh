@@ -95,6 +95,12 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start target/<profile>/baton-ensemble: build the binaries first.
 cargo build --workspace --bins
+# Every command of the docs' pages that need no cluster (the playground, "Run the processes
+# yourself", a backup outside Kubernetes), on these binaries, each page in namespaces of its own
+# (tests/scripts/docs-run.py; the Kubernetes pages run on the node at the end).
+t=$SECONDS
+tests/scripts/docs-run.py local --bin-dir "${CARGO_TARGET_DIR:-target}/debug"
+echo "docs pages without a cluster: ran in $((SECONDS - t))s" >&2
 
 # The chart (rendered by real Helm) and the operator's objects, strictly against Kubernetes 1.33.
 # Before the tests: it installs the Helm that tests/kube's chart tests run.
@@ -203,3 +209,9 @@ else
   cargo test -p baton-tests --test image -- --ignored
   cargo test -p baton-kube-tests -- --ignored --test-threads 4
 fi
+# Every command of the docs' Tasks pages and the local cluster page, on the same node, from a
+# fresh state the runner makes (the tests' install of the chart removed first). The local
+# cluster page's last command stops the node (cleanup's `down` then finds nothing to stop).
+t=$SECONDS
+tests/scripts/docs-run.py cluster --node-dir "$node_dir" --image-dir "$image_dir"
+echo "docs pages on the node: ran in $((SECONDS - t))s" >&2
