@@ -15,7 +15,8 @@ use super::{Ending, HoldKind, Lease, LeaseError};
 use crate::events::EventHub;
 use crate::metrics::Metrics;
 use crate::recipe::{
-    LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName, SessionHandle,
+    ConnectionState, LockError, LockGrant, LockMode, LockRecipe, RecipeError, ResourceName,
+    SessionHandle,
 };
 
 /// The HTTP-owned locks of this pod.
@@ -459,9 +460,14 @@ impl LockTable {
         lock: &ResourceName,
         token: i64,
     ) -> Result<&'s mut Held, LeaseError> {
-        let current = self.inner.session.generation();
-        let lost =
-            matches!(slots.get(lock), Some(Slot::Held(h)) if h.grant.generation() != current);
+        // A grant of an earlier session is gone, and so is one of this session once it is LOST:
+        // between the expiry and the next session the generation has not moved yet, and a
+        // release or renew answered then would claim a grant another pod may already hold.
+        let session = self.inner.session.snapshot();
+        let ended = |generation: u64| {
+            generation != session.generation || session.state == ConnectionState::Lost
+        };
+        let lost = matches!(slots.get(lock), Some(Slot::Held(h)) if ended(h.grant.generation()));
         if lost {
             if let Some(Slot::Held(h)) = slots.remove(lock) {
                 drop(self.inner.end(h, Ending::Lost("session lost")));
