@@ -680,9 +680,22 @@ def bash_session(
 ) -> tuple[int, str, str]:
     """Runs a script in one bash session; (status, stdout, stderr)."""
     if isolate:
+        # The checkout and the binaries may themselves live under /tmp (a clone made there):
+        # they are bound back into the fresh /tmp at the same paths, through a view of the
+        # host's /tmp taken before the tmpfs hides it.
+        keep = sorted(
+            {
+                str(path)
+                for path in (REPO.resolve(), Path(env.get("DOCS_BIN", "/")).resolve())
+                if path.is_relative_to("/tmp") and path != Path("/tmp")
+            }
+        )
         wrap = (
-            "ip link set lo up && mount -t tmpfs -o mode=1777 tmpfs /tmp && "
-            'exec bash -euo pipefail -c "$1" docs-run'
+            "script=$1; shift; ip link set lo up; host_tmp=/run/docs-run-host-tmp; "
+            'if [ "$#" -gt 0 ]; then mkdir -p "$host_tmp"; mount --bind /tmp "$host_tmp"; fi; '
+            "mount -t tmpfs -o mode=1777 tmpfs /tmp; "
+            'for p in "$@"; do mkdir -p "$p"; mount --bind "$host_tmp/${p#/tmp/}" "$p"; done; '
+            'exec bash -euo pipefail -c "$script" docs-run'
         )
         argv = [
             "unshare",
@@ -693,10 +706,11 @@ def bash_session(
             "--mount-proc",
             "--kill-child",
             "bash",
-            "-c",
+            "-ec",
             wrap,
             "wrap",
             script,
+            *keep,
         ]
     else:
         argv = ["bash", "-euo", "pipefail", "-c", script, "docs-run"]
