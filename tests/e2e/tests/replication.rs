@@ -17,7 +17,7 @@ use baton_tests::{EPHEMERAL, PERSISTENT, next_event};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-/// Bound on a write that must not succeed (no quorum), and on a read that must.
+/// Bound on a write that must not succeed (no quorum), and on a read without a quorum.
 const NO_QUORUM_WAIT: Duration = Duration::from_secs(8);
 /// Bound on the writers reaching a number of acks, before and after a failover.
 const LOAD_DEADLINE: Duration = Duration::from_secs(90);
@@ -280,11 +280,21 @@ async fn majority_loss_case(cluster: &mut Cluster) -> Result<()> {
         Ok(Err(err)) => println!("write without a quorum failed: {err}"),
         Err(_) => println!("write without a quorum unanswered after {NO_QUORUM_WAIT:?}"),
     }
-    let read = tokio::time::timeout(NO_QUORUM_WAIT, reader.get_data("/quorum"))
-        .await
-        .with_context(|| format!("a read of committed data unanswered after {NO_QUORUM_WAIT:?}"))?
-        .context("a read of committed data without a quorum")?;
-    ensure!(read.0 == b"committed", "read {:?}", read.0);
+    // The survivor closes its clients' connections a third of their session timeout after it
+    // lost the quorum (DESIGN §1 Sessions), as ZooKeeper's servers stop serving: a read is
+    // answered with the committed data before that; after, the client is told the connection
+    // was lost, and its reconnect to this member waits for a leader. Never other data.
+    match tokio::time::timeout(NO_QUORUM_WAIT, reader.get_data("/quorum")).await {
+        Ok(Ok(read)) => ensure!(read.0 == b"committed", "read {:?}", read.0),
+        Ok(Err(zk::Error::ConnectionLoss)) => {
+            println!("read without a quorum: told the connection was lost")
+        }
+        Ok(Err(err)) => bail!("a read of committed data without a quorum: {err}"),
+        Err(_) => println!(
+            "read without a quorum: the connection was closed and the reconnect waits for a \
+             leader ({NO_QUORUM_WAIT:?})"
+        ),
+    }
 
     cluster.restart_all(&others).await?;
     let leader = cluster.wait_for_leader().await?;
