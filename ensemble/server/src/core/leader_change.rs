@@ -178,6 +178,11 @@ impl Core {
             return;
         };
         let out_of_touch = clock::since(self.now(), contact);
+        // Every tick: in touch (the usual case), no session can be due, so no connection is
+        // looked at.
+        if out_of_touch <= cut_off_after(self.cfg.min_session_timeout_ms) {
+            return;
+        }
         let cut_off = self.clients.ids_where(|c| {
             c.session_id
                 .and_then(|id| self.sm.session(id))
