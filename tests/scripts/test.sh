@@ -159,11 +159,14 @@ if mount -t tmpfs -o size=4m tmpfs "$small" 2>/dev/null; then
   # its own on a bridge, partitions made with iptables, SIGSTOP pauses, kill -9 (root, as the
   # mount proved), and a client of a member cut off from the majority told so in time; locks
   # through real sidecars, fenced by their tokens, under faults aimed at the holder
-  # (tests/e2e/tests/fenced_locks.rs).
+  # (tests/e2e/tests/fenced_locks.rs); a sick disk under each member, a FUSE file system that
+  # loses what was not fsynced on a power loss, fails fsyncs or stalls them
+  # (tests/e2e/tests/disk_faults.rs).
   if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run -p baton-tests --run-ignored only -E 'binary(faults) | binary(fenced_locks)'
+    cargo nextest run -p baton-tests --run-ignored only \
+      -E 'binary(faults) | binary(fenced_locks) | binary(disk_faults)'
   else
-    cargo test -p baton-tests --test faults --test fenced_locks -- --ignored
+    cargo test -p baton-tests --test faults --test fenced_locks --test disk_faults -- --ignored
   fi
 else
   rmdir "$small"

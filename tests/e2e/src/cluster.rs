@@ -26,7 +26,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -404,6 +404,26 @@ impl Cluster {
     /// Kills member `id` with SIGKILL; its data dir and ports are kept for `restart`.
     pub fn kill9(&mut self, id: u64) -> Result<()> {
         self.member_mut(id)?.kill9()
+    }
+
+    /// Waits until member `id` exits by itself (a member that must stop on a fault) and returns
+    /// how, with its log tail; fails if it still runs after `CONVERGE_DEADLINE`.
+    pub async fn wait_for_exit(&mut self, id: u64) -> Result<String> {
+        let deadline = Instant::now() + CONVERGE_DEADLINE;
+        let mut backoff = POLL_MIN;
+        loop {
+            let member = self.member_mut(id)?;
+            ensure!(member.is_started(), "member {id} is not running");
+            if let Err(exited) = member.check_alive() {
+                return Ok(format!("{exited:#}"));
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "member {id} still runs after {CONVERGE_DEADLINE:?}"
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(POLL_MAX);
+        }
     }
 
     /// Starts member `id` again (killing it first if it runs) with the same data dir, ports and

@@ -19,6 +19,7 @@
 
 pub mod cluster;
 pub mod command;
+pub mod faulty_disk;
 pub mod listener;
 pub mod moto;
 pub mod nemesis;
