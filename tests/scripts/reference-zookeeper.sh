@@ -5,6 +5,11 @@
 # needs ZooKeeper's default allow-list sets ZK_4LW_WHITELIST (e.g. to `srvr`). It logs to stdout
 # at ZK_LOG_LEVEL (INFO unless set) with log4j 1.2, configured by DATA_DIR/log4j.properties.
 #
+# A member of a quorum instead: ZK_MYID=N and ZK_QUORUM="1=HOST,2=HOST,..." (quorum port 2888,
+# election port 3888 on each host), the client port bound to ZK_CLIENT_ADDR if set, and
+# ZK_TICK_MS (2000 unless set) as tickTime, with initLimit 10 and syncLimit 2 ticks (the fault
+# tests, tests/e2e/tests/faults.rs, run ZooKeeper quorums so, each member in a network namespace).
+#
 # reference-zookeeper.sh --classpath prints the class path it runs with (bench.sh uses it too).
 # The class path is explicit, never /usr/share/java/*: what else a machine has installed there
 # (slf4j-nop, slf4j-simple, maven's SLF4J provider, log4j-over-slf4j...) must not decide which
@@ -40,13 +45,27 @@ dir=${2:?usage: reference-zookeeper.sh PORT DATA_DIR}
 cp=$(classpath)
 mkdir -p "$dir"
 cat >"$dir/zoo.cfg" <<CFG
-tickTime=2000
+tickTime=${ZK_TICK_MS:-2000}
 dataDir=$dir
 clientPort=$port
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=${ZK_4LW_WHITELIST:-*}
 CFG
+if [ -n "${ZK_CLIENT_ADDR:-}" ]; then
+  echo "clientPortAddress=$ZK_CLIENT_ADDR" >>"$dir/zoo.cfg"
+fi
+if [ -n "${ZK_QUORUM:-}" ]; then
+  echo "${ZK_MYID:?ZK_QUORUM needs ZK_MYID}" >"$dir/myid"
+  {
+    echo "initLimit=10"
+    echo "syncLimit=2"
+    IFS=, read -ra quorum_members <<<"$ZK_QUORUM"
+    for member in "${quorum_members[@]}"; do
+      echo "server.${member%%=*}=${member#*=}:2888:3888"
+    done
+  } >>"$dir/zoo.cfg"
+fi
 cat >"$dir/log4j.properties" <<CFG
 log4j.rootLogger=${ZK_LOG_LEVEL:-INFO}, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender

@@ -16,7 +16,7 @@
 //! at once (with the log) if a member the harness did not kill has exited.
 
 mod admin;
-mod clients;
+pub mod clients;
 mod member;
 mod membership;
 pub mod write_load;

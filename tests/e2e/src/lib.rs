@@ -30,6 +30,7 @@ pub mod registers;
 mod server;
 pub mod tmpfs;
 pub mod wire;
+pub mod zk_quorum;
 
 use std::time::Duration;
 

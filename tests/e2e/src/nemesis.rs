@@ -12,7 +12,68 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::cluster::Cluster;
+use crate::netns::Network;
 use crate::registers::Rng;
+
+/// What the nemesis and the workloads need of an ensemble under test, each member in a network
+/// namespace of its own: Baton's `Cluster` (`start_isolated`) or Apache ZooKeeper's
+/// (`zk_quorum::ZkQuorum`), so both meet the same faults.
+#[allow(async_fn_in_trait)]
+pub trait Ensemble {
+    /// "Baton" or "ZooKeeper", for reports.
+    fn product(&self) -> &'static str;
+    fn ids(&self) -> Vec<u64>;
+    fn network(&self) -> Result<&Network>;
+    /// Waits until the running members agree on a leader, and returns it.
+    async fn wait_for_leader(&mut self) -> Result<u64>;
+    /// Sends `signal` (`STOP`, `CONT`) to member `id`'s process.
+    fn signal(&self, id: u64, signal: &str) -> Result<()>;
+    fn kill9(&mut self, id: u64) -> Result<()>;
+    /// Starts member `id` again on its data and waits until it serves.
+    async fn restart(&mut self, id: u64) -> Result<()>;
+    /// Every member's client address, for a client that fails over.
+    fn connect_string(&self) -> String;
+    /// Prints each member's log tail (after a failure).
+    fn dump_logs(&mut self);
+}
+
+impl Ensemble for Cluster {
+    fn product(&self) -> &'static str {
+        "Baton"
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        Cluster::ids(self)
+    }
+
+    fn network(&self) -> Result<&Network> {
+        Cluster::network(self)
+    }
+
+    async fn wait_for_leader(&mut self) -> Result<u64> {
+        Cluster::wait_for_leader(self).await
+    }
+
+    fn signal(&self, id: u64, signal: &str) -> Result<()> {
+        Cluster::signal(self, id, signal)
+    }
+
+    fn kill9(&mut self, id: u64) -> Result<()> {
+        Cluster::kill9(self, id)
+    }
+
+    async fn restart(&mut self, id: u64) -> Result<()> {
+        Cluster::restart(self, id).await
+    }
+
+    fn connect_string(&self) -> String {
+        Cluster::connect_string(self)
+    }
+
+    fn dump_logs(&mut self) {
+        Cluster::dump_logs(self)
+    }
+}
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +213,7 @@ impl Nemesis {
     }
 
     /// Injects `fault` on `cluster`, whose members must agree on a leader now.
-    pub async fn apply(&mut self, cluster: &mut Cluster, fault: Fault) -> Result<()> {
+    pub async fn apply(&mut self, cluster: &mut impl Ensemble, fault: Fault) -> Result<()> {
         if self.active.is_some() {
             bail!("a fault is active already; heal it first");
         }
@@ -239,7 +300,7 @@ impl Nemesis {
     /// `Bridge` and `OneWay` have no single target and are refused.
     pub async fn apply_to(
         &mut self,
-        cluster: &mut Cluster,
+        cluster: &mut impl Ensemble,
         fault: Fault,
         target: u64,
     ) -> Result<()> {
@@ -306,7 +367,7 @@ impl Nemesis {
 
     /// Undoes the active fault (flushes every member's rules, continues or restarts the
     /// member), if there is one.
-    pub async fn heal(&mut self, cluster: &mut Cluster) -> Result<()> {
+    pub async fn heal(&mut self, cluster: &mut impl Ensemble) -> Result<()> {
         let Some((active, mut injected, since)) = self.active.take() else {
             return Ok(());
         };
@@ -323,7 +384,7 @@ impl Nemesis {
 
     /// Heals whatever is active, ignoring errors: for a test that failed mid-fault, so the
     /// members' logs and the cleanup are not held up by a stopped process.
-    pub fn heal_quietly(&mut self, cluster: &mut Cluster) {
+    pub fn heal_quietly(&mut self, cluster: &mut impl Ensemble) {
         if let Some((active, _, _)) = self.active.take() {
             match active {
                 Active::Rules => {
@@ -344,7 +405,7 @@ impl Nemesis {
     /// not recover within the harness's deadline fails the run.
     pub async fn run_schedule(
         &mut self,
-        cluster: &mut Cluster,
+        cluster: &mut impl Ensemble,
         kinds: &[Fault],
         timing: Timing,
         rounds: usize,
@@ -418,7 +479,7 @@ impl Nemesis {
 }
 
 /// Drops every packet between each member of `side` and each member of `other`, both ways.
-fn cut(cluster: &Cluster, side: &[u64], other: &[u64]) -> Result<()> {
+fn cut(cluster: &impl Ensemble, side: &[u64], other: &[u64]) -> Result<()> {
     for &a in side {
         for &b in other {
             drop_one_way(cluster, a, b)?;
@@ -431,14 +492,14 @@ fn cut(cluster: &Cluster, side: &[u64], other: &[u64]) -> Result<()> {
 /// Drops packets from `from` to `to`: on the way out of `from`'s namespace. (TCP cannot
 /// deliver either way over such a link for long, but each side's packets to the other still
 /// arrive: the half-open link Jepsen's one-way partitions make.)
-fn drop_one_way(cluster: &Cluster, from: u64, to: u64) -> Result<()> {
+fn drop_one_way(cluster: &impl Ensemble, from: u64, to: u64) -> Result<()> {
     let network = cluster.network()?;
     let dest = network.ip(to).to_string();
     network.iptables(from, &["-A", "OUTPUT", "-d", &dest, "-j", "DROP"])
 }
 
 /// Removes every rule `cut` and `drop_one_way` added.
-fn heal_rules(cluster: &Cluster) -> Result<()> {
+fn heal_rules(cluster: &impl Ensemble) -> Result<()> {
     let network = cluster.network()?;
     for id in network.ids() {
         network.iptables(id, &["-F", "OUTPUT"])?;

@@ -7,6 +7,11 @@
 //! write, no sequential name given twice, FIFO per session. A sessions case checks what a
 //! client of a cut-off member is told and when a majority deletes its ephemeral node.
 //!
+//! The register cases also run on Apache ZooKeeper 3.8 (`zookeeper_registers_*`: a quorum of
+//! the same size, each member in a namespace of its own, `baton_tests::zk_quorum`), with the
+//! same workload and nemesis; a seed replays the same schedule on both. ZooKeeper's verdicts are
+//! printed beside Baton's, not judged.
+//!
 //! Needs root (namespaces, veths, a bridge, iptables), so the tests are ignored by default:
 //! `cargo build -p baton-ensemble --bins && cargo nextest run -p baton-tests --run-ignored only
 //! -E 'binary(faults)'`. `BATON_FAULTS_SEED=0x...` replays a schedule; `BATON_FAULTS_SOAK=600`
@@ -18,11 +23,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
 use baton_tests::cluster::Cluster;
-use baton_tests::nemesis::{Fault, Nemesis, Timing};
+use baton_tests::cluster::clients::session_on;
+use baton_tests::nemesis::{Ensemble, Fault, Nemesis, Timing};
 use baton_tests::registers::{
-    SessionLog, Workload, check_all, final_reads, history, run_session, sequential_names,
+    SessionLog, Verdicts, Workload, check_all, final_reads, history, run_session, sequential_names,
     wait_for_answers,
 };
+use baton_tests::zk_quorum::ZkQuorum;
 use baton_tests::{EPHEMERAL, PERSISTENT};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -73,21 +80,31 @@ async fn run_isolated<F>(members: usize, case: F)
 where
     F: AsyncFnOnce(&mut Cluster, &mut Nemesis) -> Result<()>,
 {
+    let cluster = Cluster::start_isolated(members, &[]).await;
+    run_on(cluster, case).await
+}
+
+/// `run_isolated` on an ensemble already started (or not: `started`'s error fails the test).
+async fn run_on<E, F>(started: Result<E>, case: F)
+where
+    E: Ensemble,
+    F: AsyncFnOnce(&mut E, &mut Nemesis) -> Result<()>,
+{
     let seed = Nemesis::seed_from_env().expect("a seed");
     println!("seed {seed:#x} (replay with BATON_FAULTS_SEED={seed:#x})");
     let mut nemesis = Nemesis::new(seed);
-    let mut cluster = match Cluster::start_isolated(members, &[]).await {
-        Ok(cluster) => cluster,
-        Err(err) => panic!("could not start an isolated {members}-member cluster: {err:#}"),
+    let mut ensemble = match started {
+        Ok(ensemble) => ensemble,
+        Err(err) => panic!("could not start an isolated ensemble: {err:#}"),
     };
     let deadline = CASE_DEADLINE + soak().expect("soak setting").unwrap_or_default();
-    let outcome = tokio::time::timeout(deadline, case(&mut cluster, &mut nemesis))
+    let outcome = tokio::time::timeout(deadline, case(&mut ensemble, &mut nemesis))
         .await
         .unwrap_or_else(|_| Err(anyhow!("case did not finish within {deadline:?}")));
     println!("{}", nemesis.report());
     if let Err(err) = outcome {
-        nemesis.heal_quietly(&mut cluster);
-        cluster.dump_logs();
+        nemesis.heal_quietly(&mut ensemble);
+        ensemble.dump_logs();
         panic!("seed {seed:#x}: {err:?}");
     }
 }
@@ -137,14 +154,16 @@ async fn worker(
 }
 
 /// The register workload on sessions spread over every member while the nemesis runs a
-/// schedule of `kinds`; then every check on the recorded history.
+/// schedule of `kinds`; then every check on the recorded history. Returns the verdicts, which
+/// the caller judges (Baton must pass them; ZooKeeper's are reported beside).
 async fn registers_under(
-    cluster: &mut Cluster,
+    cluster: &mut impl Ensemble,
     nemesis: &mut Nemesis,
     kinds: &[Fault],
-) -> Result<()> {
-    let leader = cluster.leader().await?;
-    let setup = cluster.connect_to(leader).await?;
+) -> Result<Verdicts> {
+    let product = cluster.product();
+    let leader = cluster.wait_for_leader().await?;
+    let setup = session_on(&cluster.connect_string(), leader, SESSION_TIMEOUT).await?;
     setup.create("/faults", b"", &PERSISTENT).await?;
     setup.create("/faults/seq", b"", &PERSISTENT).await?;
     let mut workload = Workload::new(&KEYS, nemesis.seed());
@@ -161,7 +180,7 @@ async fn registers_under(
     let mut workers: Vec<JoinHandle<Vec<SessionLog>>> = Vec::new();
     for id in cluster.ids() {
         for _ in 0..SESSIONS_PER_MEMBER {
-            let client = cluster.connect_on_timed(id, SESSION_TIMEOUT).await?;
+            let client = session_on(&cluster.connect_string(), id, SESSION_TIMEOUT).await?;
             workers.push(tokio::spawn(worker(
                 workload.clone(),
                 client,
@@ -174,7 +193,7 @@ async fn registers_under(
         }
     }
     println!(
-        "leader {leader}; {} sessions on {} members, {} keys",
+        "{product}: leader {leader}; {} sessions on {} members, {} keys",
         workers.len(),
         cluster.ids().len(),
         KEYS.len()
@@ -217,29 +236,31 @@ async fn registers_under(
 
     let (history, tally) = history(&logs)?;
     let leader_now = cluster.wait_for_leader().await?;
-    let reader = cluster.connect_to(leader_now).await?;
+    let reader = session_on(&cluster.connect_string(), leader_now, SESSION_TIMEOUT).await?;
     let finals = final_reads(&reader, &workload.keys).await?;
     let sequential = sequential_names(&logs);
     let creates = sequential.len();
     let verdicts = check_all(&history, &finals, sequential, SEARCH_BUDGET);
     println!(
-        "operations: {} recorded on {} sessions: {tally}; {creates} sequential creates",
+        "{product}: operations: {} recorded on {} sessions: {tally}; {creates} sequential creates",
         history.operations().len(),
         logs.len(),
     );
-    println!("verdicts: {verdicts}");
+    println!("{product}: verdicts: {verdicts}");
     ensure!(
         tally.acknowledged_writes > 0 && tally.reads > 0,
-        "the workload did nothing checkable ({tally})"
+        "the workload did nothing checkable on {product} ({tally})"
     );
-    verdicts.into_result()
+    Ok(verdicts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
 async fn registers_under_partitions() {
     run_isolated(5, async |cluster: &mut Cluster, nemesis: &mut Nemesis| {
-        registers_under(cluster, nemesis, &Fault::PARTITIONS).await
+        registers_under(cluster, nemesis, &Fault::PARTITIONS)
+            .await?
+            .into_result()
     })
     .await;
 }
@@ -248,9 +269,42 @@ async fn registers_under_partitions() {
 #[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
 async fn registers_under_pauses_and_kills() {
     run_isolated(3, async |cluster: &mut Cluster, nemesis: &mut Nemesis| {
-        registers_under(cluster, nemesis, &Fault::PROCESSES).await
+        registers_under(cluster, nemesis, &Fault::PROCESSES)
+            .await?
+            .into_result()
     })
     .await;
+}
+
+/// The reference, on the same workload and faults (the same seed replays the same schedule):
+/// Apache ZooKeeper 3.8's quorum. Its verdicts are printed beside Baton's, not judged: the
+/// test fails only if the harness could not run the workload on it.
+async fn zookeeper_registers_under(members: usize, kinds: &[Fault]) {
+    let quorum = ZkQuorum::start_isolated(members).await;
+    run_on(
+        quorum,
+        async |quorum: &mut ZkQuorum, nemesis: &mut Nemesis| {
+            let verdicts = registers_under(quorum, nemesis, kinds).await?;
+            match verdicts.into_result() {
+                Ok(()) => println!("ZooKeeper passed every check"),
+                Err(e) => println!("ZooKeeper FAILED a check (reported, not judged): {e:#}"),
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
+async fn zookeeper_registers_under_partitions() {
+    zookeeper_registers_under(5, &Fault::PARTITIONS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
+async fn zookeeper_registers_under_pauses_and_kills() {
+    zookeeper_registers_under(3, &Fault::PROCESSES).await;
 }
 
 /// The session timeout the cut-off client asks for.

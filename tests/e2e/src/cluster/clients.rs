@@ -63,17 +63,33 @@ impl Cluster {
 
     /// `connect_on` asking for `session_timeout` instead of `SESSION_TIMEOUT`.
     pub async fn connect_on_timed(&self, id: u64, session_timeout: Duration) -> Result<zk::Client> {
-        for _ in 0..PLACEMENT_ATTEMPTS {
-            let client = self
-                .connect_all_with(zk::Client::connector().with_session_timeout(session_timeout))
-                .await?;
-            if created_by(client.session_id()) == id {
-                return Ok(client);
-            }
-        }
-        bail!("no session landed on member {id} in {PLACEMENT_ATTEMPTS} attempts")
+        session_on(&self.connect_string(), id, session_timeout).await
     }
+}
 
+/// A session asking for `session_timeout` with every server of `connect_string` in its connect
+/// string (so it fails over) that starts on member `id`: Baton's or ZooKeeper's, whose members
+/// both mark their sessions (`created_by`). The client shuffles its hosts, so this opens
+/// sessions until one lands there, closing the others.
+pub async fn session_on(
+    connect_string: &str,
+    id: u64,
+    session_timeout: Duration,
+) -> Result<zk::Client> {
+    for _ in 0..PLACEMENT_ATTEMPTS {
+        let client = connect_with(
+            connect_string,
+            zk::Client::connector().with_session_timeout(session_timeout),
+        )
+        .await?;
+        if created_by(client.session_id()) == id {
+            return Ok(client);
+        }
+    }
+    bail!("no session landed on member {id} in {PLACEMENT_ATTEMPTS} attempts")
+}
+
+impl Cluster {
     /// Data and Stat of `path` as member `id` has it once it has caught up with the leader
     /// (`sync` on a new session pinned to it).
     pub async fn read_synced(&self, id: u64, path: &str) -> Result<(Vec<u8>, zk::Stat)> {
