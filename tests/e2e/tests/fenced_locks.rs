@@ -117,9 +117,10 @@ fn parse_time(text: &str) -> Option<SystemTime> {
 }
 
 /// The storage system the lock guards: takes a write only with a token at least the highest
-/// it has taken (the fence), and remembers every attempt.
-#[derive(Default)]
+/// it has taken (the fence), and remembers every attempt. Unfenced, it takes every write: the
+/// deliberate bug the checks must catch.
 struct Resource {
+    fenced: bool,
     highest: u64,
     writes: Vec<Write>,
 }
@@ -135,11 +136,17 @@ struct Write {
 }
 
 impl Resource {
-    fn write(&mut self, pod: usize, token: u64, at: f64, late: bool) -> bool {
-        let accepted = token >= self.highest;
-        if accepted {
-            self.highest = token;
+    fn new(fenced: bool) -> Resource {
+        Resource {
+            fenced,
+            highest: 0,
+            writes: Vec::new(),
         }
+    }
+
+    fn write(&mut self, pod: usize, token: u64, at: f64, late: bool) -> bool {
+        let accepted = token >= self.highest || !self.fenced;
+        self.highest = self.highest.max(token);
         self.writes.push(Write {
             pod,
             token,
@@ -963,7 +970,11 @@ fn check(grants: &[GrantLog], writes: &[Write], struck: &[Struck]) -> Result<()>
     }
 }
 
-async fn fenced_locks_case(cluster: &mut Cluster, nemesis: &mut Nemesis) -> Result<()> {
+async fn fenced_locks_case(
+    cluster: &mut Cluster,
+    nemesis: &mut Nemesis,
+    fenced: bool,
+) -> Result<()> {
     let logs = tempfile::tempdir()?;
     let network = cluster.network()?;
     let ids = cluster.ids();
@@ -982,7 +993,7 @@ async fn fenced_locks_case(cluster: &mut Cluster, nemesis: &mut Nemesis) -> Resu
             child: None,
         });
     }
-    let outcome = run_pods(cluster, nemesis, &mut pods).await;
+    let outcome = run_pods(cluster, nemesis, &mut pods, fenced).await;
     if outcome.is_err() {
         for pod in &pods {
             eprintln!(
@@ -996,7 +1007,12 @@ async fn fenced_locks_case(cluster: &mut Cluster, nemesis: &mut Nemesis) -> Resu
     outcome
 }
 
-async fn run_pods(cluster: &mut Cluster, nemesis: &mut Nemesis, pods: &mut [Pod]) -> Result<()> {
+async fn run_pods(
+    cluster: &mut Cluster,
+    nemesis: &mut Nemesis,
+    pods: &mut [Pod],
+    fenced: bool,
+) -> Result<()> {
     for pod in pods.iter_mut() {
         pod.spawn()?;
     }
@@ -1010,7 +1026,7 @@ async fn run_pods(cluster: &mut Cluster, nemesis: &mut Nemesis, pods: &mut [Pod]
         stop: AtomicBool::new(false),
         linger: AtomicBool::new(false),
         holder: Mutex::new(None),
-        resource: Mutex::new(Resource::default()),
+        resource: Mutex::new(Resource::new(fenced)),
         granted: Mutex::new(Vec::new()),
     });
     println!(
@@ -1101,9 +1117,9 @@ async fn run_pods(cluster: &mut Cluster, nemesis: &mut Nemesis, pods: &mut [Pod]
     check(&grants, &writes, &struck)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
-async fn locks_fence_paused_and_cut_off_holders() {
+/// Runs the case on a fresh isolated cluster, the resource fenced or not; on failure, prints
+/// every member's log tail and returns the error.
+async fn run_case(fenced: bool) -> Result<()> {
     let seed = Nemesis::seed_from_env().expect("a seed");
     println!("seed {seed:#x} (replay with BATON_FAULTS_SEED={seed:#x})");
     let mut nemesis = Nemesis::new(seed);
@@ -1112,14 +1128,48 @@ async fn locks_fence_paused_and_cut_off_holders() {
         Err(err) => panic!("could not start an isolated {PODS}-member cluster: {err:#}"),
     };
     let deadline = CASE_DEADLINE + soak().expect("soak setting").unwrap_or_default();
-    let outcome = tokio::time::timeout(deadline, fenced_locks_case(&mut cluster, &mut nemesis))
-        .await
-        .unwrap_or_else(|_| Err(anyhow!("case did not finish within {deadline:?}")));
+    let outcome = tokio::time::timeout(
+        deadline,
+        fenced_locks_case(&mut cluster, &mut nemesis, fenced),
+    )
+    .await
+    .unwrap_or_else(|_| Err(anyhow!("case did not finish within {deadline:?}")));
     println!("{}", nemesis.report());
-    if let Err(err) = outcome {
+    if outcome.is_err() {
         nemesis.heal_quietly(&mut cluster);
-        cluster.dump_logs();
-        panic!("seed {seed:#x}: {err:?}");
+        if fenced {
+            cluster.dump_logs();
+        }
+    }
+    outcome.with_context(|| format!("seed {seed:#x}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
+async fn locks_fence_paused_and_cut_off_holders() {
+    if let Err(err) = run_case(true).await {
+        panic!("{err:?}");
+    }
+}
+
+/// The deliberate bug: a resource that takes every write, as etcd's locks were used in
+/// Jepsen's test. The paused holder's late write then lands after a newer holder's, and the
+/// checks must say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
+async fn an_unfenced_resource_is_caught() {
+    match run_case(false).await {
+        Ok(()) => {
+            panic!("a resource that ignores fencing tokens passed every check: they are blind")
+        }
+        Err(err) => {
+            let err = format!("{err:#}");
+            assert!(
+                err.contains("accepted lower tokens") || err.contains("late write was not refused"),
+                "caught, but not as an unfenced write: {err}"
+            );
+            println!("caught, as it must be: {err}");
+        }
     }
 }
 
