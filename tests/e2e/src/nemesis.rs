@@ -1,6 +1,6 @@
 //! Faults on a real, isolated cluster (`Cluster::start_isolated`), as Jepsen's nemeses and
-//! etcd's robustness tests inject them: partitions made with iptables inside the members'
-//! namespaces, pauses (SIGSTOP/SIGCONT), and kill -9 with a restart. One fault at a time:
+//! etcd's robustness tests inject them: partitions and random loss made with iptables inside
+//! the members' namespaces, pauses (SIGSTOP/SIGCONT), and kill -9 with a restart. One fault at a time:
 //! `apply` it, hold it, `heal` it; `run_schedule` does so over a schedule drawn from a seed.
 //!
 //! Partitions cut only member-to-member traffic: the test's clients, in the root namespace,
@@ -86,6 +86,10 @@ pub enum Fault {
     Bridge,
     /// Packets from one member to another dropped; the other way still flows.
     OneWay,
+    /// One in four packets to and from one member (the leader half the time) dropped at
+    /// random: TCP's retransmissions turn it into delays and stalls of hundreds of ms. (A
+    /// delay of its own, `tc netem`, is not in every kernel; iptables' `statistic` match is.)
+    Lossy,
     /// The leader stopped (SIGSTOP) for the hold, then continued (SIGCONT).
     PauseLeader,
     /// A follower stopped for the hold, then continued.
@@ -97,12 +101,13 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// The four partition shapes.
-    pub const PARTITIONS: [Fault; 4] = [
+    /// The partition shapes and the lossy member.
+    pub const NETWORK: [Fault; 5] = [
         Fault::Minority,
         Fault::IsolateLeader,
         Fault::Bridge,
         Fault::OneWay,
+        Fault::Lossy,
     ];
     /// Pauses and kills.
     pub const PROCESSES: [Fault; 4] = [
@@ -258,6 +263,21 @@ impl Nemesis {
                     format!("drop {from} -> {to} only (leader {leader})"),
                 )
             }
+            Fault::Lossy => {
+                let id = if self.rng.below(2) == 0 {
+                    leader
+                } else {
+                    self.pick(&followers)?
+                };
+                let others: Vec<u64> = ids.iter().copied().filter(|&m| m != id).collect();
+                lossy(cluster, id, &others)?;
+                (
+                    Active::Rules,
+                    format!(
+                        "drop 1 in {LOSS_ONE_IN} packets to and from member {id} (leader {leader})"
+                    ),
+                )
+            }
             Fault::PauseLeader | Fault::PauseFollower => {
                 let id = match fault {
                     Fault::PauseLeader => leader,
@@ -351,7 +371,9 @@ impl Nemesis {
                     format!("SIGKILL member {target} (leader {leader})"),
                 )
             }
-            Fault::Bridge | Fault::OneWay => bail!("{fault:?} cannot be aimed at one member"),
+            Fault::Bridge | Fault::OneWay | Fault::Lossy => {
+                bail!("{fault:?} cannot be aimed at one member")
+            }
         };
         let now = Instant::now();
         let injected = Injected {
@@ -498,7 +520,41 @@ fn drop_one_way(cluster: &impl Ensemble, from: u64, to: u64) -> Result<()> {
     network.iptables(from, &["-A", "OUTPUT", "-d", &dest, "-j", "DROP"])
 }
 
-/// Removes every rule `cut` and `drop_one_way` added.
+/// `Fault::Lossy`'s rate.
+const LOSS_ONE_IN: u32 = 4;
+
+/// Drops one in `LOSS_ONE_IN` packets between `id` and each of `others`, both ways, at random.
+fn lossy(cluster: &impl Ensemble, id: u64, others: &[u64]) -> Result<()> {
+    let network = cluster.network()?;
+    let probability = format!("{:.2}", 1.0 / f64::from(LOSS_ONE_IN));
+    let drop_some = |from: u64, to: u64| {
+        let dest = network.ip(to).to_string();
+        network.iptables(
+            from,
+            &[
+                "-A",
+                "OUTPUT",
+                "-d",
+                &dest,
+                "-m",
+                "statistic",
+                "--mode",
+                "random",
+                "--probability",
+                &probability,
+                "-j",
+                "DROP",
+            ],
+        )
+    };
+    for &other in others {
+        drop_some(id, other)?;
+        drop_some(other, id)?;
+    }
+    Ok(())
+}
+
+/// Removes every rule `cut`, `drop_one_way` and `lossy` added.
 fn heal_rules(cluster: &impl Ensemble) -> Result<()> {
     let network = cluster.network()?;
     for id in network.ids() {

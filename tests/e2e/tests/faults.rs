@@ -1,5 +1,6 @@
 //! Faults on real processes: each `baton-ensemble` member in a network namespace of its own
-//! (`Cluster::start_isolated`), faults from `baton_tests::nemesis` (partitions in four shapes,
+//! (`Cluster::start_isolated`), faults from `baton_tests::nemesis` (partitions in four shapes, a
+//! member whose packets are dropped at random,
 //! SIGSTOP pauses past the session timeout, kill -9 and restart) applied, held and healed over
 //! a schedule drawn from a printed seed, while real ZooKeeper sessions on every member run the
 //! register workload (`baton_tests::registers`). Every history is checked with
@@ -258,7 +259,7 @@ async fn registers_under(
 #[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
 async fn registers_under_partitions() {
     run_isolated(5, async |cluster: &mut Cluster, nemesis: &mut Nemesis| {
-        registers_under(cluster, nemesis, &Fault::PARTITIONS)
+        registers_under(cluster, nemesis, &Fault::NETWORK)
             .await?
             .into_result()
     })
@@ -298,7 +299,7 @@ async fn zookeeper_registers_under(members: usize, kinds: &[Fault]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
 async fn zookeeper_registers_under_partitions() {
-    zookeeper_registers_under(5, &Fault::PARTITIONS).await;
+    zookeeper_registers_under(5, &Fault::NETWORK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
