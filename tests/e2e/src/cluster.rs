@@ -152,7 +152,17 @@ impl Cluster {
     /// can cut, slow or pause one member's traffic alone. Needs root. Members' certificates
     /// name their addresses.
     pub async fn start_isolated(n: usize, flags: &[&str]) -> Result<Cluster> {
-        let ids: Vec<u64> = (1..=n as u64).collect();
+        Self::start_isolated_with_spares(n, 0, flags).await
+    }
+
+    /// `start_isolated`, with `spares` more namespaces (ids `n + 1`...) and certificates, where
+    /// `add_member` starts the members it adds.
+    pub async fn start_isolated_with_spares(
+        n: usize,
+        spares: usize,
+        flags: &[&str],
+    ) -> Result<Cluster> {
+        let ids: Vec<u64> = (1..=(n + spares) as u64).collect();
         let network = crate::netns::Network::new(&ids)?;
         let mut hosts: Vec<String> = ids.iter().map(|&id| network.ip(id).to_string()).collect();
         hosts.extend(["localhost".to_string(), "127.0.0.1".to_string()]);

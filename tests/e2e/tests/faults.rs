@@ -157,11 +157,33 @@ async fn worker(
 /// The register workload on sessions spread over every member while the nemesis runs a
 /// schedule of `kinds`; then every check on the recorded history. Returns the verdicts, which
 /// the caller judges (Baton must pass them; ZooKeeper's are reported beside).
-async fn registers_under(
-    cluster: &mut impl Ensemble,
+async fn registers_under<E: Ensemble>(
+    cluster: &mut E,
     nemesis: &mut Nemesis,
     kinds: &[Fault],
 ) -> Result<Verdicts> {
+    registers_during(
+        cluster,
+        nemesis,
+        async |cluster: &mut E, nemesis: &mut Nemesis| {
+            nemesis
+                .run_schedule(cluster, kinds, TIMING, ROUNDS, soak()?)
+                .await
+        },
+    )
+    .await
+}
+
+/// The register workload while `schedule` runs, then every check on the recorded history.
+async fn registers_during<E, F>(
+    cluster: &mut E,
+    nemesis: &mut Nemesis,
+    schedule: F,
+) -> Result<Verdicts>
+where
+    E: Ensemble,
+    F: AsyncFnOnce(&mut E, &mut Nemesis) -> Result<()>,
+{
     let product = cluster.product();
     let leader = cluster.wait_for_leader().await?;
     let setup = session_on(&cluster.connect_string(), leader, SESSION_TIMEOUT).await?;
@@ -208,9 +230,7 @@ async fn registers_under(
             "before the faults",
         )
         .await?;
-        nemesis
-            .run_schedule(cluster, kinds, TIMING, ROUNDS, soak()?)
-            .await?;
+        schedule(cluster, nemesis).await?;
         let at_end = *answered.borrow();
         wait_for_answers(
             &mut answered,
@@ -274,6 +294,70 @@ async fn registers_under_pauses_and_kills() {
             .await?
             .into_result()
     })
+    .await;
+}
+
+/// Membership changes while members are down: a member added while a follower is killed, a
+/// follower removed while the leader is killed, another added while a follower is killed, each
+/// fault healed and the change seen by every member; then the network schedule on the new
+/// membership. (ZooKeeper's dynamic reconfiguration is off by default; the comparison leaves
+/// this case out.)
+async fn membership_schedule(cluster: &mut Cluster, nemesis: &mut Nemesis) -> Result<()> {
+    let steps = [
+        (Fault::KillFollower, Change::Add),
+        (Fault::KillLeader, Change::Remove),
+        (Fault::KillFollower, Change::Add),
+    ];
+    for (fault, change) in steps {
+        nemesis.apply(cluster, fault).await?;
+        let voters = match change {
+            Change::Add => {
+                let id = cluster.add_member().await?;
+                println!("membership: added member {id}");
+                cluster.ids().len()
+            }
+            Change::Remove => {
+                let leader = cluster.wait_for_leader().await?;
+                let id = cluster
+                    .running_ids()
+                    .into_iter()
+                    .find(|&m| m != leader)
+                    .context("a running follower")?;
+                cluster.remove_member(id).await?;
+                println!("membership: removed member {id}");
+                cluster.ids().len()
+            }
+        };
+        nemesis.heal(cluster).await?;
+        cluster
+            .wait_for(&format!("{voters} voters everywhere"), |s| {
+                s.len() == voters && s.values().all(|st| st.voters().len() == voters)
+            })
+            .await?;
+    }
+    nemesis
+        .run_schedule(cluster, &Fault::NETWORK, TIMING, 1, soak()?)
+        .await
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Add,
+    Remove,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "root: network namespaces; tests/scripts/test.sh runs it"]
+async fn registers_under_membership_changes() {
+    let cluster = Cluster::start_isolated_with_spares(3, 2, &[]).await;
+    run_on(
+        cluster,
+        async |cluster: &mut Cluster, nemesis: &mut Nemesis| {
+            registers_during(cluster, nemesis, membership_schedule)
+                .await?
+                .into_result()
+        },
+    )
     .await;
 }
 

@@ -123,10 +123,6 @@ impl Member {
         &self.members_flag
     }
 
-    pub(super) fn ports(&self) -> Ports {
-        self.ports
-    }
-
     /// Directory holding its durable state; it survives `kill9` and restarts.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")

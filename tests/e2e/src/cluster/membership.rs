@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::admin::{MemberEntry, Method, Reply};
 use super::member::Member;
-use super::{CONVERGE_DEADLINE, Cluster, POLL_MAX, POLL_MIN, members_flag};
+use super::{CONVERGE_DEADLINE, Cluster, ISOLATED_PORTS, POLL_MAX, POLL_MIN};
 
 impl Cluster {
     /// `GET /v1/members` of member `id`.
@@ -55,14 +55,35 @@ impl Cluster {
             .chain(self.removed.iter().map(Member::id))
             .max()
             .map_or(1, |max| max + 1);
-        let ports = self.pick_ports(1)?.remove(0);
+        // On a test network the new member runs in a spare namespace, whose address its
+        // certificate (made with the others') names already.
+        let (ports, place) = match &self.network {
+            Some(network) => {
+                let netns = network.namespace(id).with_context(|| {
+                    format!("no spare namespace for member {id} (start_isolated_with_spares)")
+                })?;
+                (ISOLATED_PORTS, Some((netns.to_owned(), network.ip(id))))
+            }
+            None => {
+                self.pki.add_member(id)?;
+                (self.pick_ports(1)?.remove(0), None)
+            }
+        };
+        let peer = match &place {
+            Some((_, ip)) => std::net::SocketAddr::from((*ip, ports.peer)),
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], ports.peer)),
+        };
         let listed = self
             .members
             .values()
-            .map(|member| (member.id(), member.ports()))
-            .chain([(id, ports)]);
-        self.pki.add_member(id)?;
-        let mut member = Member::new(id, ports, members_flag(listed), Some(cluster_id), &self.pki)?;
+            .map(|member| format!("{}={}", member.id(), member.peer_addr()))
+            .chain([format!("{id}={peer}")])
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut member = Member::new(id, ports, listed, Some(cluster_id), &self.pki)?;
+        if let Some((netns, ip)) = place {
+            member.place(netns, ip);
+        }
         member.spawn(&self.binary)?;
         self.members.insert(id, member);
         self.wait_until_serving(id).await?;
