@@ -57,7 +57,7 @@ impl LeaderWatch {
 /// session has `timeout_ms`: a third of the timeout, the interval at which ZooKeeper clients
 /// ping, so an election shorter than that disturbs no one, and a client cut off is told with
 /// two thirds of its timeout left to resume its session on another member.
-fn cut_off_after(timeout_ms: i32) -> Duration {
+pub(super) fn cut_off_after(timeout_ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0) / 3)
 }
 
@@ -139,15 +139,16 @@ impl Core {
     }
 
     /// The last moment this member knew a quorum could hear it through a leader: while leading,
-    /// when a quorum of voters (this one counted now) was last heard from; as a follower, the
-    /// leader's last message. None while no leader is known.
+    /// when a quorum of voters (this one counted now) was last heard from; as a follower, when
+    /// it sent the last contact probe the leader answered (`contact_probe`: hearing the leader
+    /// alone proves nothing of the way back). None while no leader is known.
     fn leader_contact(&self) -> Option<Instant> {
         let leader = self.node.raft.leader_id;
         if leader == 0 {
             return None;
         }
         if leader != self.cfg.id {
-            return self.last_heard.get(&leader).copied();
+            return self.contact_probes.confirmed();
         }
         let now = self.now();
         let voters = &self.conf_state.voters;

@@ -16,7 +16,9 @@
 //!   handling; `check_forwarded`: the leader's check of a write another member forwarded.
 //! - `read_index`: `sync` through Raft's ReadIndex (`ReadIndexQueue`).
 //! - `replicate`: Raft's `Ready` (persist, send, apply) and snapshots.
-//! - `sessions`: expiry, touches, closing; `leader_change`: what a new leader or term means.
+//! - `sessions`: expiry, touches, closing; `leader_change`: what a new leader or term means,
+//!   and closing the connections of a member cut off; `contact_probe`: a follower's proof that
+//!   the leader hears it.
 //! - `membership`: the admin API's membership and leadership commands.
 //! - `backup`: consistent snapshots of the state for `GET /v1/snapshot`.
 //! - `snapshotter`: serializing and writing snapshots and backups off the core thread.
@@ -28,6 +30,7 @@ mod check_forwarded;
 mod clients;
 pub mod clock;
 mod connect;
+mod contact_probe;
 mod control;
 mod deliberate_bugs;
 mod feature_level;
@@ -73,6 +76,7 @@ use clients::ClientTable;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use connect::HANDSHAKE_TIMEOUT;
 use connect::PendingConnects;
+use contact_probe::ContactProbes;
 pub(crate) use control::Control;
 pub use deliberate_bugs::DeliberateBugs;
 use gate::ProposalGate;
@@ -210,6 +214,8 @@ pub struct Core {
     gate: ProposalGate,
     /// A change of leader or term may have dropped requests in flight.
     leader_watch: LeaderWatch,
+    /// A follower's proof that the leader hears it.
+    contact_probes: ContactProbes,
     /// Why `handle` asked the loop to stop, when it was an error rather than a shutdown.
     fatal: Option<CoreError>,
     /// When each peer's last Raft message arrived: the leader's evidence that a member is
@@ -295,6 +301,7 @@ impl Core {
             last_reap: started,
             started,
             leader_watch: LeaderWatch::default(),
+            contact_probes: ContactProbes::default(),
             fatal: None,
             latency: LatencyStats::default(),
             metrics,
@@ -509,6 +516,7 @@ impl Core {
         self.expire_stuck_requests();
         self.drop_abandoned_backups();
         self.reconcile_alarm();
+        self.probe_contact();
         self.close_cut_off_connections();
         if !self.is_leader() {
             self.flush_touches();

@@ -113,7 +113,7 @@ impl Core {
 
     /// Records the commit index Raft confirmed for a sync, then answers what became answerable.
     pub(super) fn on_read_state(&mut self, ctx: u64, index: u64) {
-        if self.on_backup_read_state(ctx, index) {
+        if self.on_probe_answered(ctx) || self.on_backup_read_state(ctx, index) {
             return;
         }
         let Some(conn_id) = self.reads.resolve(ctx) else {
