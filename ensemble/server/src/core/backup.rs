@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use tokio::sync::oneshot;
 
 use super::Core;
-use super::read_index::encode_context;
 
 /// The state machine as applied through `index`, for a backup.
 #[derive(Debug)]
@@ -52,7 +51,7 @@ impl Core {
             return;
         }
         let ctx = self.reads.fresh_context();
-        self.node.read_index(encode_context(self.cfg.id, ctx));
+        self.read_index(ctx);
         self.backups.confirming.insert(ctx, reply);
     }
 

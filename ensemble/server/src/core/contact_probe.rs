@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::read_index::encode_context;
 use super::{Core, clock};
 
 /// An unanswered probe is forgotten after this long (its leader lost, its message dropped).
@@ -56,7 +55,8 @@ impl Core {
     /// shortest session timeout, so a member in touch is never near it.
     pub(super) fn probe_contact(&mut self) {
         let leader = self.node.raft.leader_id;
-        if leader == 0 || leader == self.cfg.id {
+        // While a `Ready` waits for space Raft is frozen, and nothing it would answer counts.
+        if leader == 0 || leader == self.cfg.id || self.space_wait.is_waiting() {
             return;
         }
         let now = self.now();
@@ -65,7 +65,7 @@ impl Core {
             return;
         }
         let ctx = self.reads.fresh_context();
-        self.node.read_index(encode_context(self.cfg.id, ctx));
+        self.read_index(ctx);
         self.contact_probes.sent(ctx, now);
     }
 

@@ -17,6 +17,8 @@ pub(super) struct ReadIndexQueue {
     next_ctx: u64,
     /// Connections with a sync whose read index is known.
     resolved: BTreeSet<ConnId>,
+    /// Contexts asked for while a `Ready` waited for space, to send Raft once it is advanced.
+    deferred: Vec<u64>,
 }
 
 impl ReadIndexQueue {
@@ -27,6 +29,7 @@ impl ReadIndexQueue {
             pending: BTreeMap::new(),
             next_ctx: first_ctx,
             resolved: BTreeSet::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -85,13 +88,31 @@ pub(super) fn decode_context(member: u64, bytes: &[u8]) -> Option<u64> {
 }
 
 impl Core {
+    /// Asks Raft for a read index under `ctx`. While a `Ready` waits for space, Raft must make
+    /// no message (a follower's would make raft-rs panic when that `Ready` is advanced:
+    /// "not leader but has new msg after advance"), so the request waits for it.
+    pub(super) fn read_index(&mut self, ctx: u64) {
+        if self.space_wait.is_waiting() {
+            self.reads.deferred.push(ctx);
+            return;
+        }
+        self.node.read_index(encode_context(self.cfg.id, ctx));
+    }
+
+    /// Sends Raft the read indexes asked for while a `Ready` waited for space.
+    pub(super) fn send_deferred_read_indexes(&mut self) {
+        for ctx in std::mem::take(&mut self.reads.deferred) {
+            self.read_index(ctx);
+        }
+    }
+
     /// Starts a Raft ReadIndex for a `sync`; it is answered in order once applied that far.
     pub(super) fn start_sync(&mut self, conn_id: ConnId, xid: i32, path: String) {
         let ctx = self.reads.start(conn_id);
         let term = self.term();
         let stale = self.cfg.bugs.sync_without_read_index();
         if !stale {
-            self.node.read_index(encode_context(self.cfg.id, ctx));
+            self.read_index(ctx);
         }
         let now = self.now();
         if let Some(conn) = self.clients.get_mut(conn_id) {

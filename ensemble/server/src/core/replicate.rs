@@ -221,6 +221,7 @@ impl Core {
         }
         let mut light = self.node.advance(ready);
         self.send_messages(light.take_messages());
+        self.send_deferred_read_indexes();
         self.apply_committed(light.take_committed_entries())?;
         self.node.advance_apply();
         self.release_syncs();
