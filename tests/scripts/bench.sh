@@ -46,8 +46,7 @@
 #   --rows LIST      only these rows: workload names (create-delete,get-data,..) or
 #                    WORKLOAD:WORKERS (create-delete:50); default all
 #   --repeat N       run the selected rows N times (default 1), the servers' order reversed
-#                    every other round, after a warm-up of each server that no row counts (5 s of
-#                    10 writers); the table shows each round and their mean. populate
+#                    every other round; the table shows each round and their mean. populate
 #                    runs in the last round only, ensemble-failover once after it.
 #   --no-build       use the binaries as they are (in $BENCH_BIN_DIR, default target/release)
 #                    instead of running cargo build first; e.g. a copy made once, so that other
@@ -99,7 +98,6 @@ members=1
 tls=peer
 rows=all
 repeat=1
-warm_up=5s
 build=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -585,18 +583,6 @@ follower_first() {
     echo "  $name: worker 0 on member $i (a follower)" >&2
   done
 }
-
-# Warm-up, timed by no one: the first row would otherwise time each server cold (the JVM's JIT
-# compiler above all, which flattered Baton's one-client writes by up to 2x in single runs).
-echo "warm-up: create-delete, 10 workers, $warm_up per server (not in the table)" >&2
-follower_first
-for name in "${names[@]}"; do
-  tls_args=()
-  is_etcd "$name" && tls_args=(--etcd)
-  is_tls "$name" && tls_args=(--tls-ca "$work/certs/ca.crt")
-  "$bench" --servers "${server[$name]}" "${tls_args[@]}" --label "$name" --json \
-    --workload create-delete --workers 10 --duration "$warm_up" >/dev/null
-done
 
 populated=0
 for round in $(seq 1 "$repeat"); do
