@@ -417,6 +417,28 @@ struct PassThrough {
     shared: Arc<Shared>,
 }
 
+impl PassThrough {
+    /// `unlink` and `rmdir`: removes the name with `op` and forgets it.
+    fn remove(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        op: fn(&Path) -> std::io::Result<()>,
+        reply: ReplyEmpty,
+    ) {
+        let rel = match self.shared.child(parent, name) {
+            Ok(rel) => rel,
+            Err(e) => return reply.error(e),
+        };
+        let result = op(&self.shared.backing.join(&rel));
+        if result.is_ok() {
+            self.shared.inodes().forget_path(&rel);
+            self.shared.files.lock().expect("file table").remove(&rel);
+        }
+        done(result, reply)
+    }
+}
+
 fn reply_entry(shared: &Shared, rel: &Path, reply: ReplyEntry) {
     match shared.attr(rel) {
         Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
@@ -516,30 +538,11 @@ impl Filesystem for PassThrough {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.shared.child(parent, name) {
-            Ok(rel) => {
-                let result = fs::remove_file(self.shared.backing.join(&rel));
-                if result.is_ok() {
-                    self.shared.inodes().forget_path(&rel);
-                    self.shared.files.lock().expect("file table").remove(&rel);
-                }
-                done(result, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.remove(parent, name, |p| fs::remove_file(p), reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.shared.child(parent, name) {
-            Ok(rel) => {
-                let result = fs::remove_dir(self.shared.backing.join(&rel));
-                if result.is_ok() {
-                    self.shared.inodes().forget_path(&rel);
-                }
-                done(result, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.remove(parent, name, |p| fs::remove_dir(p), reply);
     }
 
     fn rename(

@@ -134,6 +134,19 @@ async fn power_loss(cluster: &mut Cluster, disks: &Disks, ids: &[u64]) -> Result
     Ok(total)
 }
 
+/// The member a case aims at: "the leader", or "a follower".
+async fn victim(cluster: &mut Cluster, which: &str) -> Result<u64> {
+    let leader = cluster.leader().await?;
+    match which {
+        "the leader" => Ok(leader),
+        _ => cluster
+            .ids()
+            .into_iter()
+            .find(|&m| m != leader)
+            .context("a follower"),
+    }
+}
+
 async fn create_parent(cluster: &Cluster) -> Result<()> {
     cluster
         .connect()
@@ -159,16 +172,9 @@ async fn power_loss_rounds(cluster: &mut Cluster, disks: &Disks) -> Result<(Writ
         writers
             .wait_for_acks(ACKS_BETWEEN, Instant::now(), ACKS_DEADLINE)
             .await?;
-        let leader = cluster.leader().await?;
         let ids: Vec<u64> = match round {
-            "the leader" => vec![leader],
-            "a follower" => cluster
-                .ids()
-                .into_iter()
-                .filter(|&m| m != leader)
-                .take(1)
-                .collect(),
-            _ => cluster.ids(),
+            "the whole ensemble" => cluster.ids(),
+            one => vec![victim(cluster, one).await?],
         };
         println!("power loss of {round} ({ids:?}) while writers run");
         let loss = power_loss(cluster, disks, &ids).await?;
@@ -238,20 +244,12 @@ async fn a_failed_fsync_stops_the_member_and_the_others_go_on() {
     run(&[], async |cluster: &mut Cluster, disks: &Disks| {
         create_parent(cluster).await?;
         let writers = start_writers(cluster).await?;
-        for victim in ["the leader", "a follower"] {
+        for which in ["the leader", "a follower"] {
             writers
                 .wait_for_acks(ACKS_BETWEEN, Instant::now(), ACKS_DEADLINE)
                 .await?;
-            let leader = cluster.leader().await?;
-            let id = match victim {
-                "the leader" => leader,
-                _ => cluster
-                    .ids()
-                    .into_iter()
-                    .find(|&m| m != leader)
-                    .context("a follower")?,
-            };
-            println!("fsyncs fail on {victim}'s disk (member {id})");
+            let id = victim(cluster, which).await?;
+            println!("fsyncs fail on {which}'s disk (member {id})");
             disks[&id].set_fsync(Fsync::Fails);
             let exit = cluster.wait_for_exit(id).await?;
             let told = exit
@@ -286,20 +284,12 @@ async fn a_stalled_disk_holds_only_its_member() {
     run(&[], async |cluster: &mut Cluster, disks: &Disks| {
         create_parent(cluster).await?;
         let writers = start_writers(cluster).await?;
-        for victim in ["the leader", "a follower"] {
+        for which in ["the leader", "a follower"] {
             writers
                 .wait_for_acks(ACKS_BETWEEN, Instant::now(), ACKS_DEADLINE)
                 .await?;
-            let leader = cluster.leader().await?;
-            let id = match victim {
-                "the leader" => leader,
-                _ => cluster
-                    .ids()
-                    .into_iter()
-                    .find(|&m| m != leader)
-                    .context("a follower")?,
-            };
-            println!("fsyncs stall on {victim}'s disk (member {id})");
+            let id = victim(cluster, which).await?;
+            println!("fsyncs stall on {which}'s disk (member {id})");
             disks[&id].set_fsync(Fsync::Stalls);
             // The others elect a leader if need be and acknowledge writes without it.
             writers
