@@ -3,7 +3,7 @@
 # with the same client (baton-bench) and the same workloads, and prints one table side by side.
 #
 #   tests/scripts/bench.sh [--quick] [--targets zk,baton,etcd] [--members 1|3|5] [--tls peer|off|on|both]
-#                    [--rows LIST] [--repeat N]
+#                    [--rows LIST] [--repeat N] [--sessions LIST]
 #
 #   --quick          ~2 s per cell instead of ~6 s, fewer failover rounds (about 2 minutes instead
 #                    of 5 on an idle build; --members 3 adds a minute or more for ensemble-failover,
@@ -30,9 +30,11 @@
 #                    checked every round), so no server is timed through its leader alone.
 #                    They also get sessions-failover (20 sessions on the leader, each writing;
 #                    kill -9 the leader; per session, time until it writes again; sessions lost)
-#                    and sessions-10k (10,000 sidecar-like sessions in 1,000 elections: each
-#                    member's RSS and idle CPU, election hand-over at that scale, and after a
-#                    leader kill -9 how soon every session is back and how many were lost).
+#                    and sessions-scale (sidecar-like sessions, 10 per election: each member's
+#                    RSS and idle CPU, election hand-over at that scale, and after a kill -9 of
+#                    the leader, then of the busiest follower, how soon every session is back
+#                    and how many were lost; see --sessions). --rows sessions-10k still
+#                    selects it.
 #   --tls MODE       TLS on Baton's (and ZooKeeper's) links. peer (default): Baton members
 #                    authenticate each other with certificates, clients use the plain port,
 #                    ZooKeeper runs plain. off: Baton with --insecure-no-tls (all plain, like
@@ -48,6 +50,21 @@
 #   --repeat N       run the selected rows N times (default 1), the servers' order reversed
 #                    every other round; the table shows each round and their mean. populate
 #                    runs in the last round only, ensemble-failover once after it.
+#   --sessions LIST  sessions-scale's session counts (default 10000), e.g. 10000,25000,50000,
+#                    100000: the row runs once per count, smallest first, against each server.
+#                    A server that fails at a count (baton-bench's error, no result within
+#                    $SESSIONS_TIMEOUT seconds (default 1800), or a member that died) is not
+#                    run at larger counts; its first failure is printed after the table. Every
+#                    process needs an open-files limit above the largest count (the bench holds
+#                    every session): bench.sh raises it when it can (root with
+#                    CAP_SYS_RESOURCE), else stops before starting anything. Sessions are
+#                    spread over loopback addresses, $SESSIONS_PER_ADDRESS (20,000) each
+#                    (127.0.0.1..127.0.0.K): one destination address and port leaves a client
+#                    about 28,000 local ports (32768-60999). ZooKeeper listens on every address
+#                    already; with K > 1 Baton's members listen on 0.0.0.0 (see baton_member).
+#                    Baton's members then accept up to the largest count
+#                    (--max-client-connections, 10,000 by default), so that its cap, like
+#                    ZooKeeper's heap (ZK_HEAP below), is not what is measured.
 #   --no-build       use the binaries as they are (in $BENCH_BIN_DIR, default target/release)
 #                    instead of running cargo build first; e.g. a copy made once, so that other
 #                    builds in this work tree cannot change them between runs
@@ -63,6 +80,8 @@
 #
 # Both servers keep their data under $BENCH_DIR (default target/bench/, the work tree's disk), both
 # fsync every write before acknowledging it (ZooKeeper's default forceSync=yes; Baton always).
+# ZooKeeper's members run with a JVM heap of $ZK_HEAP (-Xmx; default 512m); give sessions-scale
+# more (ZK_HEAP=4g), so that the heap's cap is not what fails at large --sessions counts.
 # Ports: the first free ones from $ZK_PORT (22181) for ZooKeeper clients, $ZK_SECURE_PORT (22281)
 # for its TLS clients (and $ZK_QUORUM_PORT (22888) for its quorum and election ports), and from
 # $BATON_PORT (23181), $BATON_SECURE_PORT (23281), $BATON_PEER_PORT (23888) and $BATON_ADMIN_PORT
@@ -99,6 +118,7 @@ tls=peer
 rows=all
 repeat=1
 build=1
+session_counts=10000
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) cell=2s; election_rounds=10; handover_rounds=10; failover_rounds=3; sessions_rounds=2
@@ -109,6 +129,7 @@ while [ $# -gt 0 ]; do
     --rows) rows=${2:?--rows needs a list}; shift ;;
     --repeat) repeat=${2:?--repeat needs a number}; shift ;;
     --no-build) build=0 ;;
+    --sessions) session_counts=${2:?--sessions needs a list}; shift ;;
     -h|--help) sed -n "2,$(($(grep -n '^set -euo' "$0" | cut -d: -f1) - 1))p" "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -124,9 +145,15 @@ case "$tls" in
 esac
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --repeat must be a positive number" >&2; exit 2; }
 command -v jq >/dev/null || { echo "bench.sh: needs jq to build the table" >&2; exit 2; }
-# sessions-10k holds 10,000 connections in the bench and thousands in each member, which
-# inherit this limit.
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+[[ "$session_counts" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+  { echo "bench.sh: --sessions must be a list of positive numbers (got $session_counts)" >&2; exit 2; }
+session_counts=$(tr , '\n' <<<"$session_counts" | sort -n | uniq | paste -sd,)
+max_sessions=${session_counts##*,}
+# Loopback addresses sessions-scale spreads N sessions over: $SESSIONS_PER_ADDRESS (20,000)
+# each, below the ~28,000 local ports a client has per destination address and port.
+per_address=${SESSIONS_PER_ADDRESS:-20000}
+loopback_addresses() { echo $((($1 + per_address - 1) / per_address)); }
+max_loopback=$(loopback_addresses "$max_sessions")
 
 want() { [[ ",$targets," == *",$1,"* ]]; }
 want zk || want baton || want etcd || { echo "bench.sh: --targets must name zk, baton and/or etcd" >&2; exit 2; }
@@ -176,6 +203,31 @@ row_wanted() {
   for entry in ${rows//,/ }; do [[ "$1" == "$entry"-* ]] && return 0; done
   return 1
 }
+
+# sessions-scale (its old name, sessions-10k, still selects it).
+sessions_scale_wanted() { row_wanted sessions-scale "$max_sessions" || row_wanted sessions-10k 10000; }
+
+# The limit is per process: sessions-scale holds every session's connection in the bench
+# process, and each member (which inherits the limit) about a third of them, half after a
+# kill, all of them at worst; the rest of the matrix needs far fewer. The margin covers the
+# bench's probes, the members' logs and snapshots and the JVMs' jars.
+nofile_margin=1000
+nofile_needed=$((max_sessions + nofile_margin))
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$nofile_needed" ] && [ "$(id -u)" = 0 ]; then
+  # Raising the hard limit takes CAP_SYS_RESOURCE, which root in a container may not have.
+  ulimit -Hn "$nofile_needed" 2>/dev/null || true
+fi
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$members" -ge 3 ] && [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$nofile_needed" ] &&
+  sessions_scale_wanted; then
+  if [ "$(id -u)" = 0 ]; then
+    how="root could not raise it: that takes CAP_SYS_RESOURCE, which this process lacks (a container's default); start the run where it has the capability, or with a higher limit (docker run --ulimit nofile=$nofile_needed:$nofile_needed, LimitNOFILE= in systemd)"
+  else
+    how="raise it as root (ulimit -Hn $nofile_needed; ulimit -n $nofile_needed), in /etc/security/limits.conf (nofile) or with LimitNOFILE= in systemd"
+  fi
+  echo "bench.sh: sessions-scale with $max_sessions sessions needs $nofile_needed open files per process (the bench holds every session), but ulimit -n is $(ulimit -n), hard limit $(ulimit -Hn); $how; or pass --sessions no larger than $(($(ulimit -Hn) - nofile_margin))" >&2
+  exit 2
+fi
 
 # True when something accepts connections on 127.0.0.1:$1.
 port_busy() { (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1"); }
@@ -376,7 +428,7 @@ zk_member() {
     fi
   } >"$dir/zoo.cfg"
   member_script "$name" "$i" "$work/$name-$i.log" \
-    java -Xmx512m -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
+    java "-Xmx${ZK_HEAP:-512m}" -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.root.logger=WARN,CONSOLE \
     -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \
     -cp "$("$root/tests/scripts/reference-zookeeper.sh" --classpath)" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
@@ -384,15 +436,26 @@ zk_member() {
 
 # Member $2 of Baton server $1.
 baton_member() {
-  local name=$1 i=$2 k=$1/$2 dir peers=() j
+  local name=$1 i=$2 k=$1/$2 dir peers=() j client_host=127.0.0.1 max_connections=10000
   if [ "$members" = 1 ]; then dir=$work/$name; else dir=$work/$name/$i; fi
+  # sessions-scale with more than $SESSIONS_PER_ADDRESS sessions reaches the members at
+  # 127.0.0.1..127.0.0.K (see --sessions), which a listener on 127.0.0.1 alone would refuse. 0.0.0.0 also exposes the
+  # plain client port to the machine's network for the run's length: this bench is meant for a
+  # machine of its own, and ZooKeeper's members (clientPort without clientPortAddress) listen
+  # the same way.
+  if [ "$members" -ge 3 ] && [ "$max_loopback" -gt 1 ] && sessions_scale_wanted; then
+    client_host=0.0.0.0
+  fi
+  if [ "$members" -ge 3 ] && sessions_scale_wanted && [ "$max_sessions" -gt "$max_connections" ]; then
+    max_connections=$max_sessions
+  fi
   for j in $(seq 1 "$members"); do peers+=("$j=127.0.0.1:${peer_port[$name/$j]}"); done
   local args=(--id "$i" --data-dir "$dir"
-    --client-addr "127.0.0.1:${client_port[$k]}" --peer-addr "127.0.0.1:${peer_port[$k]}"
+    --client-addr "$client_host:${client_port[$k]}" --peer-addr "127.0.0.1:${peer_port[$k]}"
     --admin-addr "127.0.0.1:${admin_port[$k]}" --members "$(IFS=,; echo "${peers[*]}")"
     # Every bench client comes from 127.0.0.1 (watch-fanout opens 100): no per-address cap,
     # as ZooKeeper's maxClientCnxns=0 above.
-    --max-client-connections-per-ip 0
+    --max-client-connections-per-ip 0 --max-client-connections "$max_connections"
     # baton_ready asks `ruok`; only `srvr` is answered by default, as in ZooKeeper.
     --four-letter-words ruok,srvr)
   if [ "$name" = baton ] && baton_plain_insecure; then
@@ -626,10 +689,58 @@ if [ "$members" -ge 3 ] && row_wanted sessions-failover 20; then
   plain_client=1 cell --workload sessions-failover --workers 20 --ops "$sessions_rounds" \
     --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
 fi
-if [ "$members" -ge 3 ] && row_wanted sessions-10k 10000; then
-  echo "sessions-10k: 10,000 sessions, idle usage, hand-overs, one leader kill -9 each" >&2
-  plain_client=1 cell --workload sessions-10k --workers 10000 \
-    --member-pid-file "$work/run/{name}-{id}.pid" --member-start "$work/run/start-{name}-{id}.sh"
+# Every member of server $1 is running (by its pid file: the failover rows replace members).
+members_alive() {
+  local i pid
+  for i in $(seq 1 "$members"); do
+    pid=$(cat "$work/run/$1-$i.pid" 2>/dev/null) || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+  done
+}
+# sessions-scale: each count against each server in turn (not through cell: a failure here is a
+# result, recorded in $failures, and the server is left out of the larger counts).
+failures=$work/sessions-failures.tsv
+: >"$failures"
+if [ "$members" -ge 3 ] && sessions_scale_wanted; then
+  declare -A failed
+  for count in ${session_counts//,/ }; do
+    spread=$(loopback_addresses "$count")
+    echo "sessions-scale: $count sessions over $spread loopback address(es), idle usage, hand-overs, kill -9 of the leader then of a follower" >&2
+    for name in "${names[@]}"; do
+      is_etcd "$name" && continue
+      if [ -n "${failed[$name]:-}" ]; then
+        echo "  $name: skipped (failed at ${failed[$name]})" >&2
+        continue
+      fi
+      log=$work/sessions-$name-$count.log
+      started=$SECONDS
+      status=0
+      timeout --kill-after=30 "${SESSIONS_TIMEOUT:-1800}" "$bench" --servers "${plain_server[$name]}" \
+        --label "$name" --json --workload sessions-scale --workers "$count" \
+        --loopback-addresses "$spread" \
+        --member-pid-file "$work/run/$name-{id}.pid" --member-start "$work/run/start-$name-{id}.sh" \
+        2>"$log" | jq -c --argjson round "$round" '. + {round: $round}' >"$work/sessions-$name-$count.json" ||
+        status=$?
+      error=''
+      if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+        error="no result within ${SESSIONS_TIMEOUT:-1800} s"
+      elif [ "$status" != 0 ] || ! [ -s "$work/sessions-$name-$count.json" ]; then
+        error=$(grep -m1 '^baton-bench:' "$log" || tail -1 "$log")
+        error=${error:-exit status $status}
+      fi
+      if ! members_alive "$name"; then error="${error:+$error; }a member is not running afterwards"; fi
+      if [ -n "$error" ]; then
+        failed[$name]=$count
+        printf '%s\t%s\t%s\n' "$name" "$count" "$error" >>"$failures"
+        echo "  $name: FAILED at $count sessions after $((SECONDS - started)) s: $error (log: $log)" >&2
+        continue
+      fi
+      cat "$work/sessions-$name-$count.json" >>"$results"
+      jq -r '"  \(.label)\tsessions=\(.workers)\tset-up \(.setup_secs)s\tleader kill: all back \(.all_back_ms) ms, \(.sessions_lost) lost\tfollower kill: all back \(.follower_all_back_ms) ms, \(.follower_sessions_lost) lost"' \
+        "$work/sessions-$name-$count.json" >&2
+      echo "  $name: $((SECONDS - started)) s" >&2
+    done
+  done
 fi
 
 disk_sync disk-after
@@ -725,7 +836,7 @@ jq -r '[.workload, .workers, .label, .ops_per_sec, .p50_us, .p99_us, .p999_us, (
         printf "%-30s", key
         # Hand-over and failover rows time rounds that include restarts: their rate says
         # nothing, their latencies are the result.
-        timed = (key ~ /(failover|handover|sessions-10k|app-crash-.*) w/)
+        timed = (key ~ /(failover|handover|sessions-scale|app-crash-.*) w/)
         for (m = 1; m <= 4; m++) cells(key, m, timed)
         floors(key, timed)
         printf "\n"
@@ -743,8 +854,11 @@ jq -r 'select(.workload == "app-crash-new-leader-none") |
   "app-crash-new-leader-none \(.label): no new leader within 5 s of the leading app'"'"'s crash (without --app-health)"' "$results"
 jq -r 'select(.workload == "sessions-failover") |
   "sessions-failover \(.label): \(.sessions_lost) session(s) lost"' "$results"
-jq -r 'select(.workload == "sessions-10k") |
-  "sessions-10k \(.label): RSS per member \([.rss_kib[] | "\(. / 1024 | floor) MiB"] | join(", ")) (total \(.rss_total_kib / 1024 | floor) MiB) with \(.connections | map(tostring) | join(", ")) connections; idle CPU per member \(.cpu_idle_pct | map("\(.)%") | join(", ")) (bench process \(.bench_cpu_idle_pct)%); set-up \(.setup_secs)s; ping p50 \(.ping_p50_us)us p99 \(.ping_p99_us)us max \(.ping_max_us)us; ConnectionLoss retried \(.connection_losses)\n  hand-over (delete -> successor'"'"'s watch) p50 \(.handover_p50_us)us p99 \(.handover_p99_us)us max \(.handover_max_us)us; after the kill p50 \(.handover_after_kill_p50_us)us max \(.handover_after_kill_max_us)us\n  leader kill -9: \(.reconnected) session(s) reconnected, all back after \(.all_back_ms) ms, \(.sessions_lost) lost; then connections \(.connections_after_kill | map(tostring) | join(", ")), RSS \([.rss_after_kill_kib[] | if . == null then "-" else "\(. / 1024 | floor) MiB" end] | join(", ")); candidates'"'"' nodes \(.nodes_found)/\(.nodes_expected)"' "$results"
+jq -r 'select(.workload == "sessions-scale") |
+  "sessions-scale \(.label), \(.workers) sessions over \(.loopback_addresses) loopback address(es): RSS per member \([.rss_kib[] | "\(. / 1024 | floor) MiB"] | join(", ")) (total \(.rss_total_kib / 1024 | floor) MiB) with \(.connections | map(tostring) | join(", ")) connections; idle CPU per member \(.cpu_idle_pct | map("\(.)%") | join(", ")) (bench process \(.bench_cpu_idle_pct)%); set-up \(.setup_secs)s; ping p50 \(.ping_p50_us)us p99 \(.ping_p99_us)us max \(.ping_max_us)us; ConnectionLoss retried \(.connection_losses)\n  hand-over (delete -> successor'"'"'s watch) p50 \(.handover_p50_us)us p99 \(.handover_p99_us)us max \(.handover_max_us)us; after the kill p50 \(.handover_after_kill_p50_us)us max \(.handover_after_kill_max_us)us\n  leader kill -9: \(.reconnected) session(s) reconnected, all back after \(.all_back_ms) ms, \(.sessions_lost) lost; then connections \(.connections_after_kill | map(tostring) | join(", ")), RSS \([.rss_after_kill_kib[] | if . == null then "-" else "\(. / 1024 | floor) MiB" end] | join(", "))\n  follower kill -9 (connections before: \(.connections_before_follower_kill | map(tostring) | join(", "))): \(.follower_reconnected) session(s) reconnected, p50 \(.follower_reconnect_p50_us)us, all back after \(.follower_all_back_ms) ms, \(.follower_sessions_lost) lost; candidates'"'"' nodes \(.nodes_found)/\(.nodes_expected)"' "$results"
+while IFS=$'\t' read -r name count error; do
+  echo "sessions-scale $name: first failed at $count sessions: $error"
+done <"$failures"
 printf '%-30s' "memory (RSS)"
 for name in "${names[@]}"; do
   if [ "$populated" = 1 ]; then

@@ -23,6 +23,8 @@ pub struct Ensemble {
     servers: Vec<String>,
     opened: Arc<Mutex<Vec<StateWatcher>>>,
     tls: Option<Tls>,
+    /// Loopback addresses sessions may be spread over (`--loopback-addresses`).
+    loopback_addresses: usize,
 }
 
 /// Sessions over TLS (`--tls-ca`): the servers' certificates must chain to this CA and name
@@ -53,7 +55,46 @@ impl Ensemble {
             servers,
             opened: Arc::default(),
             tls: None,
+            loopback_addresses: 1,
         })
+    }
+
+    /// Lets [`Ensemble::on_loopback`] reach the servers at 127.0.0.1 up to 127.0.0.`count`.
+    /// Linux picks a client's port per destination address and port, about 28,000 of them
+    /// (32768-60999): more sessions than that on one member port need more destinations.
+    pub fn with_loopback_addresses(mut self, count: usize) -> Result<Self, BenchError> {
+        if !(1..=254).contains(&count) {
+            return Err(BenchError::InvalidOption(format!(
+                "--loopback-addresses {count}: must be 1 to 254"
+            )));
+        }
+        if count > 1 && !self.servers.iter().all(|s| s.starts_with("127.0.0.1:")) {
+            return Err(BenchError::InvalidOption(
+                "--loopback-addresses needs every server at 127.0.0.1".to_owned(),
+            ));
+        }
+        self.loopback_addresses = count;
+        Ok(self)
+    }
+
+    /// The same servers (and the same record of opened sessions), reached at loopback address
+    /// `slot` mod `--loopback-addresses`: 127.0.0.1 for slot 0, 127.0.0.2 for slot 1, ...
+    pub fn on_loopback(&self, slot: usize) -> Ensemble {
+        let octet = slot % self.loopback_addresses + 1;
+        let mut spread = self.clone();
+        if octet > 1 {
+            spread.servers = self
+                .servers
+                .iter()
+                .map(|s| s.replacen("127.0.0.1:", &format!("127.0.0.{octet}:"), 1))
+                .collect();
+        }
+        spread
+    }
+
+    /// How many loopback addresses [`Ensemble::on_loopback`] cycles through.
+    pub fn loopback_addresses(&self) -> usize {
+        self.loopback_addresses
     }
 
     /// Every session from now on connects over TLS and trusts the CA certificates (PEM) in

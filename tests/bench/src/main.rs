@@ -75,6 +75,12 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     sidecar_bin: Option<PathBuf>,
 
+    /// sessions-scale: spread its sessions over the loopback addresses 127.0.0.1 up to
+    /// 127.0.0.N (session i on 127.0.0.(1 + i mod N), each --servers port the same); every
+    /// --servers entry must be 127.0.0.1, and the servers must listen on all N addresses.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    loopback_addresses: usize,
+
     /// ensemble-failover: the pid file of member {id} (1-based, --servers order), holding the
     /// pid of the server process itself.
     #[arg(long, value_name = "TEMPLATE", requires = "member_start")]
@@ -93,14 +99,17 @@ impl Cli {
             !(self.tls_ca.is_some()
                 && matches!(
                     workload,
-                    Workload::EnsembleFailover | Workload::SessionsFailover | Workload::Sessions10k
+                    Workload::EnsembleFailover
+                        | Workload::SessionsFailover
+                        | Workload::SessionsScale
                 )),
             "--tls-ca: {} asks members `srvr` over plain TCP; run it without TLS",
             workload.name()
         );
         let ensemble = match &self.servers {
             Some(list) => {
-                let ensemble = Ensemble::parse(list)?;
+                let ensemble =
+                    Ensemble::parse(list)?.with_loopback_addresses(self.loopback_addresses)?;
                 Some(match &self.tls_ca {
                     Some(ca) => ensemble.with_tls_ca(ca)?,
                     None => ensemble,

@@ -10,8 +10,8 @@ mod fsync;
 mod lock;
 mod loopback;
 mod semaphore;
-mod sessions_10k;
 mod sessions_failover;
+mod sessions_scale;
 mod sidecar_handover;
 mod sidecar_lock;
 mod sidecars;
@@ -84,10 +84,11 @@ pub enum Workload {
     /// --workers sessions on the leader, each writing; kill -9 the leader; per session, time
     /// until its first write after the kill is accepted.
     SessionsFailover,
-    /// --workers (10,000) sidecar-like sessions, candidates in --workers/10 elections: memory,
-    /// idle CPU, election hand-over, and every session back after a leader kill -9.
-    #[value(name = "sessions-10k")]
-    Sessions10k,
+    /// --workers (default 10,000) sidecar-like sessions, candidates in --workers/10 elections:
+    /// memory, idle CPU, election hand-over, and every session back after a kill -9 of the
+    /// leader and then of a follower.
+    #[value(name = "sessions-scale", alias = "sessions-10k")]
+    SessionsScale,
     /// An app holding a lock with hold=stream through its sidecar is killed (SIGKILL); time
     /// until a waiting pod's sidecar grants it.
     AppCrashLockFreeStream,
@@ -129,7 +130,7 @@ impl Workload {
             Workload::SidecarHandover => "sidecar-handover",
             Workload::EnsembleFailover => "ensemble-failover",
             Workload::SessionsFailover => "sessions-failover",
-            Workload::Sessions10k => "sessions-10k",
+            Workload::SessionsScale => "sessions-scale",
             Workload::AppCrashLockFreeStream => "app-crash-lock-free-stream",
             Workload::AppCrashLockFreeTtl => "app-crash-lock-free-ttl",
             Workload::AppCrashLockFreeZkSession => "app-crash-lock-free-zk-session",
@@ -164,7 +165,7 @@ impl Workload {
             Workload::ElectionFailover => 5,
             Workload::WatchFanout => 100,
             Workload::SessionsFailover => 20,
-            Workload::Sessions10k => 10_000,
+            Workload::SessionsScale => 10_000,
             Workload::Populate => 32,
         }
     }
@@ -175,7 +176,7 @@ impl Workload {
             Workload::ElectionFailover | Workload::SidecarHandover => Limit::Ops(20),
             Workload::EnsembleFailover => Limit::Ops(5),
             Workload::SessionsFailover => Limit::Ops(3),
-            Workload::Sessions10k => Limit::Ops(1),
+            Workload::SessionsScale => Limit::Ops(1),
             Workload::AppCrashLockFreeStream | Workload::AppCrashNewLeaderHealth => Limit::Ops(20),
             Workload::AppCrashLockFreeTtl => Limit::Ops(10),
             Workload::AppCrashLockFreeZkSession => Limit::Ops(5),
@@ -240,7 +241,9 @@ pub async fn run(workload: Workload, config: &RunConfig) -> Result<RunReport, Be
         Workload::SessionsFailover => {
             sessions_failover::run(servers()?, config, &dir, &mut extra).await?
         }
-        Workload::Sessions10k => sessions_10k::run(servers()?, config, &dir, &mut extra).await?,
+        Workload::SessionsScale => {
+            sessions_scale::run(servers()?, config, &dir, &mut extra).await?
+        }
         Workload::AppCrashLockFreeStream => {
             app_crash::run(servers()?, config, &dir, app_crash::Way::Stream).await?
         }

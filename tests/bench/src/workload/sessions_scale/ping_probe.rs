@@ -1,7 +1,7 @@
 //! Pings timed on raw ZooKeeper-protocol sessions. zookeeper-client sends and consumes its
-//! pings internally, so sessions-10k opens a few sessions of its own, speaking just enough of
-//! the protocol (connect, ping, closeSession), and times each ping's answer while the 10,000
-//! sessions are there.
+//! pings internally, so sessions-scale opens a few sessions of its own, speaking just
+//! enough of the protocol (connect, ping, closeSession), and times each ping's answer while
+//! the workload's sessions are there.
 
 use std::time::Duration;
 

@@ -1,12 +1,14 @@
-//! Ten thousand sidecar-like sessions: what they cost the
+//! Thousands of sidecar-like sessions (`--workers`, 10,000 by default): what they cost the
 //! ensemble at rest, the election hand-over at that scale, and whether every session survives
-//! a leader kill -9, and how soon it is back.
+//! a kill -9 of the leader and then of a follower, and how soon it is back.
 //!
 //! Every session is a zookeeper-client session with the sidecar's settings (10 s session
 //! timeout, the client's default connection timeout, so it pings when idle for 1.5 s) and every
 //! member in its connect string, and is a candidate in one of `--workers / 10` elections: an
 //! ephemeral sequential node, and an exists-watch on its predecessor. All live in this one
-//! process (on 2 cores, one process per session is out of the question).
+//! process (on 2 cores, one process per session is out of the question). With
+//! `--loopback-addresses K`, session `i` reaches the members at 127.0.0.(1 + i mod K): one
+//! destination address and port leaves a client about 28,000 local ports.
 //!
 //! The run: open every session and queue it; after a pause, each member's RSS and its CPU over
 //! [`IDLE_WINDOW`] (from `/proc`, the pid files of `--member-pid-file`); pings timed on a few
@@ -15,8 +17,10 @@
 //! ensemble's leader, then every session's state watched for at least [`OBSERVE`] (longer than
 //! the session timeout, so a session the ensemble dropped has expired within it); as many
 //! hand-overs again (their watches went through the reconnect); the killed member restarted
-//! and rejoined; every candidate's node counted. The latencies reported are, per session whose
-//! connection dropped, the kill → its client reporting it connected again.
+//! and rejoined; then kill -9 of the follower holding the most connections, watched the same
+//! way, and it too restarted and rejoined; every candidate's node counted. The latencies
+//! reported are, per session whose connection dropped, the leader's kill → its client
+//! reporting it connected again; the follower's kill has its own `follower_*` fields.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,7 +63,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// How long each member's CPU is measured at rest.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
 /// Raw sessions timing pings after the idle window, each pinging every [`PROBE_EVERY`] for
-/// [`PROBE_WINDOW`]: 3,000 round trips beside the 10,000 sessions' own pings.
+/// [`PROBE_WINDOW`]: 3,000 round trips beside the sessions' own pings.
 const PROBE_SESSIONS: usize = 30;
 const PROBE_WINDOW: Duration = Duration::from_secs(5);
 const PROBE_EVERY: Duration = Duration::from_millis(50);
@@ -86,7 +90,7 @@ pub(super) async fn run(
     dir: &str,
     extra: &mut Map<String, Value>,
 ) -> Result<(LatencyRecorder, Duration), BenchError> {
-    let control = member_control(ensemble, config, "sessions-10k")?;
+    let control = member_control(ensemble, config, "sessions-scale")?;
     let elections = config.workers.div_ceil(PER_ELECTION);
     let admin = ensemble.connect(0).await?;
     make_dir(&admin, dir).await?;
@@ -139,6 +143,10 @@ async fn measure(
     let mut queues = queue_and_watch(candidates, election_dirs.len(), &losses).await?;
     extra.insert("setup_secs".into(), secs(started.elapsed()));
     extra.insert(
+        "loopback_addresses".into(),
+        ensemble.loopback_addresses().into(),
+    );
+    extra.insert(
         "setup_connection_losses".into(),
         losses.load(Ordering::Relaxed).into(),
     );
@@ -171,7 +179,8 @@ async fn measure(
     summary(extra, "handover", &handovers_idle);
 
     let leader = find_leader(ensemble).await?;
-    let (reconnects, outcome) = kill_and_watch(ensemble, control, candidates, leader).await?;
+    let (reconnects, outcome) =
+        kill_and_watch(ensemble, control, candidates, leader, "leader").await?;
     extra.insert("reconnected".into(), outcome.reconnected.into());
     extra.insert("sessions_lost".into(), outcome.lost.into());
     extra.insert("all_back_ms".into(), json!(outcome.all_back.as_millis()));
@@ -184,6 +193,31 @@ async fn measure(
     summary(extra, "handover_after_kill", &handovers_after);
 
     rejoin(ensemble, control, leader, &election_dirs[0], &[]).await?;
+
+    // The rejoined member holds hardly any sessions yet; the busiest follower is the one whose
+    // loss moves the most of them.
+    let leader = find_leader(ensemble).await?;
+    let (connections, _) = footprint(ensemble, control).await;
+    let follower = (0..ensemble.servers().len())
+        .filter(|&m| m != leader)
+        .max_by_key(|&m| connections[m].unwrap_or(0))
+        .unwrap_or((leader + 1) % ensemble.servers().len());
+    extra.insert(
+        "connections_before_follower_kill".into(),
+        json!(connections),
+    );
+    let (follower_reconnects, outcome) =
+        kill_and_watch(ensemble, control, candidates, follower, "follower").await?;
+    extra.insert("follower_reconnected".into(), outcome.reconnected.into());
+    extra.insert("follower_sessions_lost".into(), outcome.lost.into());
+    extra.insert(
+        "follower_all_back_ms".into(),
+        json!(outcome.all_back.as_millis()),
+    );
+    summary(extra, "follower_reconnect", &follower_reconnects);
+    let (connections, _) = footprint(ensemble, control).await;
+    extra.insert("connections_after_follower_kill".into(), json!(connections));
+    rejoin(ensemble, control, follower, &election_dirs[0], &[]).await?;
     let expected = config.workers - before.len() - after.len();
     extra.insert(
         "connection_losses".into(),
@@ -220,7 +254,7 @@ async fn open_candidates(
         tasks.spawn(async move {
             let _permit = limit.acquire_owned().await;
             // The sidecar's settings: the client's default connection timeout.
-            let client = ensemble.connect_any(None).await?;
+            let client = ensemble.on_loopback(session).connect_any(None).await?;
             let node = queue(&client, &election, session, &losses).await?;
             Ok::<_, BenchError>(Candidate {
                 client,
@@ -408,13 +442,15 @@ enum Seen {
     Ended(SessionState),
 }
 
-/// kill -9 of member `leader`; every session's state watched until all are connected again
-/// and at least [`OBSERVE`] has passed. Returns each reconnect's time from the kill.
+/// kill -9 of member `victim` (the ensemble's `role`); every session's state watched until all
+/// are connected again and at least [`OBSERVE`] has passed. Returns each reconnect's time from
+/// the kill.
 async fn kill_and_watch(
     ensemble: &Ensemble,
     control: &MemberControl,
     candidates: &[Candidate],
-    leader: usize,
+    victim: usize,
+    role: &str,
 ) -> Result<(LatencyRecorder, Outcome), BenchError> {
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (stop_tx, stop) = watch::channel(false);
@@ -444,7 +480,7 @@ async fn kill_and_watch(
         });
     }
     drop(events_tx);
-    let pid = control.pid(leader + 1, ensemble.server_for(leader))?;
+    let pid = control.pid(victim + 1, ensemble.server_for(victim))?;
     let killed_at = Instant::now();
     control.crash(pid)?;
 
@@ -492,7 +528,7 @@ async fn kill_and_watch(
     while monitors.join_next().await.is_some() {}
     if still_down > 0 {
         return Err(BenchError::Timeout {
-            what: format!("{still_down} sessions reconnecting after the leader's kill"),
+            what: format!("{still_down} sessions reconnecting after the {role}'s kill"),
             timeout: deadline - killed_at,
         });
     }
