@@ -2,23 +2,35 @@
 //!
 //! Off unless [`enable`] is called on the current thread (the simulation runs every member on
 //! one thread). While on, each fsync the log asks for is recorded instead of performed: a
-//! file's data is durable up to the length it had at its last `fdatasync`, and a directory's
-//! entries are durable as they were at its last `fsync`. [`crash`] then rewinds a directory to
-//! exactly that: names never made durable disappear, and files shrink to their synced length.
+//! file's data is durable up to the length it had at its last `fdatasync` (or, in a file
+//! allocated ahead of its data, up to where the data ended), and a directory's entries are
+//! durable as they were at its last `fsync`. [`crash`] then rewinds a directory to exactly
+//! that: names never made durable disappear, files shrink to their synced size, and what was
+//! written past a file's synced data is zeros again, as its allocation left it.
 //! A log opened with `sync: false` records nothing, so a crash keeps nothing it wrote.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default)]
 struct Durable {
-    /// File path → bytes durable.
-    lengths: BTreeMap<PathBuf, u64>,
+    /// File path → what its last fdatasync made durable.
+    lengths: BTreeMap<PathBuf, Synced>,
     /// Directory → names durable in it.
     names: BTreeMap<PathBuf, BTreeSet<String>>,
+}
+
+/// One file as of its last fdatasync.
+#[derive(Debug, Clone, Copy)]
+struct Synced {
+    /// Bytes of data durable.
+    data: u64,
+    /// The file's size: beyond `data`, blocks allocated and never written.
+    size: u64,
 }
 
 thread_local! {
@@ -35,10 +47,10 @@ pub(crate) fn is_enabled() -> bool {
     MODEL.with(|m| m.borrow().is_some())
 }
 
-pub(crate) fn synced_data(path: &Path, len: u64) {
+pub(crate) fn synced_data(path: &Path, data: u64, size: u64) {
     MODEL.with(|m| {
         if let Some(d) = m.borrow_mut().as_mut() {
-            d.lengths.insert(path.to_path_buf(), len);
+            d.lengths.insert(path.to_path_buf(), Synced { data, size });
         }
     });
 }
@@ -73,7 +85,7 @@ pub fn crash(dir: &Path) -> io::Result<()> {
         let names = d
             .and_then(|d| d.names.get(dir).cloned())
             .unwrap_or_default();
-        let lengths: BTreeMap<PathBuf, u64> = d
+        let lengths: BTreeMap<PathBuf, Synced> = d
             .map(|d| {
                 d.lengths
                     .iter()
@@ -90,10 +102,19 @@ pub fn crash(dir: &Path) -> io::Result<()> {
             fs::remove_file(&path)?;
             continue;
         }
-        let durable = lengths.get(&path).copied().unwrap_or(0);
+        let synced = lengths
+            .get(&path)
+            .copied()
+            .unwrap_or(Synced { data: 0, size: 0 });
         let file = OpenOptions::new().write(true).open(&path)?;
-        if file.metadata()?.len() > durable {
-            file.set_len(durable)?;
+        let len = file.metadata()?.len();
+        if len > synced.size {
+            file.set_len(synced.size)?;
+        }
+        let written_past = len.min(synced.size);
+        if written_past > synced.data {
+            let zeros = vec![0u8; (written_past - synced.data) as usize];
+            file.write_all_at(&zeros, synced.data)?;
         }
     }
     Ok(())
@@ -117,7 +138,7 @@ mod tests {
     use std::io::Write;
 
     use raft::Storage;
-    use raft::eraftpb::Entry;
+    use raft::eraftpb::{Entry, HardState};
 
     use crate::{LogOptions, RaftLog};
 
@@ -164,6 +185,38 @@ mod tests {
         assert!(!dir.path().join("stray").exists());
         let log = open(dir.path(), true);
         assert_eq!(log.last_index(), Ok(2), "synced entries survive");
+    }
+
+    #[test]
+    fn a_record_written_without_fsync_into_allocated_space_is_lost() {
+        super::enable();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open(dir.path(), true);
+        let synced = HardState {
+            term: 1,
+            commit: 1,
+            ..Default::default()
+        };
+        log.persist(&[entry(1, 1), entry(2, 1)], Some(&synced))
+            .expect("persist");
+        // A commit index alone is written without an fsync, inside the blocks allocated
+        // ahead: the file's size does not change, so only its data can be lost.
+        let unsynced = HardState {
+            commit: 2,
+            ..synced.clone()
+        };
+        log.persist(&[], Some(&unsynced)).expect("commit index");
+        drop(log);
+
+        super::crash(dir.path()).expect("crash");
+
+        let log = open(dir.path(), true);
+        assert_eq!(log.last_index(), Ok(2), "synced entries survive");
+        let state = log.initial_state().expect("state");
+        assert_eq!(
+            state.hard_state.commit, 1,
+            "the unsynced commit index is gone"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::crash_model;
@@ -23,12 +24,24 @@ pub(crate) struct Durability {
 impl Durability {
     /// fdatasync: file contents and the size, which is all a reader of an appended file needs.
     pub fn sync_data(self, file: &File, path: &Path) -> Result<(), LogError> {
+        self.sync_data_to(file, path, None)
+    }
+
+    /// [`Durability::sync_data`] of a file whose data ends at `data_len`, before its end: the
+    /// rest is allocated ahead of the data (a log segment). What lies beyond `data_len` was
+    /// never written, so a power loss leaves it as the allocation left it: zeros.
+    pub fn sync_data_to(
+        self,
+        file: &File,
+        path: &Path,
+        data_len: Option<u64>,
+    ) -> Result<(), LogError> {
         if self.sync && crash_model::is_enabled() {
-            let len = file
+            let size = file
                 .metadata()
                 .map_err(|e| LogError::io("fdatasync", path, e))?
                 .len();
-            crash_model::synced_data(path, len);
+            crash_model::synced_data(path, data_len.unwrap_or(size).min(size), size);
         } else if self.sync {
             file.sync_data()
                 .map_err(|e| LogError::io("fdatasync", path, e))?;
@@ -176,4 +189,39 @@ pub(crate) fn list_dir(dir: &Path) -> Result<Vec<String>, LogError> {
     }
     names.sort();
     Ok(names)
+}
+
+/// Allocates blocks for bytes `from..to` of `file`, growing it to `to` if it is shorter: later
+/// writes there change neither the file's size nor its block map, so their fdatasync flushes
+/// the data alone (ext4 here: 85-105 us instead of 140-155 us for an append of 1 KiB). A sparse
+/// file would hold nothing.
+pub(crate) fn allocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    let (Ok(offset), Ok(len)) = (
+        libc::off_t::try_from(from),
+        libc::off_t::try_from(to - from),
+    ) else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: the descriptor is open for writing for the duration of the call.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
+    match rc {
+        0 => Ok(()),
+        // A filesystem without fallocate: write the blocks instead.
+        libc::EOPNOTSUPP | libc::EINVAL => write_zeros(file, from, to),
+        rc => Err(std::io::Error::from_raw_os_error(rc)),
+    }
+}
+
+fn write_zeros(file: &File, from: u64, to: u64) -> std::io::Result<()> {
+    let zeros = vec![0u8; (to - from).min(1 << 20) as usize];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }

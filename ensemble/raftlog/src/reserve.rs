@@ -8,8 +8,7 @@
 //! volume, the file is deleted and the write tried again; after the next compaction frees
 //! segments, it is allocated again.
 
-use std::fs::{self, File};
-use std::os::fd::AsRawFd;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil;
@@ -87,6 +86,7 @@ impl Reserve {
 
     fn allocate(&self, len: u64) -> std::io::Result<()> {
         let file = fsutil::private_file()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(false)
@@ -94,7 +94,7 @@ impl Reserve {
         if len <= self.held {
             return file.set_len(len);
         }
-        let result = fallocate(&file, len);
+        let result = fsutil::allocate(&file, 0, len);
         if result.is_err() {
             // What a failed allocation took is given back: a short reserve is no use to the
             // rest of the log either.
@@ -124,33 +124,6 @@ impl Reserve {
         self.held = 0;
         true
     }
-}
-
-/// Allocates blocks for the first `len` bytes of `file` (a sparse file would hold nothing).
-fn fallocate(file: &File, len: u64) -> std::io::Result<()> {
-    let Ok(len) = libc::off_t::try_from(len) else {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    };
-    // SAFETY: the descriptor is open for writing for the duration of the call.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-    match rc {
-        0 => Ok(()),
-        // A filesystem without fallocate: write the blocks instead.
-        libc::EOPNOTSUPP | libc::EINVAL => write_zeros(file, len as u64),
-        rc => Err(std::io::Error::from_raw_os_error(rc)),
-    }
-}
-
-fn write_zeros(file: &File, len: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < len {
-        let n = (len - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,7 @@
-//! Segment files `log-<seq:020>.wal`: a magic number, then records (see `record.rs`).
+//! Segment files `log-<seq:020>.wal`: a magic number, then records (see `record.rs`). The
+//! newest segment's blocks are allocated ahead of its records (`wal.rs`), so it may end in
+//! zeros: space never written, which replay takes for the end of the log. A segment is cut to
+//! its last record before a newer one follows it, so only the newest may end so.
 //!
 //! Segments are named by a sequence number rather than by first index because a conflicting
 //! suffix rewrite can make a newer segment start at a lower index than an older one; replay order
@@ -101,7 +104,7 @@ pub(crate) fn create(
     let mut contents = MAGIC.to_vec();
     contents.extend_from_slice(&encode_record(&checkpoint(mem), dir)?);
     let path = durability.write_atomically(dir, &file_name(seq), &contents)?;
-    let file = open_append(&path)?;
+    let file = open_for_writing(&path)?;
     let meta = SegmentMeta {
         seq,
         path,
@@ -111,12 +114,15 @@ pub(crate) fn create(
     Ok((file, meta))
 }
 
-/// Opens an existing segment for appending.
-pub(crate) fn open_append(path: &Path) -> Result<File, LogError> {
+/// Opens an existing segment for writing records at its end (positioned writes: the file
+/// may be longer than its records). Readable too: where the file system cannot allocate
+/// (FUSE), glibc's `posix_fallocate` writes the blocks itself and reads them first.
+pub(crate) fn open_for_writing(path: &Path) -> Result<File, LogError> {
     OpenOptions::new()
-        .append(true)
+        .read(true)
+        .write(true)
         .open(path)
-        .map_err(|e| LogError::io("open segment for append", path, e))
+        .map_err(|e| LogError::io("open segment for writing", path, e))
 }
 
 /// Replays the last of `segments` (the earlier ones already replayed) into `mem`. In the last
@@ -151,7 +157,13 @@ pub(crate) fn replay(
         }
     }
     let mut valid_len = buf.len();
-    if let Some(damage) = damage {
+    if let Some(damage) = &damage
+        && is_last
+        && buf[damage.offset..].iter().all(|&b| b == 0)
+    {
+        // Allocated, never written: the end of the log, not damage.
+        valid_len = damage.offset;
+    } else if let Some(damage) = damage {
         let offset = damage.offset as u64;
         if !is_last {
             return Err(LogError::corrupt(

@@ -1,7 +1,7 @@
 //! The write-ahead log writer: appends batches to the active segment, rotates, deletes old segments.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -10,6 +10,10 @@ use crate::error::LogError;
 use crate::fsutil::{self, Durability};
 use crate::memlog::MemLog;
 use crate::segment::{self, SegmentMeta};
+
+/// Blocks allocated at a time ahead of the active segment's records (at most the segment's
+/// size): about one write in four thousand of 1 KiB grows the file.
+const ALLOCATE_AHEAD_BYTES: u64 = 4 << 20;
 
 /// Counters of the log's fsync behaviour since open.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,6 +35,8 @@ pub(crate) struct Wal {
     /// Oldest first; never empty; the last one is the active segment.
     segments: Vec<SegmentMeta>,
     active: File,
+    /// The active segment's size on disk: its records, then blocks allocated for more.
+    allocated: u64,
     poisoned: Option<String>,
     /// The active segment has records no fsync has covered yet (see `append`).
     unsynced: bool,
@@ -60,8 +66,12 @@ impl Wal {
                 segment::replay(&mut segments[..=i], i + 1 == count, &mut mem, durability)?;
             }
             let last = &segments[count - 1].path;
-            segment::open_append(last)?
+            segment::open_for_writing(last)?
         };
+        let allocated = active
+            .metadata()
+            .map_err(|e| LogError::io("stat segment", &segments[segments.len() - 1].path, e))?
+            .len();
         mem.check().map_err(|reason| {
             LogError::corrupt(
                 dir,
@@ -75,6 +85,7 @@ impl Wal {
             segment_bytes,
             segments,
             active,
+            allocated,
             poisoned: None,
             unsynced: false,
             sync_stats: SyncStats::default(),
@@ -125,8 +136,18 @@ impl Wal {
 
     fn write_record(&mut self, record: &[u8], mem: &MemLog, sync: bool) -> Result<(), LogError> {
         if self.active_meta().bytes >= self.segment_bytes {
-            // A segment is finished durable: replay accepts a torn record only at the very end
-            // of the log, never at the end of a segment that a newer one follows.
+            // A segment is finished durable and cut to its last record: replay accepts a torn
+            // record, or space never written, only at the very end of the log, never at the
+            // end of a segment that a newer one follows.
+            let bytes = self.active_meta().bytes;
+            if self.allocated > bytes {
+                let path = &self.active_meta().path;
+                self.active
+                    .set_len(bytes)
+                    .map_err(|e| LogError::io("cut segment to its records", path, e))?;
+                self.allocated = bytes;
+                self.unsynced = true;
+            }
             if self.unsynced {
                 self.sync_active()?;
             }
@@ -134,7 +155,9 @@ impl Wal {
             self.rotate(mem).map_err(LogError::into_no_space)?;
         }
         let path = self.active_meta().path.clone();
-        if let Err(e) = self.active.write_all(record) {
+        let at = self.active_meta().bytes;
+        self.allocate_for(at + record.len() as u64)?;
+        if let Err(e) = self.active.write_all_at(record, at) {
             let e = LogError::io("append to segment", &path, e);
             return Err(self.undo_partial_write(e));
         }
@@ -149,6 +172,40 @@ impl Wal {
         }
     }
 
+    /// Makes the active segment's blocks reach `end` at least, allocating up to
+    /// [`ALLOCATE_AHEAD_BYTES`] more while the segment is not full, or just enough on a volume
+    /// without room for more. What a failed allocation took is cut off again: a full volume
+    /// refuses the write with nothing written.
+    fn allocate_for(&mut self, end: u64) -> Result<(), LogError> {
+        if end <= self.allocated {
+            return Ok(());
+        }
+        let ahead = (self.allocated + ALLOCATE_AHEAD_BYTES).min(self.segment_bytes);
+        let mut result = self.allocate_to(end.max(ahead));
+        if ahead > end && result.as_ref().is_err_and(LogError::is_space_io) {
+            result = self.allocate_to(end);
+        }
+        result.map_err(LogError::into_no_space)
+    }
+
+    fn allocate_to(&mut self, target: u64) -> Result<(), LogError> {
+        let path = &self.segments[self.segments.len() - 1].path;
+        match fsutil::allocate(&self.active, self.allocated, target) {
+            Ok(()) => {
+                self.allocated = target;
+                self.unsynced = true;
+                Ok(())
+            }
+            Err(e) => {
+                let e = LogError::io("allocate segment space", path, e);
+                self.active
+                    .set_len(self.allocated)
+                    .map_err(|cut| LogError::io("cut a failed allocation off", path, cut))?;
+                Err(e)
+            }
+        }
+    }
+
     /// After a failed append: a full volume is survivable if what the append left is cut off
     /// again (the file back to its last record), which turns the error into
     /// [`LogError::NoSpace`]. Any other failure, or a failed cut, stays an error that poisons.
@@ -159,7 +216,10 @@ impl Wal {
         }
         let meta = self.active_meta();
         match self.active.set_len(meta.bytes) {
-            Ok(()) => e.into_no_space(),
+            Ok(()) => {
+                self.allocated = meta.bytes;
+                e.into_no_space()
+            }
             Err(cut) => {
                 tracing::error!(path = %meta.path.display(), error = %cut, "could not cut a partial record off the log after a full volume");
                 e
@@ -169,8 +229,9 @@ impl Wal {
 
     fn sync_active(&mut self) -> Result<(), LogError> {
         let started = Instant::now();
+        let meta = self.active_meta();
         self.durability
-            .sync_data(&self.active, &self.active_meta().path)?;
+            .sync_data_to(&self.active, &meta.path, Some(meta.bytes))?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.unsynced = false;
         self.sync_stats.fsyncs += 1;
@@ -184,6 +245,7 @@ impl Wal {
         let seq = self.active_meta().seq + 1;
         let (file, meta) = segment::create(&self.dir, seq, mem, self.durability)?;
         tracing::debug!(path = %meta.path.display(), "started new log segment");
+        self.allocated = meta.bytes;
         self.segments.push(meta);
         self.active = file;
         Ok(())

@@ -95,12 +95,16 @@ fn name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// `(offset, total length)` of every record of a segment, read with the framing alone.
+/// `(offset, total length)` of every record of a segment, read with the framing alone. The
+/// newest segment's blocks are allocated ahead of its records: zeros to its end follow them.
 fn records(path: &Path) -> Result<Vec<(usize, usize)>> {
     let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
     let mut out = Vec::new();
     let mut at = SEGMENT_MAGIC;
     while at + RECORD_HEADER <= bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            return Ok(out);
+        }
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into()?) as usize;
         let end = at + RECORD_HEADER + len;
         ensure!(
