@@ -528,6 +528,11 @@ impl StateMachine {
         self.sessions.values()
     }
 
+    /// Number of open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
     /// The tree, for inspection.
     pub fn tree(&self) -> &DataTree {
         &self.tree

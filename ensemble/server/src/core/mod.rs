@@ -493,7 +493,7 @@ impl Core {
             CoreMsg::Admin { command, reply } => self.on_admin(command, reply),
             CoreMsg::Backup(reply) => self.start_backup(reply),
             CoreMsg::Status(reply) => {
-                self.publish_status();
+                self.publish_full_status();
                 let _ = reply.send(self.status.borrow().clone());
             }
             CoreMsg::Tick => self.on_tick(),
