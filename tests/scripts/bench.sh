@@ -27,7 +27,8 @@
 #                    restarts the killed member with the start script below and waits for it to
 #                    rejoin before the next round). Worker 0, the whole of the one-worker rows,
 #                    talks to a follower of every server (each list is rotated to start at one,
-#                    checked every round), so no server is timed through its leader alone.
+#                    checked every round), so no server is timed through its leader alone;
+#                    ONE_CLIENT_ON=leader puts it on each server's leader instead.
 #                    They also get sessions-failover (20 sessions on the leader, each writing;
 #                    kill -9 the leader; per session, time until it writes again; sessions lost)
 #                    and sessions-scale (sidecar-like sessions, 10 per election: each member's
@@ -617,12 +618,20 @@ row() {
 # ensemble's leader may happen to be member 1 and another's a follower, and their one-worker
 # rows would time different paths. So each server's list starts at its first follower, checked
 # again every round (leadership can move under load).
-member_is_follower() {
+# ONE_CLIENT_ON=leader times the other path: each list starts at the server's leader.
+one_client_on=${ONE_CLIENT_ON:-follower}
+case "$one_client_on" in
+  follower|leader) ;;
+  *) echo "bench.sh: ONE_CLIENT_ON must be follower or leader (got $one_client_on)" >&2; exit 2 ;;
+esac
+member_is_wanted() {
+  local op='!='
+  [ "$one_client_on" = follower ] || op='=='
   if is_etcd "$1"; then
     curl -sf -X POST -d '{}' "http://127.0.0.1:${client_port[$1/$2]}/v3/maintenance/status" |
-      jq -e '.leader != .header.member_id' >/dev/null
+      jq -e ".leader $op .header.member_id" >/dev/null
   else
-    [[ "$(four_letter 127.0.0.1 "${client_port[$1/$2]}" srvr)" == *"Mode: follower"* ]]
+    [[ "$(four_letter 127.0.0.1 "${client_port[$1/$2]}" srvr)" == *"Mode: $one_client_on"* ]]
   fi
 }
 follower_first() {
@@ -631,19 +640,19 @@ follower_first() {
   for name in "${names[@]}"; do
     found=0
     for i in $(seq 1 "$members"); do
-      if member_is_follower "$name" "$i"; then
+      if member_is_wanted "$name" "$i"; then
         found=1
         break
       fi
     done
     if [ "$found" = 0 ]; then
-      echo "  $name: no member says it is a follower; sessions keep --servers order" >&2
+      echo "  $name: no member says it is a $one_client_on; sessions keep --servers order" >&2
       continue
     fi
     IFS=, read -ra list <<<"${member_order[$name]}"
     rotated=("${list[@]:i-1}" "${list[@]:0:i-1}")
     server[$name]=$(IFS=,; echo "${rotated[*]}")
-    echo "  $name: worker 0 on member $i (a follower)" >&2
+    echo "  $name: worker 0 on member $i (a $one_client_on)" >&2
   done
 }
 
