@@ -440,10 +440,10 @@ baton_member() {
   local name=$1 i=$2 k=$1/$2 dir peers=() j client_host=127.0.0.1 max_connections=10000
   if [ "$members" = 1 ]; then dir=$work/$name; else dir=$work/$name/$i; fi
   # sessions-scale with more than $SESSIONS_PER_ADDRESS sessions reaches the members at
-  # 127.0.0.1..127.0.0.K (see --sessions), which a listener on 127.0.0.1 alone would refuse. 0.0.0.0 also exposes the
-  # plain client port to the machine's network for the run's length: this bench is meant for a
-  # machine of its own, and ZooKeeper's members (clientPort without clientPortAddress) listen
-  # the same way.
+  # 127.0.0.1..127.0.0.K (see --sessions), which a listener on 127.0.0.1 alone would refuse.
+  # 0.0.0.0 also exposes the plain client port to the machine's network for the run's length:
+  # this bench is meant for a machine of its own, and ZooKeeper's members (clientPort without
+  # clientPortAddress) listen the same way.
   if [ "$members" -ge 3 ] && [ "$max_loopback" -gt 1 ] && sessions_scale_wanted; then
     client_host=0.0.0.0
   fi
