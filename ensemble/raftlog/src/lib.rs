@@ -4,7 +4,8 @@
 //! - `identity`: member id and cluster id, so a stale volume never rejoins as someone else;
 //! - `LOCK`: held while a process has the log open;
 //! - `log-<seq>.wal`: append-only segments of checksummed records, one record per `persist` call
-//!   (group commit: one fdatasync per batch however many entries it holds);
+//!   (group commit: one fdatasync per batch however many entries it holds); the newest segment's
+//!   blocks are allocated ahead of its records, so that a sync makes no new file size durable;
 //! - `snap-<term>-<index>.snap`: the newest two snapshots of the state machine. The log keeps the
 //!   entries after the older one, so a newest snapshot found damaged at startup is set aside
 //!   (`*.snap.corrupt`) and the older one plus the log used instead, losing nothing; damage with
