@@ -139,3 +139,33 @@ fn without_the_reserve_a_full_volume_cannot_compact() {
     let log = open(dir.path(), options(false)).expect("reopen");
     assert_eq!(log.last_index(), Ok(acknowledged));
 }
+
+#[test]
+#[ignore = "needs BATON_SMALL_FS pointing at a small, empty filesystem"]
+fn a_volume_without_room_to_allocate_ahead_still_takes_writes() {
+    let _turn = SMALL_FS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = small_fs_dir();
+    // The default segment size allocates 4 MiB ahead of the records, more than the whole
+    // 4 MiB volume: every write must fall back to allocating just its own room.
+    let log = open(dir.path(), opts(true)).expect("open");
+    for index in 1..=20 {
+        log.persist(&[entry_with_data(index, 1, &[7u8; 1024])], None)
+            .unwrap_or_else(|e| panic!("write {index}: {e}"));
+    }
+    let segment = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "wal"))
+        .expect("a segment");
+    let size = std::fs::metadata(&segment).expect("stat").len();
+    assert_eq!(
+        size,
+        records_end(&segment),
+        "nothing allocated past the records"
+    );
+    drop(log);
+    let log = open(dir.path(), opts(true)).expect("reopen");
+    assert_eq!(log.last_index(), Ok(20));
+}
